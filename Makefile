@@ -1,0 +1,40 @@
+# tablectl: the two commands a newcomer needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test check lint typecheck bench chaos clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## make run: a simulated Teen Patti 20-20 table, on Mosquitto at 127.0.0.1:1883 if one answers,
+## otherwise on an embedded broker. Ctrl-C stops it. RUN_ARGS adds options to `tablectl run`.
+run: $(STAMP)
+	$(BIN)/tablectl run --simulate --show $(RUN_ARGS)
+
+## make test: the whole suite. Installs Mosquitto with apt-get when the binary is missing.
+test: $(STAMP)
+	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
+	  echo "mosquitto not found: installing it with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto; }
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+check: lint typecheck test
+
+bench: $(STAMP)
+	$(BIN)/python bench/scan_to_publish.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

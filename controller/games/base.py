@@ -1,0 +1,142 @@
+"""What every game's rules give the rest of the controller.
+
+Rules are pure: given the cards (or tiles) and the decisions they return results and
+settlements. No I/O, no clock, no randomness. The orchestrator, the simulators, the analyser
+and replay all call the same functions.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from controller.cards import Deck, Piece
+from controller.money import BetResult, PayTables
+
+
+class Face(enum.StrEnum):
+    """Whether a dealt piece is shown to everyone or only to stream production."""
+
+    UP = "up"
+    HIDDEN = "hidden"
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One place a piece is dealt to.
+
+    Attributes:
+        name: The slot's label on the felt and on the wire (``"A1"``, ``"B3"``).
+        hand: The hand (position) it belongs to (``"A"``).
+        face: Face up, or hidden until a reveal.
+    """
+
+    name: str
+    hand: str
+    face: Face = Face.UP
+
+
+@dataclass(frozen=True, slots=True)
+class DealPlan:
+    """The slots of a round in dealing order.
+
+    Attributes:
+        slots: Every slot, in the order the dealer fills them.
+    """
+
+    slots: tuple[Slot, ...]
+
+    @property
+    def hands(self) -> tuple[str, ...]:
+        """The hands, in order of first appearance."""
+        return tuple(dict.fromkeys(slot.hand for slot in self.slots))
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def group(self, pieces: Sequence[Piece]) -> dict[str, list[Piece]]:
+        """Split pieces dealt in plan order into hands (each in dealing order)."""
+        hands: dict[str, list[Piece]] = {hand: [] for hand in self.hands}
+        for slot, piece in zip(self.slots, pieces, strict=False):
+            hands[slot.hand].append(piece)
+        return hands
+
+
+@dataclass(frozen=True, slots=True)
+class HandSummary:
+    """How one hand was judged.
+
+    Attributes:
+        category: Machine name of the hand's category (``"trail"``, ``"pair"``).
+        description: A sentence for people (``"pair of kings, queen kicker"``).
+    """
+
+    category: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class GameResult:
+    """The outcome of a round's cards, before any bet is settled.
+
+    Attributes:
+        winner: The winning hand's label, or ``"tie"``.
+        hands: Each hand's summary, by hand label.
+        details: Game-specific facts the settlement or the consumers need (JSON-able).
+    """
+
+    winner: str
+    hands: Mapping[str, HandSummary]
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class TableGame(Protocol):
+    """A game whose deal plan is fixed (no decisions between cards): Teen Patti 20-20.
+
+    Games with decisions extend this in their own modules; the orchestrator learns them as
+    live play of every game is added.
+    """
+
+    @property
+    def id(self) -> str:
+        """The game id used in configs, topics and results (``"teen-patti-20-20"``)."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """The game's name for people."""
+        ...
+
+    @property
+    def deck(self) -> Deck:
+        """The set of pieces one round is dealt from."""
+        ...
+
+    @property
+    def bet_ids(self) -> tuple[str, ...]:
+        """Every bet type, in the order results list them."""
+        ...
+
+    @property
+    def default_paytables(self) -> PayTables:
+        """The rule sheet's pay tables."""
+        ...
+
+    @property
+    def deal_plan(self) -> DealPlan:
+        """The slots of a round, in dealing order."""
+        ...
+
+    def resolve(self, hands: Mapping[str, Sequence[Piece]]) -> GameResult:
+        """Judge the dealt hands.
+
+        Raises:
+            RulesError: A hand has the wrong number or kind of pieces.
+        """
+        ...
+
+    def settle(self, result: GameResult, paytables: PayTables) -> dict[str, BetResult]:
+        """Settle every bet type of the round, in ``bet_ids`` order."""
+        ...

@@ -1,0 +1,1 @@
+"""Device drivers: the wire codec, transports, card-source drivers and their supervisor."""

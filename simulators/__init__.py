@@ -1,0 +1,1 @@
+"""Simulated devices speaking the real wire protocol, with fault injection."""
