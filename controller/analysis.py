@@ -138,19 +138,23 @@ class AnalysisReport:
 
     def to_text(self) -> str:
         """A par sheet for people."""
-        lines = [f"{self.game} — {self.method.value}"
-                 + (f", {self.samples:,} samples" if self.samples else "")
-                 + f", {self.seconds:.1f} s"]
+        lines = [
+            f"{self.game} — {self.method.value}"
+            + (f", {self.samples:,} samples" if self.samples else "")
+            + f", {self.seconds:.1f} s"
+        ]
         lines.extend(f"  note: {note}" for note in self.notes)
         for bet_id, bet in self.bets.items():
             rtp = float(bet.rtp or 0)
             se = f" ± {bet.rtp_se * 100:.4f}" if bet.rtp_se is not None else ""
             lines.append("")
-            lines.append(f"{bet_id}: return to player {rtp * 100:.4f}%{se}"
-                         f"  (house edge {(1 - rtp) * 100:.4f}%)")
+            lines.append(
+                f"{bet_id}: return to player {rtp * 100:.4f}%{se}"
+                f"  (house edge {(1 - rtp) * 100:.4f}%)"
+            )
             width = max((len(row.name) for row in bet.outcomes), default=10)
             for row in bet.outcomes:
-                count = f"{row.count:>16,}" if row.count is not None else ""
+                count = f"  n={row.count:,}" if row.count is not None else ""
                 lines.append(
                     f"  {row.name:<{width}}  pays {to_decimal_str(row.pays):>8}"
                     f"  p={float(row.probability):.10f}{count}"

@@ -242,9 +242,7 @@ class Deck:
     @classmethod
     def mahjong_pai_gow(cls) -> Deck:
         """The 20 tiles of Mahjong Pai Gow: two each of 1-9 dots and two windows."""
-        return cls(
-            DeckKind.MAHJONG_20, {Tile(value): 2 for value in range(1, WINDOW_VALUE + 1)}
-        )
+        return cls(DeckKind.MAHJONG_20, {Tile(value): 2 for value in range(1, WINDOW_VALUE + 1)})
 
     def __len__(self) -> int:
         return sum(self.copies.values())

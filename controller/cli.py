@@ -25,10 +25,17 @@ def _register_analyze(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     parser.add_argument("game", choices=sorted(ANALYZERS), help="game id")
     method = parser.add_mutually_exclusive_group()
-    method.add_argument("--exact", action="store_true", help="exact enumeration (default "
-                        "where the game supports it)")
-    method.add_argument("--samples", type=int, metavar="N",
-                        help="Monte Carlo with N samples (prints the standard error)")
+    method.add_argument(
+        "--exact",
+        action="store_true",
+        help="exact enumeration (default where the game supports it)",
+    )
+    method.add_argument(
+        "--samples",
+        type=int,
+        metavar="N",
+        help="Monte Carlo with N samples (prints the standard error)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed for Monte Carlo (default 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -59,9 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tablectl {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    from simulators.cli import register as register_simulators
-
     from controller.app import register as register_run
+    from simulators.cli import register as register_simulators
 
     register_run(subparsers)
     register_simulators(subparsers)

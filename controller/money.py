@@ -61,11 +61,13 @@ def parse_odds(text: str | int | Fraction) -> Odds:
             profit = Fraction(Decimal(left.strip()))
             stake = Fraction(Decimal(right.strip())) if sep else Fraction(1)
         except (ArithmeticError, ValueError) as exc:
-            raise PayTableError(f"payout {text!r} is not a ratio like 0.95:1 or 3:2",
-                                value=text) from exc
+            raise PayTableError(
+                f"payout {text!r} is not a ratio like 0.95:1 or 3:2", value=text
+            ) from exc
         if stake <= 0:
-            raise PayTableError(f"payout {text!r} has a stake side that is not positive",
-                                value=text)
+            raise PayTableError(
+                f"payout {text!r} has a stake side that is not positive", value=text
+            )
         odds = profit / stake
     if odds < 0:
         raise PayTableError(f"payout {text!r} is negative", value=str(text))

@@ -1,0 +1,292 @@
+"""``tablectl check-config FILE [--offline]``: will this table start with this config?
+
+Checks, one output line each (``OK``, ``FAIL`` with the reason, or ``SKIP`` when a check
+cannot be made), exit status 1 if any check failed:
+
+``config``
+    The file loads (:func:`controller.settings.load_settings`: TOML, every field, the
+    environment overrides) and names a game this controller deals live with pay-table
+    overrides that exist (what ``tablectl run`` does first). Always run.
+``device``
+    ``serial://PATH``: the path exists and pyserial opens it read/write, exclusively (as the
+    driver does), within the timeout; a busy port fails. ``socket://HOST:PORT``: a TCP
+    connect within the timeout. Other kinds: SKIP (cannot be checked from here).
+``broker``
+    For every configured URL (they are fail-over alternatives; each should work): an MQTT
+    CONNECT with the configured protocol, user name, password and TLS is answered by a
+    CONNACK accepting it. Uses its own client id, so a running controller is not kicked off.
+``journal``
+    The journal's directory exists and this user may write in it (SQLite WAL needs side
+    files). Run the command as the service user (``sudo -u tablectl``) for this to mean
+    anything.
+
+With ``--offline`` only ``config`` is checked (for CI, or preparing a config elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import ssl
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from controller.errors import ConfigError, TablectlError
+
+if TYPE_CHECKING:
+    from controller.broker import BrokerAddress
+    from controller.publisher import MqttSettings
+    from controller.settings import TableSettings
+    from drivers.source import DriverSettings
+
+Verdict = Literal["OK", "FAIL", "SKIP"]
+
+DEFAULT_TIMEOUT = 5.0
+
+_AUTH_CODES = (0x86, 0x87, 4, 5)
+"""CONNACK codes meaning the credentials were refused (v5 0x86/0x87, v3.1.1 4/5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The outcome of one check.
+
+    Attributes:
+        name: What was checked (``config``, ``device``, ``broker``, ``journal``).
+        verdict: ``OK``, ``FAIL`` or ``SKIP``.
+        detail: What was found, or what was wrong and where.
+    """
+
+    name: str
+    verdict: Verdict
+    detail: str
+
+    @property
+    def failed(self) -> bool:
+        """Whether this check found a fault."""
+        return self.verdict == "FAIL"
+
+    def line(self) -> str:
+        """The output line: ``FAIL  device: ...``."""
+        return f"{self.verdict:<5} {self.name}: {self.detail}"
+
+
+# --- config --------------------------------------------------------------------------------
+
+
+def check_config(path: str | Path) -> tuple[Check, TableSettings | None]:
+    """Load and validate the table config the way ``tablectl run`` does before starting.
+
+    Returns:
+        The check, and the settings when they loaded.
+    """
+    from controller.games.registry import live_game
+    from controller.money import merge_paytables
+    from controller.settings import load_settings
+
+    try:
+        settings = load_settings(path)
+    except ConfigError as exc:
+        return Check("config", "FAIL", str(exc)), None
+    try:
+        game = live_game(settings.game)
+        merge_paytables(game.default_paytables, settings.paytables)
+    except TablectlError as exc:
+        field = exc.context.get("field", "paytables")
+        return Check("config", "FAIL", f"{path}: {field}: {exc}"), settings
+    detail = f"{path} (table {settings.table_id}, game {settings.game})"
+    return Check("config", "OK", detail), settings
+
+
+# --- device --------------------------------------------------------------------------------
+
+
+def _open_serial(path: str, baud: int) -> None:
+    import serial
+
+    port = serial.Serial()
+    port.port = path
+    port.baudrate = baud
+    port.exclusive = True
+    # Do not raise DTR/RTS: many boards reset when DTR goes up.
+    port.dtr = False
+    port.rts = False
+    port.open()
+    port.close()
+
+
+async def check_device(url: str, driver: DriverSettings, timeout: float) -> Check:  # noqa: ASYNC109
+    """Whether the card source named by ``url`` can be opened now."""
+    from drivers.errors import DriverError
+    from drivers.source import parse_url
+
+    try:
+        spec = parse_url(url, driver.baud)
+    except DriverError as exc:
+        return Check("device", "FAIL", f"{url}: {exc}")
+    if spec.kind == "serial":
+        path = Path(spec.device)
+        if not await asyncio.to_thread(path.exists):
+            return Check(
+                "device",
+                "FAIL",
+                f"{url}: {path} does not exist (scanner plugged in? udev rule installed?)",
+            )
+        try:
+            await asyncio.wait_for(
+                asyncio.to_thread(_open_serial, spec.port_url, spec.baud), timeout
+            )
+        except TimeoutError:
+            return Check("device", "FAIL", f"{url}: opening {path} took longer than {timeout} s")
+        except (OSError, ValueError) as exc:  # serial.SerialException is an OSError
+            return Check("device", "FAIL", f"{url}: cannot open {path} read/write: {exc}")
+        return Check("device", "OK", f"{url}: {path} opens read/write at {spec.baud} baud")
+    if spec.kind == "socket":
+        host, _, port_text = spec.device.rpartition(":")
+        host = host.strip("[]")
+        try:
+            async with asyncio.timeout(timeout):
+                _, writer = await asyncio.open_connection(host, int(port_text))
+        except TimeoutError:
+            return Check("device", "FAIL", f"{url}: no TCP connection within {timeout} s")
+        except OSError as exc:
+            return Check("device", "FAIL", f"{url}: TCP connect failed: {exc.strerror or exc}")
+        writer.close()
+        with contextlib.suppress(TimeoutError, OSError):
+            await asyncio.wait_for(writer.wait_closed(), timeout)
+        return Check("device", "OK", f"{url}: TCP connect to {spec.device} accepted")
+    return Check("device", "SKIP", f"{url}: a {spec.kind} device cannot be checked from here")
+
+
+# --- broker --------------------------------------------------------------------------------
+
+
+def _quiet_logger() -> logging.Logger:
+    logger = logging.getLogger("tablectl.checkconfig.mqtt")
+    logger.setLevel(logging.CRITICAL)
+    logger.propagate = False
+    return logger
+
+
+async def check_broker(
+    address: BrokerAddress,
+    mqtt: MqttSettings,
+    timeout: float,  # noqa: ASYNC109
+) -> Check:
+    """Whether the broker at ``address`` accepts a connection with the table's credentials."""
+    import aiomqtt
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    where = address.url
+    password = mqtt.password.get_secret_value() if mqtt.password is not None else None
+    protocol = aiomqtt.ProtocolVersion.V5 if mqtt.protocol == "5" else aiomqtt.ProtocolVersion.V311
+    client = aiomqtt.Client(
+        address.host,
+        address.port,
+        username=mqtt.username,
+        password=password,
+        identifier=f"tablectl-check-{uuid.uuid4().hex[:12]}",
+        protocol=protocol,
+        tls_context=ssl.create_default_context() if address.tls else None,
+        timeout=timeout,
+        keepalive=max(5, int(timeout) + 1),
+        logger=_quiet_logger(),
+    )
+    who = f" as {mqtt.username!r}" if mqtt.username else " anonymously"
+    try:
+        async with asyncio.timeout(timeout), client:
+            pass
+    except aiomqtt.MqttCodeError as exc:
+        rc = exc.rc
+        reason = rc.getName() if isinstance(rc, ReasonCode) else f"return code {rc}"
+        hint = " (user name, password or ACL?)" if rc in _AUTH_CODES else ""
+        return Check(
+            "broker",
+            "FAIL",
+            f"{where}: the broker refused the connection{who}: {reason}{hint}",
+        )
+    except TimeoutError:
+        return Check("broker", "FAIL", f"{where}: no CONNACK within {timeout} s")
+    except (aiomqtt.MqttError, OSError) as exc:
+        return Check("broker", "FAIL", f"{where}: cannot connect: {exc}")
+    tls = ", TLS" if address.tls else ""
+    return Check("broker", "OK", f"{where}: connection accepted{who} (MQTT {mqtt.protocol}{tls})")
+
+
+# --- journal -------------------------------------------------------------------------------
+
+
+def check_journal(path: Path) -> Check:
+    """Whether the journal can be created or opened for writing by this user."""
+    folder = path.parent if str(path.parent) else Path()
+    if not folder.is_dir():
+        return Check("journal", "FAIL", f"{path}: directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return Check("journal", "FAIL", f"{path}: directory {folder} is not writable by this user")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return Check("journal", "FAIL", f"{path}: exists but is not readable and writable")
+    state = "exists" if path.exists() else "will be created"
+    return Check("journal", "OK", f"{path}: {state}, directory writable")
+
+
+# --- all of it -----------------------------------------------------------------------------
+
+
+async def run_checks(
+    path: str | Path,
+    *,
+    offline: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109
+) -> list[Check]:
+    """Every check for one config file, in output order."""
+    config, settings = check_config(path)
+    checks = [config]
+    if settings is None or offline:
+        return checks
+    device = check_device(settings.device.url, settings.device.driver, timeout)
+    brokers = [check_broker(address, settings.mqtt, timeout) for address in settings.mqtt.addresses]
+    results = await asyncio.gather(device, *brokers)
+    checks.extend(results)
+    checks.append(check_journal(settings.journal.path))
+    return checks
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``tablectl check-config``."""
+    parser = subparsers.add_parser(
+        "check-config",
+        help="check a table config: fields, device, brokers, journal directory",
+        description="Validate a table config and, unless --offline, check that the device "
+        "opens, every broker accepts the configured credentials and the journal directory is "
+        "writable. One line per check; exit status 1 if any check failed.",
+    )
+    parser.add_argument("config", type=Path, metavar="FILE", help="the table's TOML config")
+    parser.add_argument(
+        "--offline", action="store_true", help="only validate the file (no device, broker)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"per check (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.set_defaults(func=_check_config_command)
+
+
+def _check_config_command(args: argparse.Namespace) -> int:
+    if not args.timeout > 0:
+        raise ConfigError("--timeout must be a positive number of seconds", field="--timeout")
+    checks = asyncio.run(run_checks(args.config, offline=args.offline, timeout=args.timeout))
+    for check in checks:
+        print(check.line(), flush=True)
+    failed = sum(check.failed for check in checks)
+    if failed:
+        print(f"{failed} check(s) failed", flush=True)
+        return 1
+    return 0

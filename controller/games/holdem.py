@@ -1,0 +1,1015 @@
+"""Texas Hold'em: one hand as an immutable state machine, its deal plan, and its par sheet.
+
+Rules: /work/shared/rules/texas-holdem.md; the decisions taken where the page is silent are in
+``docs/rules/texas-holdem.md``.
+
+A hand starts with :func:`start_hand` (seats, stacks, button; the blinds are posted at once)
+and moves on two kinds of events, both recorded in its history:
+
+* :class:`Deal` -- the next card of the deal plan (hole cards one at a time clockwise from the
+  small blind, twice around; then optional burns, flop x3, turn, river);
+* :class:`Action` -- a seat's fold / check / call / bet (a pot share) / raise (a multiple of the
+  current bet) / all-in.
+
+:meth:`HoldemState.apply` checks an event completely before building the next state and never
+changes the state it was called on (the state is a frozen dataclass), so a refused event --
+:class:`~controller.errors.IllegalAction` for actions, :class:`~controller.errors.PieceRefused`
+for cards -- leaves everything as it was. When the hand ends (all but one folded, or the river
+betting closed) the state carries its :class:`Settlement`: pots by contribution level, winners,
+odd chips, the uncalled part returned, and every seat's final stack. :func:`replay` rebuilds
+the final state from a :class:`HandHistory`.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from math import comb
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.analysis import (
+    AnalysisReport,
+    BetReport,
+    Method,
+    OutcomeRow,
+    iterate_with_progress,
+)
+from controller.cards import Card, Deck
+from controller.errors import ConfigError, IllegalAction, RulesError
+from controller.games.base import DealPlan, Face, Slot
+from controller.games.poker import (
+    HandCategory,
+    categories_of,
+    category_of,
+    describe,
+    evaluate5_batch,
+    evaluate7,
+    evaluate7_batch,
+    hand_strength,
+)
+
+GAME_ID: Final = "texas-holdem"
+GAME_NAME: Final = "Texas Hold'em"
+BOARD_HAND: Final = "board"
+BURN_HAND: Final = "burn"
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration.
+
+
+@dataclass(frozen=True, slots=True)
+class HoldemConfig:
+    """A table's Hold'em settings.
+
+    Attributes:
+        small_blind: Chips the small blind posts.
+        big_blind: Chips the big blind posts; also the smallest bet.
+        raise_multiples: The raises allowed, as multiples of the current bet (``2`` = "raise to
+            2x"); the smallest is the minimum raise.
+        bet_shares: The bets allowed when nobody has bet on the street, as percentages of the
+            pot (``33``, ``50``, ``100``); the smallest is the minimum bet.
+        seats: How many seats the table has, numbered 1 to ``seats`` clockwise.
+        burns: Whether the dealing procedure burns a card before the flop, turn and river.
+    """
+
+    small_blind: int = 50
+    big_blind: int = 100
+    raise_multiples: tuple[int, ...] = (2, 3)
+    bet_shares: tuple[int, ...] = (33, 50, 100)
+    seats: int = 9
+    burns: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.small_blind <= self.big_blind:
+            raise ConfigError(
+                f"blinds {self.small_blind}/{self.big_blind} must be positive with SB <= BB",
+                field="small_blind/big_blind",
+            )
+        if not self.raise_multiples or any(
+            not isinstance(m, int) or m < 2 for m in self.raise_multiples
+        ):
+            raise ConfigError(
+                f"raise multiples {self.raise_multiples} must be whole numbers of at least 2",
+                field="raise_multiples",
+            )
+        if not self.bet_shares or any(not isinstance(s, int) or s <= 0 for s in self.bet_shares):
+            raise ConfigError(
+                f"bet shares {self.bet_shares} must be positive whole percentages",
+                field="bet_shares",
+            )
+        if not 2 <= self.seats <= 23:
+            raise ConfigError(
+                f"{self.seats} seats: a 52-card deck serves 2 to 23 seats", field="seats"
+            )
+
+    @property
+    def min_multiple(self) -> int:
+        """The smallest raise multiple: a raise to less is not a full raise."""
+        return min(self.raise_multiples)
+
+    def bet_amount(self, pot: int, share: int) -> int:
+        """Chips a bet of ``share`` percent of ``pot`` puts in: rounded down, at least one BB."""
+        return max(self.big_blind, pot * share // 100)
+
+
+# --------------------------------------------------------------------------------------------
+# Events.
+
+
+class Street(enum.IntEnum):
+    """Where the hand is."""
+
+    PREFLOP = 0
+    FLOP = 1
+    TURN = 2
+    RIVER = 3
+    SHOWDOWN = 4
+    """Betting is over (showdown reached, or everyone else folded)."""
+
+
+class ActionKind(enum.StrEnum):
+    """What a seat can do."""
+
+    FOLD = "fold"
+    CHECK = "check"
+    CALL = "call"
+    BET = "bet"
+    RAISE = "raise"
+    ALL_IN = "all-in"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A seat's action.
+
+    Attributes:
+        seat: The seat acting.
+        kind: Fold, check, call, bet, raise or all-in.
+        size: For a bet the pot share in percent (one of the configured ``bet_shares``); for a
+            raise the multiple of the current bet (one of ``raise_multiples``); else ``None``.
+    """
+
+    seat: int
+    kind: ActionKind
+    size: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind is ActionKind.BET:
+            return f"seat {self.seat} bet {self.size}%"
+        if self.kind is ActionKind.RAISE:
+            return f"seat {self.seat} raise {self.size}x"
+        return f"seat {self.seat} {self.kind.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Deal:
+    """The next card of the deal plan, as read by a scanner.
+
+    Attributes:
+        card: The card.
+    """
+
+    card: Card
+
+
+Event = Action | Deal
+
+
+# --------------------------------------------------------------------------------------------
+# State.
+
+
+@dataclass(frozen=True, slots=True)
+class SeatState:
+    """One seat in the hand.
+
+    Attributes:
+        seat: Seat number.
+        stack: Chips behind (not yet put in).
+        committed: Chips put in during this hand (blinds included).
+        street_bet: Chips put in on the current street.
+        folded: Whether the seat has folded.
+        hole: The hole cards dealt so far.
+    """
+
+    seat: int
+    stack: int
+    committed: int = 0
+    street_bet: int = 0
+    folded: bool = False
+    hole: tuple[Card, ...] = ()
+
+    @property
+    def all_in(self) -> bool:
+        """Whether the seat has no chips behind but is still in the hand."""
+        return self.stack == 0 and not self.folded
+
+    @property
+    def can_act(self) -> bool:
+        """Whether the seat still takes part in betting."""
+        return not self.folded and self.stack > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Pot:
+    """One pot of the settlement.
+
+    Attributes:
+        amount: Chips in the pot.
+        level: The contribution level that closes it (each eligible seat put in at least this).
+        eligible: Seats that contributed to it and did not fold, clockwise from the button.
+        winners: The seats it went to (the only eligible seat, or the best hands).
+        shares: Chips each winner received from it (odd chips already placed).
+    """
+
+    amount: int
+    level: int
+    eligible: tuple[int, ...]
+    winners: tuple[int, ...]
+    shares: Mapping[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """How a finished hand's chips were distributed.
+
+    Attributes:
+        pots: The contested pots, from the smallest contribution level.
+        returned: The uncalled part of a bet, by seat (nobody matched it).
+        payouts: Everything each seat received (pots and returns).
+        stacks: Each seat's stack after the hand.
+        strengths: Hand strength of each seat shown down (none when all but one folded).
+        descriptions: The shown hands for people.
+    """
+
+    pots: tuple[Pot, ...]
+    returned: Mapping[int, int]
+    payouts: Mapping[int, int]
+    stacks: Mapping[int, int]
+    strengths: Mapping[int, int] = field(default_factory=dict)
+    descriptions: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HandHistory:
+    """Everything needed to replay a hand.
+
+    Attributes:
+        config: The table's settings.
+        stacks: Each seat's stack before the blinds.
+        button: The button's seat.
+        events: Every card and action, in order.
+    """
+
+    config: HoldemConfig
+    stacks: Mapping[int, int]
+    button: int
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HoldemState:
+    """A hand of Hold'em at one moment. Immutable: :meth:`apply` returns a new state.
+
+    Attributes:
+        config: The table's settings.
+        button: The button's seat.
+        small_blind_seat: The seat that posted the small blind.
+        big_blind_seat: The seat that posted the big blind.
+        seats: The seats in the hand, clockwise from the first seat left of the button (so the
+            button is last).
+        street: The current street (``SHOWDOWN`` once betting is over).
+        plan: The full deal plan of this hand.
+        dealt: How many cards of the plan have been dealt.
+        board: Community cards dealt so far.
+        burned: Burn cards dealt so far.
+        level: The highest street bet (what a call matches).
+        acted: Seats that have acted since the last full bet or raise (and so may not re-raise
+            an incomplete all-in raise).
+        to_act: The seat whose turn it is, or ``None`` while a card is awaited or when over.
+        initial_stacks: Stacks before the blinds.
+        events: The history so far.
+        settlement: How the chips went, once the hand is over.
+    """
+
+    config: HoldemConfig
+    button: int
+    small_blind_seat: int
+    big_blind_seat: int
+    seats: tuple[SeatState, ...]
+    street: Street
+    plan: DealPlan
+    dealt: int
+    board: tuple[Card, ...]
+    burned: tuple[Card, ...]
+    level: int
+    acted: frozenset[int]
+    to_act: int | None
+    initial_stacks: Mapping[int, int]
+    events: tuple[Event, ...] = ()
+    settlement: Settlement | None = None
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def seat(self, number: int) -> SeatState:
+        """The state of one seat.
+
+        Raises:
+            RulesError: The seat is not in this hand.
+        """
+        for seat in self.seats:
+            if seat.seat == number:
+                return seat
+        raise RulesError(f"seat {number} is not in this hand", seat=number)
+
+    @property
+    def pot(self) -> int:
+        """All chips put in so far."""
+        return sum(seat.committed for seat in self.seats)
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the hand is over and settled."""
+        return self.settlement is not None
+
+    @property
+    def next_slot(self) -> Slot | None:
+        """The slot the next card fills, or ``None`` when no card is awaited now."""
+        if self.is_complete or self.to_act is not None or self.dealt >= len(self.plan):
+            return None
+        return self.plan.slots[self.dealt]
+
+    @property
+    def history(self) -> HandHistory:
+        """The hand's history so far, for :func:`replay`."""
+        return HandHistory(self.config, dict(self.initial_stacks), self.button, self.events)
+
+    def legal_actions(self) -> list[Action]:
+        """Every action the seat to act may take now (empty when nobody is to act)."""
+        if self.to_act is None:
+            return []
+        seat = self.to_act
+        candidates = [
+            Action(seat, ActionKind.FOLD),
+            Action(seat, ActionKind.CHECK),
+            Action(seat, ActionKind.CALL),
+            *(Action(seat, ActionKind.BET, share) for share in self.config.bet_shares),
+            *(Action(seat, ActionKind.RAISE, m) for m in self.config.raise_multiples),
+            Action(seat, ActionKind.ALL_IN),
+        ]
+        legal = []
+        for action in candidates:
+            try:
+                self._check_action(action)
+            except IllegalAction:
+                continue
+            legal.append(action)
+        return legal
+
+    # ---- changing --------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> HoldemState:
+        """The state after ``event``; this state is left unchanged.
+
+        Raises:
+            IllegalAction: The action is not legal now (the reason says why), or a card came
+                when an action was awaited, or the hand is over.
+            PieceRefused: The card cannot be in this hand (a duplicate or the joker).
+        """
+        if isinstance(event, Deal):
+            return self._deal(event)
+        return self._act(event)
+
+    def _deal(self, event: Deal) -> HoldemState:
+        slot = self.next_slot
+        if slot is None:
+            if self.is_complete:
+                reason = "the hand is over"
+            elif self.to_act is not None:
+                reason = f"waiting for seat {self.to_act} to act"
+            else:  # pragma: no cover - every other state awaits a card or an action
+                reason = "no card expected"
+            raise IllegalAction(f"deal {event.card}", reason, card=str(event.card))
+        seen = [card for seat in self.seats for card in seat.hole] + [*self.board, *self.burned]
+        Deck.standard().check_can_add(seen, event.card)
+        seats, board, burned = self.seats, self.board, self.burned
+        if slot.hand == BOARD_HAND:
+            board = (*board, event.card)
+        elif slot.hand == BURN_HAND:
+            burned = (*burned, event.card)
+        else:
+            number = _seat_of_hand(slot.hand)
+            seats = tuple(
+                replace(s, hole=(*s.hole, event.card)) if s.seat == number else s for s in seats
+            )
+        state = replace(
+            self,
+            seats=seats,
+            board=board,
+            burned=burned,
+            dealt=self.dealt + 1,
+            events=(*self.events, event),
+        )
+        return state._after_cards()
+
+    def _after_cards(self) -> HoldemState:
+        """Open betting when the cards a street needs are all dealt."""
+        needed = _cards_before_betting(self.plan, self.street)
+        if self.dealt < needed:
+            return self
+        return self._open_street(self.street)
+
+    def _open_street(self, street: Street) -> HoldemState:
+        """Start the betting of ``street`` (its cards are dealt); skip it if nobody can bet."""
+        if street is Street.PREFLOP:
+            state = self
+            start_after = self.big_blind_seat
+        else:
+            state = replace(
+                self,
+                seats=tuple(replace(s, street_bet=0) for s in self.seats),
+                level=0,
+                acted=frozenset(),
+                street=street,
+            )
+            start_after = self.button
+        first = state._next_to_act(start_after)
+        if first is not None:
+            return replace(state, to_act=first)
+        return state._close_street()
+
+    def _close_street(self) -> HoldemState:
+        """Betting on this street is over: settle, or wait for the next street's cards."""
+        in_hand = [s for s in self.seats if not s.folded]
+        if len(in_hand) == 1 or self.street is Street.RIVER:
+            return self._settle()
+        next_street = Street(self.street + 1)
+        state = replace(
+            self,
+            street=next_street,
+            to_act=None,
+            seats=tuple(replace(s, street_bet=0) for s in self.seats),
+            level=0,
+            acted=frozenset(),
+        )
+        return state._after_cards()
+
+    def _needs_action(self, seat: SeatState) -> bool:
+        if not seat.can_act:
+            return False
+        if seat.street_bet < self.level:
+            return True
+        if seat.seat in self.acted:
+            return False
+        return any(other.can_act for other in self.seats if other.seat != seat.seat)
+
+    def _next_to_act(self, after: int) -> int | None:
+        """The first seat clockwise after seat ``after`` that has to act, if any."""
+        for seat in _clockwise(self.seats, after):
+            if self._needs_action(seat):
+                return seat.seat
+        return None
+
+    def _check_action(self, action: Action) -> int:
+        """Check an action; return the chips it puts in. Raises IllegalAction."""
+        label = str(action)
+
+        def refuse(reason: str) -> IllegalAction:
+            return IllegalAction(
+                label,
+                reason,
+                seat=action.seat,
+                kind=action.kind.value,
+                size=action.size,
+                street=self.street.name.lower(),
+            )
+
+        if self.is_complete:
+            raise refuse("the hand is over")
+        if self.to_act is None:
+            slot = self.next_slot
+            where = f" ({slot.name})" if slot is not None else ""
+            raise refuse(f"waiting for a card{where}, not for an action")
+        if action.seat != self.to_act:
+            raise refuse(f"not seat {action.seat}'s turn: seat {self.to_act} acts")
+        kind, size = action.kind, action.size
+        if kind in (ActionKind.BET, ActionKind.RAISE):
+            if size is None:
+                raise refuse(f"a {kind.value} needs a size")
+        elif size is not None:
+            raise refuse(f"a {kind.value} takes no size")
+        seat = self.seat(action.seat)
+        to_call = self.level - seat.street_bet
+        if kind is ActionKind.FOLD:
+            if to_call == 0:
+                raise refuse("nothing to call: check instead of folding")
+            return 0
+        if kind is ActionKind.CHECK:
+            if to_call > 0:
+                raise refuse(f"cannot check facing a bet: {to_call} to call")
+            return 0
+        if kind is ActionKind.CALL:
+            if to_call == 0:
+                raise refuse("nothing to call: check instead")
+            if to_call >= seat.stack:
+                raise refuse(f"calling {to_call} takes the whole stack of {seat.stack}: go all-in")
+            return to_call
+        if kind is ActionKind.ALL_IN:
+            if seat.street_bet + seat.stack > self.level and seat.seat in self.acted:
+                raise refuse(
+                    "the betting was not reopened (the last all-in was not a full raise): "
+                    "call or fold"
+                )
+            return seat.stack
+        if not any(o.can_act for o in self.seats if o.seat != seat.seat):
+            raise refuse("no other seat can call a bet or raise: call or check")
+        if kind is ActionKind.BET:
+            if self.level > 0:
+                raise refuse(f"there is already a bet of {self.level}: call or raise")
+            assert size is not None
+            if size < min(self.config.bet_shares):
+                raise refuse(
+                    f"a bet of {size}% of the pot is below the minimum of "
+                    f"{min(self.config.bet_shares)}%; only an all-in may be smaller"
+                )
+            if size not in self.config.bet_shares:
+                raise refuse(
+                    f"a bet is one of the pot shares {list(self.config.bet_shares)} (percent)"
+                )
+            amount = self.config.bet_amount(self.pot, size)
+        else:
+            if self.level == 0:
+                raise refuse("nothing to raise: bet instead")
+            assert size is not None
+            if size < self.config.min_multiple:
+                raise refuse(
+                    f"a raise to {size}x the current bet is below the minimum of "
+                    f"{self.config.min_multiple}x; only an all-in may be smaller"
+                )
+            if size not in self.config.raise_multiples:
+                raise refuse(
+                    f"a raise is one of the multiples {list(self.config.raise_multiples)} "
+                    "of the current bet"
+                )
+            if seat.seat in self.acted:
+                raise refuse(
+                    "the betting was not reopened (the last all-in was not a full raise): "
+                    "call or fold"
+                )
+            amount = size * self.level - seat.street_bet
+        if amount > seat.stack:
+            raise refuse(
+                f"{kind.value} needs {amount} chips but the stack is {seat.stack}: "
+                "less than the minimum is only allowed all-in"
+            )
+        if amount == seat.stack:
+            raise refuse(f"{kind.value} of {amount} takes the whole stack: go all-in")
+        return amount
+
+    def _act(self, action: Action) -> HoldemState:
+        amount = self._check_action(action)
+        assert self.to_act is not None
+        old = self.seat(action.seat)
+        new_bet = old.street_bet + amount
+        level, acted = self.level, self.acted | {old.seat}
+        if new_bet > self.level:
+            full = (
+                self.level == 0
+                or action.kind in (ActionKind.BET, ActionKind.RAISE)
+                or new_bet >= self.config.min_multiple * self.level
+            )
+            level = new_bet
+            if full:
+                acted = frozenset({old.seat})
+        updated = replace(
+            old,
+            stack=old.stack - amount,
+            committed=old.committed + amount,
+            street_bet=new_bet,
+            folded=action.kind is ActionKind.FOLD,
+        )
+        state = replace(
+            self,
+            seats=tuple(updated if s.seat == old.seat else s for s in self.seats),
+            level=level,
+            acted=acted,
+            events=(*self.events, action),
+        )
+        if sum(1 for s in state.seats if not s.folded) == 1:
+            return state._settle()
+        following = state._next_to_act(old.seat)
+        if following is not None:
+            return replace(state, to_act=following)
+        return replace(state, to_act=None)._close_street()
+
+    # ---- settling --------------------------------------------------------------------------
+
+    def _settle(self) -> HoldemState:
+        in_hand = [s for s in self.seats if not s.folded]
+        strengths: dict[int, int] = {}
+        descriptions: dict[int, str] = {}
+        if len(in_hand) > 1:
+            for seat in in_hand:
+                strengths[seat.seat] = hand_strength([*seat.hole, *self.board])
+                descriptions[seat.seat] = describe(strengths[seat.seat])
+        pots, returned = split_pots(
+            [(s.seat, s.committed, s.folded) for s in self.seats], strengths
+        )
+        payouts = Counter(returned)
+        for pot in pots:
+            payouts.update(pot.shares)
+        stacks = {s.seat: s.stack + payouts.get(s.seat, 0) for s in self.seats}
+        settlement = Settlement(
+            pots=tuple(pots),
+            returned=dict(returned),
+            payouts=dict(payouts),
+            stacks=stacks,
+            strengths=strengths,
+            descriptions=descriptions,
+        )
+        return replace(self, street=Street.SHOWDOWN, to_act=None, settlement=settlement)
+
+
+def split_pots(
+    contributions: Sequence[tuple[int, int, bool]], strengths: Mapping[int, int]
+) -> tuple[list[Pot], dict[int, int]]:
+    """Form the pots by contribution level and award them.
+
+    Args:
+        contributions: ``(seat, chips put in, folded)`` for every seat of the hand, clockwise
+            from the first seat left of the button (odd chips go in this order).
+        strengths: Hand strength of each seat at showdown; empty when one seat is left.
+
+    Returns:
+        The contested pots (smallest level first; adjacent levels with the same eligible seats
+        form one pot) and the uncalled chips returned by seat (a level only one seat reached).
+    """
+    order = [seat for seat, _, _ in contributions]
+    levels = sorted({chips for _, chips, _ in contributions if chips > 0})
+    pots: list[Pot] = []
+    returned: dict[int, int] = {}
+    floor = 0
+    pending = 0
+    for level in levels:
+        contributors = [seat for seat, chips, _ in contributions if chips >= level]
+        amount = sum(min(chips, level) - min(chips, floor) for _, chips, _ in contributions)
+        eligible = tuple(
+            seat for seat, chips, folded in contributions if chips >= level and not folded
+        )
+        floor = level
+        if len(contributors) == 1 and eligible:
+            returned[eligible[0]] = returned.get(eligible[0], 0) + amount
+            continue
+        if not eligible:
+            # Only folded seats reached this level; its chips join the pot below.
+            pending += amount
+            continue
+        if pots and pots[-1].eligible == eligible:
+            last = pots.pop()
+            amount += last.amount
+        pots.append(_award(amount + pending, level, eligible, strengths, order))
+        pending = 0
+    if pending and pots:
+        last = pots.pop()
+        pots.append(_award(last.amount + pending, last.level, last.eligible, strengths, order))
+    return pots, returned
+
+
+def _award(
+    amount: int,
+    level: int,
+    eligible: tuple[int, ...],
+    strengths: Mapping[int, int],
+    order: Sequence[int],
+) -> Pot:
+    winners: tuple[int, ...]
+    if len(eligible) == 1 or not strengths:
+        winners = eligible if len(eligible) == 1 else (eligible[0],)
+    else:
+        best = max(strengths[seat] for seat in eligible)
+        winners = tuple(seat for seat in eligible if strengths[seat] == best)
+    share, odd = divmod(amount, len(winners))
+    shares = dict.fromkeys(winners, share)
+    ranked = [seat for seat in order if seat in shares]
+    for seat in ranked[:odd]:
+        shares[seat] += 1
+    return Pot(amount, level, eligible, winners, shares)
+
+
+# --------------------------------------------------------------------------------------------
+# Seats, button, plan.
+
+
+def _clockwise(seats: Sequence[SeatState], after: int) -> list[SeatState]:
+    """The seats clockwise starting with the first one after seat number ``after``."""
+    ordered = sorted(seats, key=lambda s: s.seat)
+    later = [s for s in ordered if s.seat > after]
+    earlier = [s for s in ordered if s.seat <= after]
+    return later + earlier
+
+
+def next_button(button: int, occupied: Iterable[int]) -> int:
+    """The button's seat for the next hand: the next occupied seat clockwise (to the left).
+
+    Seats are numbered clockwise, so this is the smallest occupied seat number above
+    ``button``, wrapping around; empty seats are skipped.
+
+    Raises:
+        RulesError: No seat is occupied.
+    """
+    seats = sorted(set(occupied))
+    if not seats:
+        raise RulesError("no occupied seat to move the button to", button=button)
+    for seat in seats:
+        if seat > button:
+            return seat
+    return seats[0]
+
+
+def _hand_of_seat(seat: int) -> str:
+    return f"seat{seat}"
+
+
+def _seat_of_hand(hand: str) -> int:
+    return int(hand.removeprefix("seat"))
+
+
+def deal_plan(seats_from_sb: Sequence[int], burns: bool = False) -> DealPlan:
+    """The order a hand's cards are dealt in.
+
+    Hole cards one at a time clockwise starting with the small blind, twice around (hidden,
+    slots ``S{seat}-1`` / ``S{seat}-2`` of hand ``seat{seat}``); then the flop ``F1``-``F3``,
+    turn ``T`` and river ``R`` face up (hand ``board``), each street preceded by a hidden burn
+    (``B1``-``B3``, hand ``burn``) when the table burns.
+
+    Args:
+        seats_from_sb: The seats in the hand clockwise from the small blind.
+        burns: Whether a card is burned before each street.
+    """
+    slots = [
+        Slot(f"S{seat}-{round_}", _hand_of_seat(seat), Face.HIDDEN)
+        for round_ in (1, 2)
+        for seat in seats_from_sb
+    ]
+    for number, names in enumerate((("F1", "F2", "F3"), ("T",), ("R",)), start=1):
+        if burns:
+            slots.append(Slot(f"B{number}", BURN_HAND, Face.HIDDEN))
+        slots.extend(Slot(name, BOARD_HAND, Face.UP) for name in names)
+    return DealPlan(tuple(slots))
+
+
+def _cards_before_betting(plan: DealPlan, street: Street) -> int:
+    """How many cards of the plan are dealt before betting on ``street`` can start."""
+    board_needed = {Street.PREFLOP: 0, Street.FLOP: 3, Street.TURN: 4, Street.RIVER: 5}.get(
+        street, 5
+    )
+    count = 0
+    board = 0
+    for slot in plan.slots:
+        if slot.hand == BOARD_HAND:
+            if board == board_needed:
+                break
+            board += 1
+        elif slot.hand == BURN_HAND and board == board_needed:
+            break
+        count += 1
+    return count
+
+
+def start_hand(config: HoldemConfig, stacks: Mapping[int, int], button: int) -> HoldemState:
+    """Start a hand: seat the players, post the blinds, and wait for the first hole card.
+
+    Args:
+        config: The table's settings.
+        stacks: Stack of every seat taking part (seats with no chips must be left out).
+        button: The button's seat; it must be one of the seats taking part.
+
+    Raises:
+        RulesError: Fewer than two seats, a seat outside the table, a stack that is not a
+            positive whole number, or a button not on a seat in the hand.
+    """
+    if len(stacks) < 2:
+        raise RulesError(f"a hand needs at least two seats, got {len(stacks)}", seats=list(stacks))
+    for number, chips in stacks.items():
+        if not 1 <= number <= config.seats:
+            raise RulesError(
+                f"seat {number} is not on this table (seats 1-{config.seats})", seat=number
+            )
+        if not isinstance(chips, int) or chips <= 0:
+            raise RulesError(
+                f"seat {number} has stack {chips!r}: stacks are positive whole chips",
+                seat=number,
+            )
+    if button not in stacks:
+        raise RulesError(f"the button's seat {button} is not in the hand", button=button)
+    seats = _clockwise([SeatState(n, chips) for n, chips in stacks.items()], button)
+    if len(seats) == 2:
+        sb, bb = seats[1].seat, seats[0].seat  # heads-up: the button is the small blind
+    else:
+        sb, bb = seats[0].seat, seats[1].seat
+    posted = []
+    for seat in seats:
+        blind = {sb: config.small_blind, bb: config.big_blind}.get(seat.seat, 0)
+        chips = min(blind, seat.stack)
+        posted.append(replace(seat, stack=seat.stack - chips, committed=chips, street_bet=chips))
+    from_sb = [s.seat for s in _clockwise(posted, button)]
+    if len(seats) == 2:
+        from_sb = [sb, bb]
+    state = HoldemState(
+        config=config,
+        button=button,
+        small_blind_seat=sb,
+        big_blind_seat=bb,
+        seats=tuple(posted),
+        street=Street.PREFLOP,
+        plan=deal_plan(from_sb, config.burns),
+        dealt=0,
+        board=(),
+        burned=(),
+        level=max(s.street_bet for s in posted),
+        acted=frozenset(),
+        to_act=None,
+        initial_stacks=dict(stacks),
+    )
+    return state
+
+
+def replay(history: HandHistory) -> HoldemState:
+    """Rebuild a hand's state from its history.
+
+    Raises:
+        IllegalAction: An action of the history is not legal at its point.
+        PieceRefused: A card of the history cannot be in the hand.
+    """
+    state = start_hand(history.config, history.stacks, history.button)
+    for event in history.events:
+        state = state.apply(event)
+    return state
+
+
+# --------------------------------------------------------------------------------------------
+# Par sheet: hand categories over every 5-card and 7-card hand.
+
+
+def _colex_combinations(n: int, k: int) -> npt.NDArray[np.int8]:
+    """All k-subsets of range(n) as rows, in colex order.
+
+    The first C(m, k) rows are the k-subsets of range(m), for every m <= n.
+    """
+    rows: npt.NDArray[np.int8] = np.zeros((1, 0), dtype=np.int8)
+    for size in range(1, k + 1):
+        parts = []
+        for top in range(size - 1, n):
+            prefix = rows[: comb(top, size - 1)]
+            column = np.full((len(prefix), 1), top, dtype=np.int8)
+            parts.append(np.hstack([prefix, column]))
+        rows = np.vstack(parts) if parts else np.zeros((0, size), dtype=np.int8)
+    return rows
+
+
+def _count_five() -> npt.NDArray[np.int64]:
+    hands = _colex_combinations(52, 5)
+    counts = np.bincount(evaluate5_batch(hands), minlength=7463).astype(np.int64)
+    return counts
+
+
+def _count_seven(progress: bool, lowest: int = 0) -> npt.NDArray[np.int64]:
+    """Strength histogram over all seven-card hands of the codes ``lowest``-51.
+
+    By default that is all C(52,7) hands; a higher ``lowest`` restricts the deck (for tests).
+
+    Each hand is its two lowest cards ``a < b`` plus five cards above ``b``. With the cards
+    numbered downwards (51 - code), the five-card sets above ``b`` are a prefix of one colex
+    list, so their summed keys are computed once and reused for every ``(a, b)``.
+    """
+    from controller.games import poker
+
+    tables = poker._batch_tables()
+    fives = 51 - _colex_combinations(52 - lowest, 5)
+    five_keys = tables.card_key[fives].sum(axis=1)
+    counts = np.zeros(7463, dtype=np.int64)
+    steps = iterate_with_progress(range(lowest + 1, 52), 51 - lowest, "7-card hands", progress)
+    for b in steps:
+        size = comb(51 - b, 5)
+        if size == 0:
+            continue
+        base_keys = five_keys[:size] + tables.card_key[b]
+        sub_fives = fives[:size]
+        for a in range(lowest, b):
+            keys = base_keys + tables.card_key[a]
+            suit = tables.flush_suit[keys & 4095]
+            result = tables.rank7[keys >> 12]
+            flushed = np.flatnonzero(suit >= 0)
+            if flushed.size:
+                flush_suit = suit[flushed]
+                sub = sub_fives[flushed]
+                masks = np.where((sub & 3) == flush_suit[:, None], tables.rank_bit[sub], 0).sum(
+                    axis=1
+                )
+                masks |= np.where(flush_suit == (a & 3), tables.rank_bit[a], 0)
+                masks |= np.where(flush_suit == (b & 3), tables.rank_bit[b], 0)
+                result[flushed] = tables.flush7[masks]
+            counts += np.bincount(result, minlength=7463)
+    return counts
+
+
+def _category_counts(strength_counts: npt.NDArray[np.int64]) -> list[int]:
+    categories = categories_of(np.arange(1, 7463))
+    return [int(strength_counts[1:][categories == category].sum()) for category in HandCategory]
+
+
+def _exact_bet(counts: list[int], total: int) -> BetReport:
+    rows = [
+        OutcomeRow(category.id, Fraction(0), Fraction(count, total), count)
+        for category, count in zip(HandCategory, counts, strict=True)
+    ]
+    return BetReport(rows, rtp=Fraction(1))
+
+
+def _monte_carlo_bet(counts: list[int], samples: int) -> BetReport:
+    rows = [
+        OutcomeRow(category.id, Fraction(0), count / samples)
+        for category, count in zip(HandCategory, counts, strict=True)
+    ]
+    return BetReport(rows, rtp=1.0, rtp_se=0.0)
+
+
+def _sample_counts(samples: int, seed: int, size: int, progress: bool) -> list[int]:
+    """Category counts of ``samples`` random ``size``-card hands from a seeded generator."""
+    import random
+
+    rng = np.random.default_rng(random.Random(f"{seed}:{size}").getrandbits(64))
+    counts = np.zeros(9, dtype=np.int64)
+    chunk = 100_000
+    batches = range(0, samples, chunk)
+    for start in iterate_with_progress(batches, len(batches), f"{size}-card samples", progress):
+        n = min(chunk, samples - start)
+        hands = np.argpartition(rng.random((n, 52)), size, axis=1)[:, :size]
+        strengths = evaluate7_batch(hands) if size == 7 else evaluate5_batch(hands)
+        counts += np.bincount(categories_of(strengths), minlength=9)
+    return [int(c) for c in counts]
+
+
+def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
+    """Hand-category frequencies of five-card hands and of the best five of seven.
+
+    There is no wager in these tables (Hold'em is played player against player), so every
+    outcome pays ``0`` and the return is 1.
+
+    Args:
+        method: Exact enumeration of all C(52,5) and C(52,7) hands, or Monte Carlo.
+        samples: Hands per bet for Monte Carlo.
+        seed: Monte Carlo seed.
+        progress: Show a progress bar on stderr.
+    """
+    started = time.perf_counter()
+    notes = [
+        "no wager: categories_5 / categories_7 are hand-category frequencies; pays 0, rtp 1",
+        "categories_7 classifies the best five of seven cards",
+    ]
+    if method is Method.EXACT:
+        bets = {
+            "categories_5": _exact_bet(_category_counts(_count_five()), comb(52, 5)),
+            "categories_7": _exact_bet(_category_counts(_count_seven(progress)), comb(52, 7)),
+        }
+        report = AnalysisReport(GAME_ID, method, bets, notes=notes)
+    else:
+        if samples < 1:
+            raise RulesError("Monte Carlo needs at least one sample", samples=samples)
+        bets = {
+            "categories_5": _monte_carlo_bet(_sample_counts(samples, seed, 5, progress), samples),
+            "categories_7": _monte_carlo_bet(_sample_counts(samples, seed, 7, progress), samples),
+        }
+        report = AnalysisReport(GAME_ID, method, bets, notes=notes, samples=samples)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+__all__ = [
+    "Action",
+    "ActionKind",
+    "Deal",
+    "HandHistory",
+    "HoldemConfig",
+    "HoldemState",
+    "Pot",
+    "SeatState",
+    "Settlement",
+    "Street",
+    "analyze",
+    "category_of",
+    "deal_plan",
+    "evaluate7",
+    "next_button",
+    "replay",
+    "split_pots",
+    "start_hand",
+]

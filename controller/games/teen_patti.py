@@ -1,0 +1,994 @@
+"""Teen Patti 20-20: three-card hands A and B, side bets, and the exact par sheet.
+
+The rules are those of docs/rules/teen-patti-20-20.md (restated from the operator's sheet,
+with the team's binding decisions). In short:
+
+* Three-card ranking, high to low: trail of aces, trail (2-K), straight flush, straight,
+  flush, pair, high card. Sequences rank A-K-Q, A-2-3, K-Q-J, Q-J-10, ..., 4-3-2, for
+  straights and straight flushes alike. Suits never decide.
+* The 6 Card Bonus takes the best five of the six dealt cards under standard five-card poker
+  (A-2-3-4-5 is the lowest straight, no wrap-around) and pays three of a kind or better.
+
+Everything here is pure: no I/O, no clock; Monte Carlo takes its seed from the caller.
+
+Hand strength is an ``int``: ``category_level << 12 | within_category``; a higher int beats a
+lower one and equal ints tie. A table over every ordered triple of card codes (52**3 entries,
+built once on first use from the 22,100 three-card hands) makes :func:`rank_codes` a list
+lookup.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import itertools
+import math
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.analysis import (
+    AnalysisReport,
+    BetReport,
+    Method,
+    OutcomeRow,
+    iterate_with_progress,
+    standard_error,
+)
+from controller.cards import RANK_NAMES, Card, Deck, Piece
+from controller.errors import RulesError
+from controller.games.base import DealPlan, GameResult, HandSummary, Slot
+from controller.money import BetResult, Odds, PayTables
+
+IntArray = npt.NDArray[np.int64]
+
+GAME_ID: Final = "teen-patti-20-20"
+BET_IDS: Final = (
+    "player_a",
+    "player_b",
+    "tie",
+    "pair_plus_a",
+    "pair_plus_b",
+    "six_card_bonus",
+)
+HAND_LABELS: Final = ("A", "B")
+CARDS_PER_HAND: Final = 3
+
+_LEVEL_SHIFT: Final = 12
+_ACE: Final = 14
+
+PLURAL_RANK_NAMES: Final = {
+    rank: ("sixes" if rank == 6 else f"{name}s") for rank, name in RANK_NAMES.items()
+}
+
+
+class TeenPattiHand(enum.StrEnum):
+    """Categories of a three-card Teen Patti hand, listed high to low."""
+
+    TRAIL_OF_ACES = "trail_of_aces"
+    TRAIL = "trail"
+    STRAIGHT_FLUSH = "straight_flush"
+    STRAIGHT = "straight"
+    FLUSH = "flush"
+    PAIR = "pair"
+    HIGH_CARD = "high_card"
+
+    @property
+    def level(self) -> int:
+        """0 for high card up to 6 for a trail of aces; a higher level beats a lower one."""
+        return _HAND_LEVELS[self]
+
+    @classmethod
+    def from_level(cls, level: int) -> TeenPattiHand:
+        """The category with a given level.
+
+        Raises:
+            RulesError: No category has that level.
+        """
+        try:
+            return _HANDS_BY_LEVEL[level]
+        except IndexError:
+            raise RulesError(
+                f"no Teen Patti hand category has level {level}", level=level
+            ) from None
+
+
+_HANDS_BY_LEVEL: Final = tuple(reversed(TeenPattiHand))
+_HAND_LEVELS: Final = {hand: level for level, hand in enumerate(_HANDS_BY_LEVEL)}
+
+
+class SixCardBonus(enum.StrEnum):
+    """Outcomes of the 6 Card Bonus (best five of six cards), listed high to low."""
+
+    ROYAL_FLUSH = "royal_flush"
+    STRAIGHT_FLUSH = "straight_flush"
+    FOUR_OF_A_KIND = "four_of_a_kind"
+    FULL_HOUSE = "full_house"
+    FLUSH = "flush"
+    STRAIGHT = "straight"
+    THREE_OF_A_KIND = "three_of_a_kind"
+    NO_BONUS = "no_bonus"
+
+    @property
+    def level(self) -> int:
+        """0 for no bonus up to 7 for a royal flush."""
+        return _BONUS_LEVELS[self]
+
+
+_BONUS_BY_LEVEL: Final = tuple(reversed(SixCardBonus))
+_BONUS_LEVELS: Final = {bonus: level for level, bonus in enumerate(_BONUS_BY_LEVEL)}
+
+
+# --------------------------------------------------------------------------------------------
+# Three-card evaluator
+
+
+def _sequence_value(high: int, mid: int, low: int) -> int:
+    """Rank of a three-card sequence (ranks given high to low), or 0 if not a sequence.
+
+    A-K-Q is 12, A-2-3 is 11, K-Q-J is 10, and so on down to 4-3-2 at 1.
+    """
+    if (high, mid, low) == (_ACE, 13, 12):
+        return 12
+    if (high, mid, low) == (_ACE, 3, 2):
+        return 11
+    if high - 1 == mid and mid - 1 == low:
+        return high - 3
+    return 0
+
+
+def _kickers(*ranks: int) -> int:
+    """Ranks compared in order, packed so that a higher first rank always wins."""
+    value = 0
+    for rank in ranks:
+        value = value * 15 + rank
+    return value
+
+
+def strength_of_ranks(ranks: Iterable[int], suited: bool) -> int:
+    """The strength of a three-card hand given its ranks and whether all three share a suit.
+
+    Args:
+        ranks: The three ranks (2-14, ace 14), any order.
+        suited: Whether the three cards are of one suit.
+
+    Returns:
+        ``level << 12 | within``: compare as plain ints; equal means a tie.
+    """
+    high, mid, low = sorted(ranks, reverse=True)
+    hand: TeenPattiHand
+    if high == low:
+        hand = TeenPattiHand.TRAIL_OF_ACES if high == _ACE else TeenPattiHand.TRAIL
+        within = high
+    elif sequence := _sequence_value(high, mid, low):
+        hand = TeenPattiHand.STRAIGHT_FLUSH if suited else TeenPattiHand.STRAIGHT
+        within = sequence
+    elif suited:
+        hand, within = TeenPattiHand.FLUSH, _kickers(high, mid, low)
+    elif high == mid:
+        hand, within = TeenPattiHand.PAIR, _kickers(high, low)
+    elif mid == low:
+        hand, within = TeenPattiHand.PAIR, _kickers(mid, high)
+    else:
+        hand, within = TeenPattiHand.HIGH_CARD, _kickers(high, mid, low)
+    return hand.level << _LEVEL_SHIFT | within
+
+
+def category_of_strength(strength: int) -> TeenPattiHand:
+    """The category a strength belongs to."""
+    return TeenPattiHand.from_level(strength >> _LEVEL_SHIFT)
+
+
+def _strength_of_codes(codes: Sequence[int]) -> int:
+    ranks = [code // 4 + 2 for code in codes]
+    suited = len({code % 4 for code in codes}) == 1
+    return strength_of_ranks(ranks, suited)
+
+
+@functools.cache
+def _strength_table() -> list[int]:
+    """Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes.
+
+    Triples that repeat a card hold -1.
+    """
+    table = [-1] * 52**3
+    for combo in itertools.combinations(range(52), CARDS_PER_HAND):
+        strength = _strength_of_codes(combo)
+        for a, b, c in itertools.permutations(combo):
+            table[a * 2704 + b * 52 + c] = strength
+    return table
+
+
+@functools.cache
+def _strength_array() -> IntArray:
+    """The strength table as a numpy array (for vectorised lookups)."""
+    return np.asarray(_strength_table(), dtype=np.int64)
+
+
+def rank_codes(a: int, b: int, c: int) -> int:
+    """Strength of three distinct standard card codes (0-51), without validation.
+
+    Returns:
+        The strength, or -1 when a code repeats.
+    """
+    return _strength_table()[a * 2704 + b * 52 + c]
+
+
+def _check_hand(cards: Sequence[Piece], hand: str = "") -> tuple[Card, ...]:
+    """Check that ``cards`` are three distinct standard cards.
+
+    Raises:
+        RulesError: Wrong count, a tile, the joker or a repeated card.
+    """
+    where = f"hand {hand} " if hand else "a Teen Patti hand "
+    if len(cards) != CARDS_PER_HAND:
+        raise RulesError(
+            f"{where}needs exactly {CARDS_PER_HAND} cards, got {len(cards)}",
+            hand=hand,
+            cards=[str(card) for card in cards],
+        )
+    checked: list[Card] = []
+    for card in cards:
+        if not isinstance(card, Card):
+            raise RulesError(
+                f"{where}holds {card}, which is not a playing card", hand=hand, piece=str(card)
+            )
+        if card.is_joker:
+            raise RulesError(
+                f"{where}holds the joker; Teen Patti is played without one",
+                hand=hand,
+                piece=str(card),
+            )
+        if card in checked:
+            raise RulesError(f"{where}holds {card} twice", hand=hand, piece=str(card))
+        checked.append(card)
+    return tuple(checked)
+
+
+def rank_hand(cards: Sequence[Piece]) -> int:
+    """The strength of a three-card hand: higher beats lower, equal ties; suits never matter.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    a, b, c = _check_hand(cards)
+    return rank_codes(a.code, b.code, c.code)
+
+
+def hand_category(cards: Sequence[Piece]) -> TeenPattiHand:
+    """The category of a three-card hand.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    return category_of_strength(rank_hand(cards))
+
+
+def _sequence_words(ranks: Sequence[int]) -> str:
+    high, mid, low = sorted(ranks, reverse=True)
+    order = (_ACE, 2, 3) if (high, mid, low) == (_ACE, 3, 2) else (high, mid, low)
+    return "-".join(RANK_NAMES[rank] for rank in order)
+
+
+def describe_hand(cards: Sequence[Piece]) -> str:
+    """A sentence for people: ``"pair of kings, queen kicker"``, ``"straight, ace-two-three"``.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    checked = _check_hand(cards)
+    category = hand_category(checked)
+    ranks = sorted((card.rank for card in checked), reverse=True)
+    names = [RANK_NAMES[rank] for rank in ranks]
+    if category is TeenPattiHand.TRAIL_OF_ACES:
+        return "trail of aces"
+    if category is TeenPattiHand.TRAIL:
+        return f"trail of {PLURAL_RANK_NAMES[ranks[0]]}"
+    if category in (TeenPattiHand.STRAIGHT_FLUSH, TeenPattiHand.STRAIGHT):
+        label = "straight flush" if category is TeenPattiHand.STRAIGHT_FLUSH else "straight"
+        return f"{label}, {_sequence_words(ranks)}"
+    if category is TeenPattiHand.FLUSH:
+        return f"flush, {', '.join(names)}"
+    if category is TeenPattiHand.PAIR:
+        pair = ranks[1]
+        kicker = ranks[2] if ranks[0] == pair else ranks[0]
+        return f"pair of {PLURAL_RANK_NAMES[pair]}, {RANK_NAMES[kicker]} kicker"
+    return f"{names[0]} high, {names[1]}, {names[2]}"
+
+
+def evaluate_hand(cards: Sequence[Piece], hand: str = "") -> HandSummary:
+    """Category and description of a three-card hand.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    checked = _check_hand(cards, hand)
+    return HandSummary(hand_category(checked).value, describe_hand(checked))
+
+
+# --------------------------------------------------------------------------------------------
+# Six-card bonus: best five of six under standard five-card poker
+
+_FIVE_HIGH_CARD, _FIVE_PAIR, _FIVE_TWO_PAIR = 0, 1, 2
+_FIVE_TRIPS, _FIVE_STRAIGHT, _FIVE_FLUSH = 3, 4, 5
+_FIVE_FULL_HOUSE, _FIVE_QUADS, _FIVE_STRAIGHT_FLUSH, _FIVE_ROYAL = 6, 7, 8, 9
+
+_FIVE_TO_BONUS: Final = {
+    _FIVE_ROYAL: SixCardBonus.ROYAL_FLUSH,
+    _FIVE_STRAIGHT_FLUSH: SixCardBonus.STRAIGHT_FLUSH,
+    _FIVE_QUADS: SixCardBonus.FOUR_OF_A_KIND,
+    _FIVE_FULL_HOUSE: SixCardBonus.FULL_HOUSE,
+    _FIVE_FLUSH: SixCardBonus.FLUSH,
+    _FIVE_STRAIGHT: SixCardBonus.STRAIGHT,
+    _FIVE_TRIPS: SixCardBonus.THREE_OF_A_KIND,
+}
+
+
+def five_card_key(cards: Sequence[Card]) -> tuple[int, tuple[int, ...]]:
+    """Standard five-card poker value: (category 0-9, tie-break ranks); higher is better.
+
+    Categories: 0 high card, 1 pair, 2 two pair, 3 three of a kind, 4 straight, 5 flush,
+    6 full house, 7 four of a kind, 8 straight flush, 9 royal flush. A-2-3-4-5 is the lowest
+    straight (five high); there is no wrap-around.
+    """
+    ranks = [card.rank for card in cards]
+    counts = Counter(ranks)
+    groups = sorted(counts.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    shape = tuple(count for _, count in groups)
+    ordered = tuple(rank for rank, _ in groups)
+    flush = len({card.suit for card in cards}) == 1
+    top = 0
+    if len(counts) == 5:
+        if ordered[0] - ordered[4] == 4:
+            top = ordered[0]
+        elif ordered == (_ACE, 5, 4, 3, 2):
+            top = 5
+    if top and flush:
+        return (_FIVE_ROYAL if top == _ACE else _FIVE_STRAIGHT_FLUSH, (top,))
+    if shape == (4, 1):
+        return (_FIVE_QUADS, ordered)
+    if shape == (3, 2):
+        return (_FIVE_FULL_HOUSE, ordered)
+    if flush:
+        return (_FIVE_FLUSH, ordered)
+    if top:
+        return (_FIVE_STRAIGHT, (top,))
+    if shape == (3, 1, 1):
+        return (_FIVE_TRIPS, ordered)
+    if shape == (2, 2, 1):
+        return (_FIVE_TWO_PAIR, ordered)
+    if shape == (2, 1, 1, 1):
+        return (_FIVE_PAIR, ordered)
+    return (_FIVE_HIGH_CARD, ordered)
+
+
+@dataclass(frozen=True, slots=True)
+class BonusHand:
+    """The 6 Card Bonus judgement of six cards.
+
+    Attributes:
+        category: The bonus outcome (``no_bonus`` below three of a kind).
+        best_five: The best five cards, highest-value choice among the six.
+        five_card_category: The plain poker category of the best five (0-9), also below trips.
+    """
+
+    category: SixCardBonus
+    best_five: tuple[Card, ...]
+    five_card_category: int
+
+
+def six_card_bonus(cards: Sequence[Piece]) -> BonusHand:
+    """The best five of six cards and the 6 Card Bonus outcome it gives.
+
+    Raises:
+        RulesError: Not six distinct standard cards.
+    """
+    if len(cards) != 2 * CARDS_PER_HAND:
+        raise RulesError(
+            f"the 6 Card Bonus needs 6 cards, got {len(cards)}", cards=[str(card) for card in cards]
+        )
+    checked: list[Card] = []
+    for card in cards:
+        if not isinstance(card, Card) or card.is_joker:
+            raise RulesError(
+                f"the 6 Card Bonus cannot use {card}: not a standard card", piece=str(card)
+            )
+        if card in checked:
+            raise RulesError(f"the 6 Card Bonus cards repeat {card}", piece=str(card))
+        checked.append(card)
+    best = max((tuple(five) for five in itertools.combinations(checked, 5)), key=five_card_key)
+    level = five_card_key(best)[0]
+    return BonusHand(_FIVE_TO_BONUS.get(level, SixCardBonus.NO_BONUS), best, level)
+
+
+@functools.cache
+def _straight_top_by_mask() -> IntArray:
+    """For each 13-bit rank mask (bit 0 = deuce), the top rank (2-14) of its best straight.
+
+    0 when the mask holds no five-card straight. The wheel (A-2-3-4-5) has top 5.
+    """
+    table = np.zeros(1 << 13, dtype=np.int64)
+    windows = [(0b11111 << low, low + 6) for low in range(8, -1, -1)]
+    windows.append((0b1000000001111, 5))
+    for mask in range(1 << 13):
+        for window, top in windows:
+            if mask & window == window:
+                table[mask] = top
+                break
+    return table
+
+
+def six_card_bonus_levels(codes: npt.NDArray[np.integer[Any]]) -> IntArray:
+    """Vectorised 6 Card Bonus: the :attr:`SixCardBonus.level` of each row of six codes.
+
+    Args:
+        codes: Integer array of shape (n, 6) with distinct standard card codes per row.
+
+    Returns:
+        Array of n levels (0 no bonus ... 7 royal flush).
+    """
+    codes = np.asarray(codes, dtype=np.int64)
+    ranks = codes >> 2
+    suits = codes & 3
+    rank_counts = (ranks[:, :, None] == np.arange(13)).sum(axis=1)
+    suit_counts = (suits[:, :, None] == np.arange(4)).sum(axis=1)
+    weights = np.int64(1) << np.arange(13, dtype=np.int64)
+    rank_mask = ((rank_counts > 0) * weights).sum(axis=1)
+    flush_suit = suit_counts.argmax(axis=1)
+    is_flush = suit_counts.max(axis=1) >= 5
+    in_flush_suit = suits == flush_suit[:, None]
+    flush_mask = np.where(in_flush_suit, np.int64(1) << ranks, 0).sum(axis=1)
+    straights = _straight_top_by_mask()
+    flush_top = np.where(is_flush, straights[flush_mask], 0)
+    top = straights[rank_mask]
+    most = rank_counts.max(axis=1)
+    at_least_pairs = (rank_counts >= 2).sum(axis=1)
+    full_house = (most == 3) & (at_least_pairs >= 2)
+    levels = np.select(
+        [
+            flush_top == _ACE,
+            flush_top > 0,
+            most == 4,
+            full_house,
+            is_flush,
+            top > 0,
+            most == 3,
+        ],
+        [bonus.level for bonus in SixCardBonus if bonus is not SixCardBonus.NO_BONUS],
+        default=0,
+    )
+    return np.asarray(levels, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# The game
+
+
+def _deal_plan() -> DealPlan:
+    slots = []
+    for index in range(1, CARDS_PER_HAND + 1):
+        for hand in HAND_LABELS:
+            slots.append(Slot(f"{hand}{index}", hand))
+    return DealPlan(tuple(slots))
+
+
+def _default_paytables() -> dict[str, dict[str, Odds]]:
+    pair_plus = {
+        TeenPattiHand.TRAIL_OF_ACES.value: Fraction(50),
+        TeenPattiHand.TRAIL.value: Fraction(40),
+        TeenPattiHand.STRAIGHT_FLUSH.value: Fraction(30),
+        TeenPattiHand.STRAIGHT.value: Fraction(6),
+        TeenPattiHand.FLUSH.value: Fraction(3),
+        TeenPattiHand.PAIR.value: Fraction(1),
+    }
+    return {
+        "player_a": {"win": Fraction(19, 20)},
+        "player_b": {"win": Fraction(19, 20)},
+        "tie": {"tie": Fraction(50)},
+        "pair_plus_a": dict(pair_plus),
+        "pair_plus_b": dict(pair_plus),
+        "six_card_bonus": {
+            SixCardBonus.ROYAL_FLUSH.value: Fraction(1000),
+            SixCardBonus.STRAIGHT_FLUSH.value: Fraction(200),
+            SixCardBonus.FOUR_OF_A_KIND.value: Fraction(100),
+            SixCardBonus.FULL_HOUSE.value: Fraction(20),
+            SixCardBonus.FLUSH.value: Fraction(15),
+            SixCardBonus.STRAIGHT.value: Fraction(10),
+            SixCardBonus.THREE_OF_A_KIND.value: Fraction(7),
+        },
+    }
+
+
+DEFAULT_PAYTABLES: Final = _default_paytables()
+
+
+def _odds(paytables: PayTables, bet: str, outcome: str) -> Odds:
+    try:
+        return paytables[bet][outcome]
+    except KeyError:
+        raise RulesError(
+            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
+            game=GAME_ID,
+            bet=bet,
+            outcome=outcome,
+        ) from None
+
+
+class TeenPatti2020:
+    """Teen Patti 20-20: two three-card hands, A and B, dealt A1 B1 A2 B2 A3 B3 face up."""
+
+    @property
+    def id(self) -> str:
+        """``"teen-patti-20-20"``."""
+        return GAME_ID
+
+    @property
+    def name(self) -> str:
+        """The game's name for people."""
+        return "Teen Patti 20-20"
+
+    @property
+    def deck(self) -> Deck:
+        """One standard 52-card deck, no joker."""
+        return Deck.standard()
+
+    @property
+    def bet_ids(self) -> tuple[str, ...]:
+        """``player_a player_b tie pair_plus_a pair_plus_b six_card_bonus``."""
+        return BET_IDS
+
+    @property
+    def default_paytables(self) -> PayTables:
+        """The rule sheet's pay tables (a fresh copy each time)."""
+        return _default_paytables()
+
+    @property
+    def deal_plan(self) -> DealPlan:
+        """A1 B1 A2 B2 A3 B3, all face up."""
+        return _deal_plan()
+
+    def resolve(self, hands: Mapping[str, Sequence[Piece]]) -> GameResult:
+        """Judge hands A and B and the 6 Card Bonus.
+
+        Args:
+            hands: ``{"A": three cards, "B": three cards}``.
+
+        Returns:
+            Winner ``"A"``, ``"B"`` or ``"tie"``; both hands' summaries; details holding
+            ``six_card_bonus`` (``category``, ``best_five``) and both ``strengths``.
+
+        Raises:
+            RulesError: Hands missing or extra, wrong card count, a joker or tile, or a card
+                dealt twice.
+        """
+        if set(hands) != set(HAND_LABELS):
+            raise RulesError(
+                f"Teen Patti needs hands A and B, got {sorted(hands)}",
+                game=GAME_ID,
+                hands=sorted(hands),
+            )
+        checked = {label: _check_hand(hands[label], label) for label in HAND_LABELS}
+        repeated = set(checked["A"]) & set(checked["B"])
+        if repeated:
+            names = sorted(str(card) for card in repeated)
+            raise RulesError(
+                f"{', '.join(names)} dealt to both hands A and B",
+                game=GAME_ID,
+                cards=names,
+            )
+        strengths = {label: rank_hand(cards) for label, cards in checked.items()}
+        if strengths["A"] > strengths["B"]:
+            winner = "A"
+        elif strengths["B"] > strengths["A"]:
+            winner = "B"
+        else:
+            winner = "tie"
+        bonus = six_card_bonus(checked["A"] + checked["B"])
+        return GameResult(
+            winner=winner,
+            hands={label: evaluate_hand(cards, label) for label, cards in checked.items()},
+            details={
+                "six_card_bonus": {
+                    "category": bonus.category.value,
+                    "best_five": [str(card) for card in bonus.best_five],
+                },
+                "strengths": dict(strengths),
+            },
+        )
+
+    def settle(self, result: GameResult, paytables: PayTables) -> dict[str, BetResult]:
+        """Settle every bet, in :attr:`bet_ids` order.
+
+        Player A/B win at their pay table's ``win`` odds, are pushed (reason ``"tie"``) on a
+        tie and lose otherwise. Tie wins on a tie. Pair Plus A/B pay by their own hand's
+        category whatever the main result (a high card loses, reason ``"high_card"``). The
+        6 Card Bonus pays by its category (``"no_bonus"`` loses).
+
+        Raises:
+            RulesError: The result lacks a hand or the bonus, or a needed pay-table entry is
+                missing.
+        """
+        if result.winner not in ("A", "B", "tie"):
+            raise RulesError(
+                f"winner must be A, B or tie, got {result.winner!r}",
+                game=GAME_ID,
+                winner=result.winner,
+            )
+        settled: dict[str, BetResult] = {}
+        for label, bet in (("A", "player_a"), ("B", "player_b")):
+            if result.winner == label:
+                settled[bet] = BetResult.win(_odds(paytables, bet, "win"), "win")
+            elif result.winner == "tie":
+                settled[bet] = BetResult.push("tie")
+            else:
+                settled[bet] = BetResult.lose("lose")
+        if result.winner == "tie":
+            settled["tie"] = BetResult.win(_odds(paytables, "tie", "tie"), "tie")
+        else:
+            settled["tie"] = BetResult.lose("lose")
+        for label, bet in (("A", "pair_plus_a"), ("B", "pair_plus_b")):
+            try:
+                category = TeenPattiHand(result.hands[label].category)
+            except (KeyError, ValueError):
+                raise RulesError(
+                    f"result has no Teen Patti category for hand {label}", game=GAME_ID, hand=label
+                ) from None
+            if category is TeenPattiHand.HIGH_CARD:
+                settled[bet] = BetResult.lose(category.value)
+            else:
+                settled[bet] = BetResult.win(_odds(paytables, bet, category.value), category.value)
+        try:
+            bonus = SixCardBonus(result.details["six_card_bonus"]["category"])
+        except (KeyError, TypeError, ValueError):
+            raise RulesError("result has no 6 Card Bonus category", game=GAME_ID) from None
+        if bonus is SixCardBonus.NO_BONUS:
+            settled["six_card_bonus"] = BetResult.lose(bonus.value)
+        else:
+            settled["six_card_bonus"] = BetResult.win(
+                _odds(paytables, "six_card_bonus", bonus.value), bonus.value
+            )
+        return {bet: settled[bet] for bet in BET_IDS}
+
+
+TEEN_PATTI_20_20: Final = TeenPatti2020()
+
+
+# --------------------------------------------------------------------------------------------
+# Exact counting
+
+
+@dataclass(frozen=True, slots=True)
+class MainCounts:
+    """Ordered (A, B) deals of two disjoint three-card hands, by main result.
+
+    Attributes:
+        a_wins: Deals where hand A is stronger.
+        ties: Deals where the hands are equal.
+        b_wins: Deals where hand B is stronger.
+    """
+
+    a_wins: int
+    ties: int
+    b_wins: int
+
+    @property
+    def total(self) -> int:
+        """Every ordered deal."""
+        return self.a_wins + self.ties + self.b_wins
+
+
+def hands_of(deck_codes: Sequence[int]) -> tuple[IntArray, IntArray]:
+    """Every three-card hand of a deck (codes ascending) and its strength.
+
+    Returns:
+        ``(hands, strengths)``: arrays of shape (n, 3) and (n,).
+    """
+    codes = sorted(set(deck_codes))
+    hands = np.asarray(list(itertools.combinations(codes, CARDS_PER_HAND)), dtype=np.int64)
+    hands = hands.reshape(-1, CARDS_PER_HAND)
+    table = _strength_array()
+    strengths = table[hands[:, 0] * 2704 + hands[:, 1] * 52 + hands[:, 2]]
+    return hands, strengths
+
+
+def _grouped_below_and_equal(groups: IntArray, strengths: IntArray) -> tuple[IntArray, IntArray]:
+    """For each entry, how many entries of its own group have a lower / equal strength.
+
+    ``equal`` counts the entry itself.
+    """
+    span = np.int64(1 << 20)
+    keys = groups * span + strengths
+    ordered = np.sort(keys)
+    starts = np.searchsorted(ordered, groups * span, side="left")
+    below = np.searchsorted(ordered, keys, side="left") - starts
+    equal = np.searchsorted(ordered, keys, side="right") - starts - below
+    return below, equal
+
+
+def count_main_outcomes(deck_codes: Sequence[int]) -> MainCounts:
+    """Count every ordered (A, B) deal of disjoint hands from a deck by who wins.
+
+    For each hand A, the hands B disjoint from it that are lower (or equal) are all lower
+    hands minus those sharing a card with A, by inclusion-exclusion over A's three single
+    cards, its three pairs of cards and A itself.
+    """
+    hands, strengths = hands_of(deck_codes)
+    n_cards = len(set(deck_codes))
+    count = len(strengths)
+    if count == 0:
+        return MainCounts(0, 0, 0)
+    index = np.arange(count)
+    below, equal = _grouped_below_and_equal(np.zeros(count, dtype=np.int64), strengths)
+    below = below.copy()
+    equal = equal.copy()
+    singles = hands.T.reshape(-1)
+    s_below, s_equal = _grouped_below_and_equal(singles, np.tile(strengths, 3))
+    pair_ids = np.concatenate(
+        [
+            hands[:, 0] * 52 + hands[:, 1],
+            hands[:, 0] * 52 + hands[:, 2],
+            hands[:, 1] * 52 + hands[:, 2],
+        ]
+    )
+    p_below, p_equal = _grouped_below_and_equal(pair_ids, np.tile(strengths, 3))
+    owner = np.tile(index, 3)
+    below -= np.bincount(owner, weights=s_below, minlength=count).astype(np.int64)
+    equal -= np.bincount(owner, weights=s_equal, minlength=count).astype(np.int64)
+    below += np.bincount(owner, weights=p_below, minlength=count).astype(np.int64)
+    equal += np.bincount(owner, weights=p_equal, minlength=count).astype(np.int64)
+    equal -= 1  # A itself, the one hand sharing all three cards
+    disjoint = math.comb(n_cards - CARDS_PER_HAND, CARDS_PER_HAND)
+    a_wins = int(below.sum())
+    ties = int(equal.sum())
+    return MainCounts(a_wins, ties, count * disjoint - a_wins - ties)
+
+
+def count_hand_categories(deck_codes: Sequence[int]) -> dict[TeenPattiHand, int]:
+    """How many three-card hands of a deck fall in each category (high to low)."""
+    _, strengths = hands_of(deck_codes)
+    levels = np.bincount(strengths >> _LEVEL_SHIFT, minlength=len(TeenPattiHand))
+    return {hand: int(levels[hand.level]) for hand in TeenPattiHand}
+
+
+def _has_straight(ranks: Iterable[int]) -> int:
+    mask = 0
+    for rank in ranks:
+        mask |= 1 << (rank - 2)
+    return int(_straight_top_by_mask()[mask])
+
+
+def count_six_card_bonus(ranks: Sequence[int], suits: int) -> dict[SixCardBonus, int]:
+    """Count six-card sets of a deck (``ranks`` x ``suits`` cards) by 6 Card Bonus outcome.
+
+    Counts by patterns instead of dealing: a set with five or six cards of one suit is a
+    flush or straight flush decided by those suited ranks alone (no quads or full house fit
+    beside them); every other set is decided by its rank multiset, whose number of suit
+    assignments without five of a suit is counted directly.
+
+    Args:
+        ranks: The distinct ranks in the deck (2-14).
+        suits: How many suits (1-4) each rank comes in.
+    """
+    counts = dict.fromkeys(SixCardBonus, 0)
+    rank_list = sorted(set(ranks))
+    n_ranks = len(rank_list)
+
+    def suited(chosen: Sequence[int]) -> SixCardBonus:
+        top = _has_straight(chosen)
+        if top == _ACE:
+            return SixCardBonus.ROYAL_FLUSH
+        return SixCardBonus.STRAIGHT_FLUSH if top else SixCardBonus.FLUSH
+
+    # Six cards of one suit.
+    for chosen in itertools.combinations(rank_list, 6):
+        counts[suited(chosen)] += suits
+    # Exactly five of one suit, the sixth card of another suit (any rank).
+    for chosen in itertools.combinations(rank_list, 5):
+        counts[suited(chosen)] += suits * n_ranks * (suits - 1)
+    # At most four of any suit: the rank multiset decides.
+    for multiset in itertools.combinations_with_replacement(rank_list, 6):
+        shape = Counter(multiset)
+        if max(shape.values()) > suits:
+            continue
+        assignments = math.prod(math.comb(suits, copies) for copies in shape.values())
+        if len(shape) == 6:
+            assignments -= suits + suits * 6 * (suits - 1)
+        elif len(shape) == 5:
+            assignments -= suits * (suits - 1)
+        if assignments <= 0:
+            continue
+        sizes = sorted(shape.values(), reverse=True)
+        if sizes[0] == 4:
+            outcome = SixCardBonus.FOUR_OF_A_KIND
+        elif sizes[0] == 3 and sizes[1] >= 2:
+            outcome = SixCardBonus.FULL_HOUSE
+        elif _has_straight(shape):
+            outcome = SixCardBonus.STRAIGHT
+        elif sizes[0] == 3:
+            outcome = SixCardBonus.THREE_OF_A_KIND
+        else:
+            outcome = SixCardBonus.NO_BONUS
+        counts[outcome] += assignments
+    return counts
+
+
+# --------------------------------------------------------------------------------------------
+# Par sheet
+
+
+def _row(name: str, pays: Odds | int, count: int, total: int) -> OutcomeRow:
+    return OutcomeRow(name, Fraction(pays), Fraction(count, total), count)
+
+
+def _exact_report(progress: bool) -> AnalysisReport:
+    started = time.perf_counter()
+    paytables = DEFAULT_PAYTABLES
+    deck = list(range(52))
+    steps = ["main bets", "pair plus", "six card bonus"]
+    main = MainCounts(0, 0, 0)
+    categories: dict[TeenPattiHand, int] = {}
+    bonus: dict[SixCardBonus, int] = {}
+    for step in iterate_with_progress(steps, len(steps), "teen-patti exact", progress):
+        if step == "main bets":
+            main = count_main_outcomes(deck)
+        elif step == "pair plus":
+            categories = count_hand_categories(deck)
+        else:
+            bonus = count_six_card_bonus(list(range(2, 15)), 4)
+    deals = main.total
+    hands = sum(categories.values())
+    per_hand = deals // hands
+    bets: dict[str, BetReport] = {}
+    for bet, wins, losses in (
+        ("player_a", main.a_wins, main.b_wins),
+        ("player_b", main.b_wins, main.a_wins),
+    ):
+        bets[bet] = BetReport(
+            [
+                _row("win", paytables[bet]["win"], wins, deals),
+                _row("tie", 0, main.ties, deals),
+                _row("lose", -1, losses, deals),
+            ]
+        )
+    bets["tie"] = BetReport(
+        [
+            _row("tie", paytables["tie"]["tie"], main.ties, deals),
+            _row("lose", -1, main.a_wins + main.b_wins, deals),
+        ]
+    )
+    for bet in ("pair_plus_a", "pair_plus_b"):
+        rows = []
+        for hand, number in categories.items():
+            pays = -1 if hand is TeenPattiHand.HIGH_CARD else paytables[bet][hand.value]
+            rows.append(_row(hand.value, pays, number * per_hand, deals))
+        bets[bet] = BetReport(rows)
+    sets = sum(bonus.values())
+    bets["six_card_bonus"] = BetReport(
+        [
+            _row(
+                outcome.value,
+                -1 if outcome is SixCardBonus.NO_BONUS else paytables["six_card_bonus"][outcome],
+                number,
+                sets,
+            )
+            for outcome, number in bonus.items()
+        ]
+    )
+    best = max(bets, key=lambda bet: Fraction(bets[bet].rtp or 0))
+    return AnalysisReport(
+        game=GAME_ID,
+        method=Method.EXACT,
+        bets=bets,
+        seconds=time.perf_counter() - started,
+        notes=[
+            f"main bets and pair plus: all {deals:,} ordered deals of two disjoint hands",
+            f"6 card bonus: all {sets:,} six-card sets (counts are sets)",
+            f"highest return: {best} at {float(bets[best].rtp or 0) * 100:.4f}%; "
+            "the operator's sheet states a maximum of 97.50%",
+        ],
+    )
+
+
+def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisReport:
+    started = time.perf_counter()
+    paytables = DEFAULT_PAYTABLES
+    rng = np.random.default_rng(seed)
+    table = _strength_array()
+    chunk = 100_000
+    sizes = [min(chunk, samples - done) for done in range(0, samples, chunk)]
+    main_counts = np.zeros(3, dtype=np.int64)  # A wins, tie, B wins
+    category_counts = {"A": np.zeros(7, dtype=np.int64), "B": np.zeros(7, dtype=np.int64)}
+    bonus_counts = np.zeros(len(SixCardBonus), dtype=np.int64)
+    for size in iterate_with_progress(sizes, len(sizes), "teen-patti monte carlo", progress):
+        dealt = rng.random((size, 52)).argsort(axis=1)[:, :6]
+        a = table[dealt[:, 0] * 2704 + dealt[:, 2] * 52 + dealt[:, 4]]
+        b = table[dealt[:, 1] * 2704 + dealt[:, 3] * 52 + dealt[:, 5]]
+        main_counts += [int((a > b).sum()), int((a == b).sum()), int((a < b).sum())]
+        category_counts["A"] += np.bincount(a >> _LEVEL_SHIFT, minlength=7)
+        category_counts["B"] += np.bincount(b >> _LEVEL_SHIFT, minlength=7)
+        bonus_counts += np.bincount(six_card_bonus_levels(dealt), minlength=len(SixCardBonus))
+
+    def bet_report(rows: list[tuple[str, Fraction, int]]) -> BetReport:
+        total = sum(count for _, _, count in rows)
+        returns = [(float(1 + pays), count) for _, pays, count in rows]
+        value_sum = sum(value * count for value, count in returns)
+        square_sum = sum(value * value * count for value, count in returns)
+        return BetReport(
+            [OutcomeRow(name, pays, count / total) for name, pays, count in rows],
+            rtp=value_sum / total,
+            rtp_se=standard_error(value_sum, square_sum, total),
+        )
+
+    a_wins, ties, b_wins = (int(value) for value in main_counts)
+    bets: dict[str, BetReport] = {}
+    for bet, wins, losses in (("player_a", a_wins, b_wins), ("player_b", b_wins, a_wins)):
+        bets[bet] = bet_report(
+            [
+                ("win", paytables[bet]["win"], wins),
+                ("tie", Fraction(0), ties),
+                ("lose", Fraction(-1), losses),
+            ]
+        )
+    bets["tie"] = bet_report(
+        [
+            ("tie", paytables["tie"]["tie"], ties),
+            ("lose", Fraction(-1), a_wins + b_wins),
+        ]
+    )
+    for label, bet in (("A", "pair_plus_a"), ("B", "pair_plus_b")):
+        bets[bet] = bet_report(
+            [
+                (
+                    hand.value,
+                    Fraction(-1) if hand is TeenPattiHand.HIGH_CARD else paytables[bet][hand.value],
+                    int(category_counts[label][hand.level]),
+                )
+                for hand in TeenPattiHand
+            ]
+        )
+    bets["six_card_bonus"] = bet_report(
+        [
+            (
+                outcome.value,
+                Fraction(-1)
+                if outcome is SixCardBonus.NO_BONUS
+                else paytables["six_card_bonus"][outcome.value],
+                int(bonus_counts[outcome.level]),
+            )
+            for outcome in SixCardBonus
+        ]
+    )
+    return AnalysisReport(
+        game=GAME_ID,
+        method=Method.MONTE_CARLO,
+        bets=bets,
+        seconds=time.perf_counter() - started,
+        notes=[f"numpy default_rng(seed={seed}); each round deals six cards A1 B1 A2 B2 A3 B3"],
+        samples=samples,
+    )
+
+
+def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
+    """Teen Patti 20-20 par sheet.
+
+    Args:
+        method: ``EXACT`` enumerates every ordered deal (main bets, Pair Plus) and every
+            six-card set (6 Card Bonus) by counting; ``MONTE_CARLO`` deals ``samples`` rounds.
+        samples: Rounds to deal for Monte Carlo (at least 2).
+        seed: Seed of the Monte Carlo generator.
+        progress: Show a progress bar on stderr.
+
+    Raises:
+        RulesError: Monte Carlo with fewer than two samples.
+    """
+    if method is Method.EXACT:
+        return _exact_report(progress)
+    if samples < 2:
+        raise RulesError("Monte Carlo needs at least 2 samples", game=GAME_ID, samples=samples)
+    return _monte_carlo_report(samples, seed, progress)

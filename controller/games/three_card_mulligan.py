@@ -1,0 +1,1250 @@
+"""Three Card Mulligan: ranking, the round's deal plan, settlement of both paths, par sheet.
+
+The rules are those of docs/rules/three-card-mulligan.md (restated from the inventor's page,
+with the team's binding decisions and this module's own decisions). In short:
+
+* Three-card ranking, high to low: straight flush, three of a kind, straight, flush, pair,
+  high card. The ace is high, and low only in A-2-3 (the lowest straight); Q-K-A is the
+  highest straight. Suits never break ties. (This is *not* the Teen Patti order, which lives
+  in :mod:`controller.games.teen_patti`; nothing is shared.)
+* The round deals the player's three (face up), the dealer's three (hidden), then, if at least
+  one online player chose to mulligan, the player's mulligan hand, then the dealer's cards are
+  revealed and, if they are below king-high, the dealer's mulligan hand is dealt.
+* The result covers both paths of the shared hand: the original hand against the dealer's
+  final hand ("stayed") and the mulligan hand against it ("mulliganed").
+
+Hand strength is an ``int``: ``level << 12 | within``; a higher int beats a lower one and
+equal ints tie. A table over every ordered triple of card codes (52**3 entries, built on
+first use from the 22,100 hands) makes :func:`strength_of_codes` a list lookup.
+
+Everything here is pure: no I/O, no clock; Monte Carlo takes its seed from the caller.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import itertools
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.analysis import (
+    AnalysisReport,
+    BetReport,
+    Method,
+    OutcomeRow,
+    iterate_with_progress,
+    standard_error,
+)
+from controller.cards import RANK_NAMES, Card, Deck, Piece
+from controller.errors import IllegalAction, PieceRefused, RulesError
+from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
+from controller.money import BetResult, Odds, PayTables
+
+IntArray = npt.NDArray[np.int64]
+UIntArray = npt.NDArray[np.uint64]
+BoolArray = npt.NDArray[np.bool_]
+
+GAME_ID: Final = "three-card-mulligan"
+BET_IDS: Final = ("ante", "mulligan", "pair_plus", "pair_plus_mulligan")
+CARDS_PER_HAND: Final = 3
+
+PLAYER: Final = "P"
+"""Hand label of the player's original (shared) hand."""
+DEALER: Final = "D"
+"""Hand label of the dealer's first hand (hidden until the reveal)."""
+PLAYER_MULLIGAN: Final = "PM"
+"""Hand label of the player's mulligan hand."""
+DEALER_MULLIGAN: Final = "DM"
+"""Hand label of the dealer's mulligan hand."""
+
+_LEVEL_SHIFT: Final = 12
+_ACE: Final = 14
+_KING: Final = 13
+
+PLURAL_RANK_NAMES: Final = {
+    rank: ("sixes" if rank == 6 else f"{name}s") for rank, name in RANK_NAMES.items()
+}
+
+
+class MulliganHand(enum.StrEnum):
+    """Categories of a three-card hand in Three Card Mulligan, listed high to low."""
+
+    STRAIGHT_FLUSH = "straight_flush"
+    THREE_OF_A_KIND = "three_of_a_kind"
+    STRAIGHT = "straight"
+    FLUSH = "flush"
+    PAIR = "pair"
+    HIGH_CARD = "high_card"
+
+    @property
+    def level(self) -> int:
+        """0 for high card up to 5 for a straight flush; a higher level beats a lower one."""
+        return _HAND_LEVELS[self]
+
+    @classmethod
+    def from_level(cls, level: int) -> MulliganHand:
+        """The category with a given level.
+
+        Raises:
+            RulesError: No category has that level.
+        """
+        if not 0 <= level < len(_HANDS_BY_LEVEL):
+            raise RulesError(f"no Three Card Mulligan category has level {level}", level=level)
+        return _HANDS_BY_LEVEL[level]
+
+
+_HANDS_BY_LEVEL: Final = tuple(reversed(MulliganHand))
+_HAND_LEVELS: Final = {hand: level for level, hand in enumerate(_HANDS_BY_LEVEL)}
+
+
+class Path(enum.StrEnum):
+    """The two ways an online player can play the shared hand."""
+
+    STAYED = "stayed"
+    MULLIGANED = "mulliganed"
+
+
+# --------------------------------------------------------------------------------------------
+# Three-card evaluator
+
+
+def _kickers(*ranks: int) -> int:
+    """Ranks compared in order, packed so that a higher first rank always wins."""
+    value = 0
+    for rank in ranks:
+        value = value * 15 + rank
+    return value
+
+
+def _straight_top(high: int, mid: int, low: int) -> int:
+    """Top rank of a three-card straight (ranks high to low): 14 for Q-K-A, 3 for A-2-3; else 0."""
+    if (high, mid, low) == (_ACE, 3, 2):
+        return 3
+    if high - 1 == mid and mid - 1 == low:
+        return high
+    return 0
+
+
+def strength_of_ranks(ranks: Iterable[int], suited: bool) -> int:
+    """The strength of a three-card hand given its ranks and whether all three share a suit.
+
+    Args:
+        ranks: The three ranks (2-14, ace 14), any order.
+        suited: Whether the three cards are of one suit.
+
+    Returns:
+        ``level << 12 | within``: compare as plain ints; equal means a tie.
+    """
+    high, mid, low = sorted(ranks, reverse=True)
+    hand: MulliganHand
+    if high == low:
+        hand, within = MulliganHand.THREE_OF_A_KIND, high
+    elif top := _straight_top(high, mid, low):
+        hand = MulliganHand.STRAIGHT_FLUSH if suited else MulliganHand.STRAIGHT
+        within = top
+    elif suited:
+        hand, within = MulliganHand.FLUSH, _kickers(high, mid, low)
+    elif high == mid:
+        hand, within = MulliganHand.PAIR, _kickers(high, low)
+    elif mid == low:
+        hand, within = MulliganHand.PAIR, _kickers(mid, high)
+    else:
+        hand, within = MulliganHand.HIGH_CARD, _kickers(high, mid, low)
+    return hand.level << _LEVEL_SHIFT | within
+
+
+def category_of_strength(strength: int) -> MulliganHand:
+    """The category a strength belongs to."""
+    return MulliganHand.from_level(strength >> _LEVEL_SHIFT)
+
+
+def _strength_of_code_triple(codes: Sequence[int]) -> int:
+    ranks = [code // 4 + 2 for code in codes]
+    suited = len({code % 4 for code in codes}) == 1
+    return strength_of_ranks(ranks, suited)
+
+
+@functools.cache
+def _strength_table() -> list[int]:
+    """Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes.
+
+    Triples that repeat a card hold -1.
+    """
+    table = [-1] * 52**3
+    for combo in itertools.combinations(range(52), CARDS_PER_HAND):
+        strength = _strength_of_code_triple(combo)
+        for a, b, c in itertools.permutations(combo):
+            table[a * 2704 + b * 52 + c] = strength
+    return table
+
+
+@functools.cache
+def _strength_array() -> IntArray:
+    """The strength table as a numpy array (for vectorised lookups)."""
+    return np.asarray(_strength_table(), dtype=np.int64)
+
+
+def strength_of_codes(a: int, b: int, c: int) -> int:
+    """Strength of three distinct standard card codes (0-51), without validation.
+
+    Returns:
+        The strength, or -1 when a code repeats.
+    """
+    return _strength_table()[a * 2704 + b * 52 + c]
+
+
+STAY_THRESHOLD: Final = strength_of_ranks((_KING, 10, 2), suited=False)
+"""The weakest hand the house way stays with: K-10-2 of mixed suits.
+
+The house way stays with every hand at least this strong: K-10-x, K-J-x, K-Q-x, every
+ace-high hand, and any pair, flush, straight, three of a kind or straight flush. It mulligans
+K-9-x and below, and every queen-high or lower high-card hand.
+"""
+
+DEALER_STANDS_THRESHOLD: Final = strength_of_ranks((_KING, 3, 2), suited=False)
+"""The weakest hand the dealer stands on: K-3-2 of mixed suits (the lowest king-high)."""
+
+
+def _check_hand(cards: Sequence[Piece], hand: str = "") -> tuple[Card, ...]:
+    """Check that ``cards`` are three distinct standard cards.
+
+    Raises:
+        RulesError: Wrong count, a tile, the joker or a repeated card.
+    """
+    where = f"hand {hand} " if hand else "a Three Card Mulligan hand "
+    if len(cards) != CARDS_PER_HAND:
+        raise RulesError(
+            f"{where}needs exactly {CARDS_PER_HAND} cards, got {len(cards)}",
+            game=GAME_ID,
+            hand=hand,
+            cards=[str(card) for card in cards],
+        )
+    checked: list[Card] = []
+    for card in cards:
+        if not isinstance(card, Card):
+            raise RulesError(
+                f"{where}holds {card}, which is not a playing card",
+                game=GAME_ID,
+                hand=hand,
+                piece=str(card),
+            )
+        if card.is_joker:
+            raise RulesError(
+                f"{where}holds the joker; Three Card Mulligan is played without one",
+                game=GAME_ID,
+                hand=hand,
+                piece=str(card),
+            )
+        if card in checked:
+            raise RulesError(f"{where}holds {card} twice", game=GAME_ID, hand=hand, piece=str(card))
+        checked.append(card)
+    return tuple(checked)
+
+
+def rank_hand(cards: Sequence[Piece]) -> int:
+    """The strength of a three-card hand: higher beats lower, equal ties; suits never matter.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    a, b, c = _check_hand(cards)
+    return strength_of_codes(a.code, b.code, c.code)
+
+
+def hand_category(cards: Sequence[Piece]) -> MulliganHand:
+    """The category of a three-card hand.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    return category_of_strength(rank_hand(cards))
+
+
+def describe_hand(cards: Sequence[Piece]) -> str:
+    """A sentence for people: ``"pair of kings, queen kicker"``, ``"straight, ace-two-three"``.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    checked = _check_hand(cards)
+    category = hand_category(checked)
+    ranks = sorted((card.rank for card in checked), reverse=True)
+    names = [RANK_NAMES[rank] for rank in ranks]
+    if category is MulliganHand.THREE_OF_A_KIND:
+        return f"three {PLURAL_RANK_NAMES[ranks[0]]}"
+    if category in (MulliganHand.STRAIGHT_FLUSH, MulliganHand.STRAIGHT):
+        label = "straight flush" if category is MulliganHand.STRAIGHT_FLUSH else "straight"
+        order = (_ACE, 2, 3) if ranks == [_ACE, 3, 2] else tuple(reversed(ranks))
+        return f"{label}, {'-'.join(RANK_NAMES[rank] for rank in order)}"
+    if category is MulliganHand.FLUSH:
+        return f"flush, {', '.join(names)}"
+    if category is MulliganHand.PAIR:
+        pair = ranks[1]
+        kicker = ranks[2] if ranks[0] == pair else ranks[0]
+        return f"pair of {PLURAL_RANK_NAMES[pair]}, {RANK_NAMES[kicker]} kicker"
+    return f"{names[0]} high, {names[1]}, {names[2]}"
+
+
+def evaluate_hand(cards: Sequence[Piece], hand: str = "") -> HandSummary:
+    """Category and description of a three-card hand.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    checked = _check_hand(cards, hand)
+    return HandSummary(hand_category(checked).value, describe_hand(checked))
+
+
+def house_way_stays(cards: Sequence[Piece]) -> bool:
+    """Whether the house-way player stays with ``cards``: K-10-x or better.
+
+    See :data:`STAY_THRESHOLD` for how every hand is treated.
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    return rank_hand(cards) >= STAY_THRESHOLD
+
+
+def dealer_stands(cards: Sequence[Piece]) -> bool:
+    """Whether the dealer stands on ``cards``: king-high or better (queen-high mulligans).
+
+    Raises:
+        RulesError: Not three distinct standard cards.
+    """
+    return rank_hand(cards) >= DEALER_STANDS_THRESHOLD
+
+
+# --------------------------------------------------------------------------------------------
+# Pay tables
+
+
+_ANTE_BONUS: Final = {
+    MulliganHand.STRAIGHT_FLUSH: Fraction(6),
+    MulliganHand.THREE_OF_A_KIND: Fraction(4),
+    MulliganHand.STRAIGHT: Fraction(3, 2),
+}
+
+
+def _default_paytables() -> dict[str, dict[str, Odds]]:
+    ante = {hand.value: _ANTE_BONUS.get(hand, Fraction(1)) for hand in MulliganHand}
+    pair_plus = {
+        MulliganHand.STRAIGHT_FLUSH.value: Fraction(40),
+        MulliganHand.THREE_OF_A_KIND.value: Fraction(30),
+        MulliganHand.STRAIGHT.value: Fraction(6),
+        MulliganHand.FLUSH.value: Fraction(3),
+        MulliganHand.PAIR.value: Fraction(1),
+    }
+    return {
+        "ante": dict(ante),
+        "mulligan": dict(ante),
+        "pair_plus": dict(pair_plus),
+        "pair_plus_mulligan": dict(pair_plus),
+    }
+
+
+DEFAULT_PAYTABLES: Final = _default_paytables()
+"""Bet id -> outcome (the player's hand category) -> profit per unit staked.
+
+``ante`` and ``mulligan`` pay on a player win by the player's final hand (every category has
+an entry; "anything else" is 1:1 for flush, pair and high card). ``pair_plus`` and
+``pair_plus_mulligan`` pay by the category of the hand they were placed on; a category without
+an entry (high card) loses.
+"""
+
+
+def _odds(paytables: PayTables, bet: str, outcome: str) -> Odds:
+    try:
+        return paytables[bet][outcome]
+    except KeyError:
+        raise RulesError(
+            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
+            game=GAME_ID,
+            bet=bet,
+            outcome=outcome,
+        ) from None
+
+
+def _main_bet(
+    player_strength: int, dealer_strength: int, paytables: PayTables, bet: str
+) -> BetResult:
+    """Ante or Mulligan: paid by the player's final hand on a win, lost below, pushed on a tie."""
+    if player_strength > dealer_strength:
+        category = category_of_strength(player_strength).value
+        return BetResult.win(_odds(paytables, bet, category), category)
+    if player_strength == dealer_strength:
+        return BetResult.push("tie")
+    return BetResult.lose("dealer higher")
+
+
+def _pair_plus(strength: int, paytables: PayTables, bet: str) -> BetResult:
+    category = category_of_strength(strength).value
+    table = paytables.get(bet)
+    if table is None:
+        raise RulesError(f"pay table has no bet {bet!r}", game=GAME_ID, bet=bet)
+    if category in table:
+        return BetResult.win(table[category], category)
+    return BetResult.lose(category)
+
+
+# --------------------------------------------------------------------------------------------
+# Settlement of a round
+
+
+@dataclass(frozen=True, slots=True)
+class MulliganResult:
+    """The judgement and settlement of a round, for both paths of the shared hand.
+
+    Attributes:
+        hands: Summary of every dealt hand, by label (``P``, ``D``, and ``PM``/``DM`` if dealt).
+        strengths: The strength of every dealt hand, by label.
+        dealer_final: ``"D"`` when the dealer stood, ``"DM"`` when the dealer mulliganed.
+        stayed: Bets of a player who stayed: ``ante``, ``pair_plus``.
+        mulliganed: Bets of a player who mulliganed: ``ante``, ``mulligan``, ``pair_plus``
+            (on the original hand) and ``pair_plus_mulligan`` (on the mulligan hand); ``None``
+            when no mulligan hand was dealt (nobody chose it).
+    """
+
+    hands: Mapping[str, HandSummary]
+    strengths: Mapping[str, int]
+    dealer_final: str
+    stayed: Mapping[str, BetResult]
+    mulliganed: Mapping[str, BetResult] | None
+
+    def winner(self, path: Path) -> str:
+        """``"player"``, ``"dealer"`` or ``"tie"`` on a path.
+
+        Raises:
+            RulesError: The mulligan path was not dealt.
+        """
+        player = PLAYER if path is Path.STAYED else PLAYER_MULLIGAN
+        if player not in self.strengths:
+            raise RulesError("no mulligan hand was dealt in this round", game=GAME_ID)
+        mine, dealer = self.strengths[player], self.strengths[self.dealer_final]
+        if mine > dealer:
+            return "player"
+        return "tie" if mine == dealer else "dealer"
+
+    def bets(self, path: Path) -> Mapping[str, BetResult]:
+        """The settlement of a path's bets.
+
+        Raises:
+            RulesError: The mulligan path was not dealt.
+        """
+        if path is Path.STAYED:
+            return self.stayed
+        if self.mulliganed is None:
+            raise RulesError("no mulligan hand was dealt in this round", game=GAME_ID)
+        return self.mulliganed
+
+    def game_result(self) -> GameResult:
+        """The round as a :class:`GameResult`.
+
+        ``winner`` is the stayed path's winner; ``details`` holds ``dealer_final`` and, per
+        path, its ``winner`` and its bets in wire form.
+        """
+        paths: dict[str, object] = {}
+        for path in Path:
+            if path is Path.MULLIGANED and self.mulliganed is None:
+                continue
+            paths[path.value] = {
+                "winner": self.winner(path),
+                "bets": {bet: result.to_wire() for bet, result in self.bets(path).items()},
+            }
+        return GameResult(
+            winner=self.winner(Path.STAYED),
+            hands=dict(self.hands),
+            details={"dealer_final": self.dealer_final, "paths": paths},
+        )
+
+
+def round_result(
+    player: Sequence[Piece],
+    dealer: Sequence[Piece],
+    player_mulligan: Sequence[Piece] | None = None,
+    dealer_mulligan: Sequence[Piece] | None = None,
+    paytables: PayTables = DEFAULT_PAYTABLES,
+) -> MulliganResult:
+    """Judge a round and settle every bet on both paths.
+
+    Args:
+        player: The shared original hand.
+        dealer: The dealer's first hand.
+        player_mulligan: The player's mulligan hand, or ``None`` if nobody mulliganed.
+        dealer_mulligan: The dealer's mulligan hand: required when the dealer's first hand is
+            below king-high, refused otherwise.
+        paytables: Pay tables (defaults, or merged with a table's overrides).
+
+    Returns:
+        Both paths' settlements (the mulligan path only when its hand was dealt).
+
+    Raises:
+        RulesError: A hand is malformed, a card is in two hands, or the dealer's mulligan hand
+            is missing when the dealer must mulligan (or present when the dealer stands).
+    """
+    hands: dict[str, tuple[Card, ...]] = {
+        PLAYER: _check_hand(player, PLAYER),
+        DEALER: _check_hand(dealer, DEALER),
+    }
+    if player_mulligan is not None:
+        hands[PLAYER_MULLIGAN] = _check_hand(player_mulligan, PLAYER_MULLIGAN)
+    strengths = {label: rank_hand(cards) for label, cards in hands.items()}
+    stands = strengths[DEALER] >= DEALER_STANDS_THRESHOLD
+    if stands and dealer_mulligan is not None:
+        raise RulesError(
+            f"the dealer stands on {describe_hand(hands[DEALER])}; "
+            "no dealer mulligan hand is dealt",
+            game=GAME_ID,
+            hand=DEALER_MULLIGAN,
+        )
+    if not stands:
+        if dealer_mulligan is None:
+            raise RulesError(
+                f"the dealer must mulligan {describe_hand(hands[DEALER])} (below king-high), "
+                "but no dealer mulligan hand was given",
+                game=GAME_ID,
+                hand=DEALER_MULLIGAN,
+            )
+        hands[DEALER_MULLIGAN] = _check_hand(dealer_mulligan, DEALER_MULLIGAN)
+        strengths[DEALER_MULLIGAN] = rank_hand(hands[DEALER_MULLIGAN])
+    seen: dict[Card, str] = {}
+    for label, cards in hands.items():
+        for card in cards:
+            if card in seen:
+                raise RulesError(
+                    f"{card} is dealt to both hand {seen[card]} and hand {label}",
+                    game=GAME_ID,
+                    piece=str(card),
+                    hands=[seen[card], label],
+                )
+            seen[card] = label
+    dealer_final = DEALER if stands else DEALER_MULLIGAN
+    dealer_strength = strengths[dealer_final]
+    stayed = {
+        "ante": _main_bet(strengths[PLAYER], dealer_strength, paytables, "ante"),
+        "pair_plus": _pair_plus(strengths[PLAYER], paytables, "pair_plus"),
+    }
+    mulliganed: dict[str, BetResult] | None = None
+    if PLAYER_MULLIGAN in strengths:
+        mine = strengths[PLAYER_MULLIGAN]
+        mulliganed = {
+            "ante": _main_bet(mine, dealer_strength, paytables, "ante"),
+            "mulligan": _main_bet(mine, dealer_strength, paytables, "mulligan"),
+            "pair_plus": stayed["pair_plus"],
+            "pair_plus_mulligan": _pair_plus(mine, paytables, "pair_plus_mulligan"),
+        }
+    return MulliganResult(
+        hands={label: evaluate_hand(cards, label) for label, cards in hands.items()},
+        strengths=strengths,
+        dealer_final=dealer_final,
+        stayed=stayed,
+        mulliganed=mulliganed,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The round's deal plan, which depends on decisions
+
+
+class Step(enum.StrEnum):
+    """What a round is waiting for."""
+
+    DEAL = "deal"
+    """A card for :attr:`MulliganRound.next_slot`."""
+    DECIDE = "decide"
+    """The players' stay/mulligan decision window (:meth:`MulliganRound.decide`)."""
+    COMPLETE = "complete"
+    """Every needed card is dealt: the result can be computed."""
+
+
+def _slots(hand: str, prefix: str, face: Face) -> tuple[Slot, ...]:
+    return tuple(Slot(f"{prefix}{index}", hand, face) for index in range(1, CARDS_PER_HAND + 1))
+
+
+PLAYER_SLOTS: Final = _slots(PLAYER, "P", Face.UP)
+DEALER_SLOTS: Final = _slots(DEALER, "D", Face.HIDDEN)
+PLAYER_MULLIGAN_SLOTS: Final = _slots(PLAYER_MULLIGAN, "PM", Face.UP)
+DEALER_MULLIGAN_SLOTS: Final = _slots(DEALER_MULLIGAN, "DM", Face.UP)
+
+
+def deal_plan(player_mulligan: bool, dealer_mulligan: bool) -> DealPlan:
+    """The slots of a round in dealing order, once both decisions are known.
+
+    P1 P2 P3 (up), D1 D2 D3 (hidden), then PM1-PM3 (up) if any player mulliganed, then the
+    dealer's reveal, then DM1-DM3 (up) if the dealer's first hand is below king-high.
+    """
+    slots = PLAYER_SLOTS + DEALER_SLOTS
+    if player_mulligan:
+        slots += PLAYER_MULLIGAN_SLOTS
+    if dealer_mulligan:
+        slots += DEALER_MULLIGAN_SLOTS
+    return DealPlan(slots)
+
+
+def next_slot(cards: Sequence[Card], player_mulligan: bool | None) -> Slot | Step:
+    """The slot the next card fills, or what the round waits for instead.
+
+    Args:
+        cards: The cards dealt so far, in dealing order.
+        player_mulligan: ``None`` while the decision window has not closed, then whether at
+            least one player chose to mulligan.
+
+    Returns:
+        A :class:`Slot`, :attr:`Step.DECIDE` or :attr:`Step.COMPLETE`.
+
+    Raises:
+        RulesError: More cards than the plan allows, or a mulligan hand before the decision.
+    """
+    dealt = len(cards)
+    base = len(PLAYER_SLOTS) + len(DEALER_SLOTS)
+    if dealt < base:
+        if player_mulligan is not None:
+            raise RulesError(
+                "the stay/mulligan decision came before the first six cards",
+                game=GAME_ID,
+                dealt=dealt,
+            )
+        return (PLAYER_SLOTS + DEALER_SLOTS)[dealt]
+    if player_mulligan is None:
+        if dealt > base:
+            raise RulesError(
+                "cards dealt after the first six before the stay/mulligan decision",
+                game=GAME_ID,
+                dealt=dealt,
+            )
+        return Step.DECIDE
+    plan = deal_plan(player_mulligan, not dealer_stands(cards[len(PLAYER_SLOTS) : base]))
+    if dealt < len(plan):
+        return plan.slots[dealt]
+    if dealt > len(plan):
+        raise RulesError(
+            f"{dealt} cards dealt but this round's plan has {len(plan)} slots",
+            game=GAME_ID,
+            dealt=dealt,
+            slots=len(plan),
+        )
+    return Step.COMPLETE
+
+
+@dataclass(frozen=True, slots=True)
+class MulliganRound:
+    """A round's cards and decision, as an immutable state machine.
+
+    ``deal`` and ``decide`` return the next state; an illegal action raises and leaves this
+    state as it was.
+
+    Attributes:
+        cards: Cards dealt so far, in dealing order.
+        player_mulligan: ``None`` until the decision window closes; then whether at least one
+            online player chose to mulligan (a player who sent nothing stays).
+    """
+
+    cards: tuple[Card, ...] = ()
+    player_mulligan: bool | None = None
+    deck: Deck = field(default_factory=Deck.standard, compare=False, repr=False)
+
+    @property
+    def step(self) -> Step:
+        """What the round waits for."""
+        following = next_slot(self.cards, self.player_mulligan)
+        return Step.DEAL if isinstance(following, Slot) else following
+
+    @property
+    def next_slot(self) -> Slot | None:
+        """The slot the next card fills, or ``None`` when the round waits for something else."""
+        following = next_slot(self.cards, self.player_mulligan)
+        return following if isinstance(following, Slot) else None
+
+    @property
+    def dealer_revealed(self) -> bool:
+        """Whether the dealer's first hand is turned over: every player card is dealt."""
+        if self.player_mulligan is None:
+            return False
+        needed = len(PLAYER_SLOTS) + len(DEALER_SLOTS)
+        if self.player_mulligan:
+            needed += len(PLAYER_MULLIGAN_SLOTS)
+        return len(self.cards) >= needed
+
+    @property
+    def dealer_mulligans(self) -> bool | None:
+        """Whether the dealer must mulligan; ``None`` while the dealer's hand is incomplete."""
+        base = len(PLAYER_SLOTS) + len(DEALER_SLOTS)
+        if len(self.cards) < base:
+            return None
+        return not dealer_stands(self.cards[len(PLAYER_SLOTS) : base])
+
+    def plan(self) -> DealPlan:
+        """The slots known so far: the first six until the decision, then the whole plan."""
+        if self.player_mulligan is None:
+            return DealPlan(PLAYER_SLOTS + DEALER_SLOTS)
+        return deal_plan(self.player_mulligan, bool(self.dealer_mulligans))
+
+    def hands(self) -> dict[str, tuple[Card, ...]]:
+        """The cards dealt so far, by hand label."""
+        grouped: dict[str, list[Card]] = {}
+        plan = deal_plan(True, True) if self.player_mulligan else deal_plan(False, True)
+        for slot, card in zip(plan.slots, self.cards, strict=False):
+            grouped.setdefault(slot.hand, []).append(card)
+        return {label: tuple(cards) for label, cards in grouped.items()}
+
+    def deal(self, piece: Piece) -> MulliganRound:
+        """The state after the next card.
+
+        Raises:
+            IllegalAction: The round waits for the decision, or is complete.
+            PieceRefused: Not a card of the deck, or already dealt in this round.
+        """
+        following = next_slot(self.cards, self.player_mulligan)
+        if not isinstance(following, Slot):
+            reason = (
+                "waiting for the stay/mulligan decision"
+                if following is Step.DECIDE
+                else "every card of the round is dealt"
+            )
+            raise IllegalAction("deal", reason, game=GAME_ID, piece=str(piece))
+        self.deck.check_can_add(self.cards, piece)
+        if not isinstance(piece, Card):  # pragma: no cover - check_can_add refuses tiles
+            raise PieceRefused(str(piece), "not a playing card", game=GAME_ID)
+        return MulliganRound((*self.cards, piece), self.player_mulligan, self.deck)
+
+    def decide(self, any_mulligan: bool) -> MulliganRound:
+        """The state after the decision window: whether at least one player mulliganed.
+
+        Raises:
+            IllegalAction: The first six cards are not all dealt, or the decision is made.
+        """
+        if self.player_mulligan is not None:
+            raise IllegalAction("decide", "the decision is already made", game=GAME_ID)
+        if next_slot(self.cards, None) is not Step.DECIDE:
+            raise IllegalAction(
+                "decide",
+                f"the decision comes after six cards; {len(self.cards)} dealt",
+                game=GAME_ID,
+            )
+        return MulliganRound(self.cards, any_mulligan, self.deck)
+
+    def result(self, paytables: PayTables = DEFAULT_PAYTABLES) -> MulliganResult:
+        """Judge and settle the complete round.
+
+        Raises:
+            IllegalAction: The round is not complete.
+        """
+        if self.step is not Step.COMPLETE:
+            raise IllegalAction("result", f"the round waits for {self.step.value}", game=GAME_ID)
+        hands = self.hands()
+        return round_result(
+            hands[PLAYER],
+            hands[DEALER],
+            hands.get(PLAYER_MULLIGAN),
+            hands.get(DEALER_MULLIGAN),
+            paytables,
+        )
+
+
+class ThreeCardMulligan:
+    """Three Card Mulligan: the shared-hand live-dealer form."""
+
+    @property
+    def id(self) -> str:
+        """``"three-card-mulligan"``."""
+        return GAME_ID
+
+    @property
+    def name(self) -> str:
+        """The game's name for people."""
+        return "Three Card Mulligan"
+
+    @property
+    def deck(self) -> Deck:
+        """One standard 52-card deck, no joker."""
+        return Deck.standard()
+
+    @property
+    def bet_ids(self) -> tuple[str, ...]:
+        """``ante mulligan pair_plus pair_plus_mulligan``."""
+        return BET_IDS
+
+    @property
+    def default_paytables(self) -> PayTables:
+        """The rule sheet's pay tables (a fresh copy each time)."""
+        return _default_paytables()
+
+    @property
+    def deal_plan(self) -> DealPlan:
+        """The part of the plan fixed before any decision: P1 P2 P3 (up), D1 D2 D3 (hidden).
+
+        What follows depends on decisions: see :class:`MulliganRound` and :func:`deal_plan`.
+        """
+        return DealPlan(PLAYER_SLOTS + DEALER_SLOTS)
+
+    def new_round(self) -> MulliganRound:
+        """An empty round."""
+        return MulliganRound(deck=self.deck)
+
+
+THREE_CARD_MULLIGAN: Final = ThreeCardMulligan()
+
+
+# --------------------------------------------------------------------------------------------
+# Exact counting for the par sheet
+#
+# The house-way round, seen as four hands drawn in order from one deck: P (player), D
+# (dealer), PM (player's mulligan hand), DM (dealer's mulligan hand). Whichever of PM and DM
+# are not used, the counts are taken over the "universe" of every ordered sequence of four
+# disjoint hands; an unused hand multiplies a count by the number of ways to draw it.
+#
+# Case 1  P stays, D stands:        P vs D.
+# Case 2  P stays, D mulligans:     P vs DM.  Sum over DM of #{D weak, avoiding P and DM}.
+# Case 3a P mulligans, D stands:    PM vs D.  Sum over PM of #{P weak, avoiding D and PM}.
+# Case 3b P mulligans, D mulligans: PM vs DM, sum over (PM, DM) of K(PM | DM), where K(U) is
+#         the number of (P, D) pairs of weak hands avoiding U. (PM, DM) is exchangeable, so
+#         wins and losses are equal in number: only ties and the wins with a bonus category
+#         (straight or better, whose beaters are straights or better too) need pair lists.
+#
+# "How many hands of a set avoid a few cards" is inclusion-exclusion with tables of how many
+# hands of the set hold one, two or three given cards. Outer hands are taken one per suit
+# class (suit permutations change no count).
+
+_SUIT_BITS: Final = sum(1 << (4 * rank) for rank in range(13))
+_WIN_GROUPS: Final = ("straight_flush", "three_of_a_kind", "straight", "other")
+_BONUS_LEVEL: Final = MulliganHand.STRAIGHT.level
+
+
+def _win_group(level: int) -> str:
+    hand = MulliganHand.from_level(level)
+    return hand.value if hand.level >= _BONUS_LEVEL else "other"
+
+
+@dataclass(frozen=True, slots=True)
+class _Space:
+    """Every three-card hand of a deck, with masks and lookups for counting."""
+
+    cards: IntArray
+    strength: IntArray
+    level: IntArray
+    masks: UIntArray
+    has: BoolArray
+    """``has[c, h]``: hand h holds card code c."""
+
+    @classmethod
+    def of(cls, codes: Sequence[int]) -> _Space:
+        hands = np.asarray(list(itertools.combinations(sorted(codes), 3)), dtype=np.int64)
+        hands = hands.reshape(-1, 3)
+        strength = _strength_array()[hands[:, 0] * 2704 + hands[:, 1] * 52 + hands[:, 2]]
+        bits = np.left_shift(np.uint64(1), hands.astype(np.uint64))
+        masks = np.asarray(bits[:, 0] | bits[:, 1] | bits[:, 2], dtype=np.uint64)
+        has = np.zeros((52, len(hands)), dtype=np.bool_)
+        for column in range(3):
+            has[hands[:, column], np.arange(len(hands))] = True
+        return cls(hands, strength, strength >> _LEVEL_SHIFT, masks, has)
+
+    def avoiding(self, cards: Iterable[int]) -> BoolArray:
+        """Which hands hold none of ``cards``."""
+        hit = np.zeros(len(self.cards), dtype=np.bool_)
+        for card in cards:
+            hit |= self.has[card]
+        return ~hit
+
+
+class _AvoidCounter:
+    """Counts the hands of one set (e.g. the dealer's mulligan hands) that avoid given cards."""
+
+    def __init__(self, space: _Space, members: BoolArray) -> None:
+        self.space = space
+        self.size = int(members.sum())
+        chosen = space.cards[members]
+        self.one = np.bincount(chosen.ravel(), minlength=52).astype(np.int64)
+        self.two = np.zeros((52, 52), dtype=np.int64)
+        for i, j in ((0, 1), (0, 2), (1, 2)):
+            np.add.at(self.two, (chosen[:, i], chosen[:, j]), 1)
+            np.add.at(self.two, (chosen[:, j], chosen[:, i]), 1)
+        self.three = np.zeros((52, 52, 52), dtype=np.int64)
+        for i, j, k in itertools.permutations(range(3)):
+            self.three[chosen[:, i], chosen[:, j], chosen[:, k]] = 1
+        a, b, c = space.cards[:, 0], space.cards[:, 1], space.cards[:, 2]
+        # Signed sum over the non-empty subsets T of each hand h of #{members holding T}.
+        self.own = (
+            -(self.one[a] + self.one[b] + self.one[c])
+            + (self.two[a, b] + self.two[a, c] + self.two[b, c])
+            - self.three[a, b, c]
+        )
+
+    def avoiding(self, removed: Sequence[int]) -> IntArray:
+        """For every hand h of the space: members avoiding both ``removed`` and h.
+
+        Meaningful only where h itself avoids ``removed``.
+        """
+        cards = list(removed)
+        const = self.size
+        const -= sum(int(self.one[u]) for u in cards)
+        const += sum(int(self.two[u, v]) for u, v in itertools.combinations(cards, 2))
+        const -= sum(int(self.three[u, v, w]) for u, v, w in itertools.combinations(cards, 3))
+        result: IntArray = self.own + const
+        if not cards:
+            return result
+        across_one = self.two[cards].sum(axis=0)
+        across_pairs = np.zeros(52, dtype=np.int64)
+        for u, v in itertools.combinations(cards, 2):
+            across_pairs += self.three[u, v]
+        across_two = self.three[cards].sum(axis=0)
+        a, b, c = self.space.cards[:, 0], self.space.cards[:, 1], self.space.cards[:, 2]
+        result = result + across_one[a] + across_one[b] + across_one[c]
+        result = result - across_pairs[a] - across_pairs[b] - across_pairs[c]
+        result = result - across_two[a, b] - across_two[a, c] - across_two[b, c]
+        return np.asarray(result, dtype=np.int64)
+
+
+def _canonical(masks: UIntArray) -> UIntArray:
+    """The least image of each card mask under the 24 suit permutations."""
+    parts = [(masks >> np.uint64(suit)) & np.uint64(_SUIT_BITS) for suit in range(4)]
+    best: UIntArray | None = None
+    for perm in itertools.permutations(range(4)):
+        image = parts[0] << np.uint64(perm[0])
+        for suit in range(1, 4):
+            image = image | (parts[suit] << np.uint64(perm[suit]))
+        best = image if best is None else np.minimum(best, image)
+    assert best is not None
+    return best
+
+
+def _cards_of(mask: int) -> list[int]:
+    return [code for code in range(52) if mask >> code & 1]
+
+
+def _classes(space: _Space, members: BoolArray) -> list[tuple[int, int]]:
+    """One representative hand index per suit class of ``members``, with the class size."""
+    indices = np.flatnonzero(members)
+    canon = _canonical(space.masks[indices])
+    _, first, counts = np.unique(canon, return_index=True, return_counts=True)
+    return [(int(indices[i]), int(n)) for i, n in zip(first, counts, strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class AnteCounts:
+    """House-way Ante outcomes over every ordered draw of four disjoint hands.
+
+    Attributes:
+        counts: ``(path, result)`` -> count; path ``stay``/``mulligan``, result ``win <group>``
+            (group ``straight_flush``, ``three_of_a_kind``, ``straight``, ``other``),
+            ``push`` or ``lose``.
+        total: Every ordered draw of four disjoint hands (P, D, PM, DM).
+    """
+
+    counts: dict[tuple[str, str], int]
+    total: int
+
+
+def count_ante_outcomes(
+    ranks: Sequence[int] = tuple(range(2, 15)), progress: bool = False
+) -> AnteCounts:
+    """Exact house-way Ante (and Mulligan bet) outcome counts for a deck of ``ranks`` x 4 suits.
+
+    The full deck is ranks 2-14; a smaller deck (at least 12 cards) serves the tests.
+    """
+    codes = [(rank - 2) * 4 + suit for rank in sorted(set(ranks)) for suit in range(4)]
+    size = len(codes)
+    if size < 4 * CARDS_PER_HAND:
+        raise RulesError("a deck for four hands needs at least 12 cards", cards=size)
+    space = _Space.of(codes)
+    strength, level = space.strength, space.level
+    stays = strength >= STAY_THRESHOLD
+    stands = strength >= DEALER_STANDS_THRESHOLD
+    player_weak = _AvoidCounter(space, ~stays)
+    dealer_weak = _AvoidCounter(space, ~stands)
+    fourth = math.comb(size - 9, 3)
+    third_fourth = math.comb(size - 6, 3) * fourth
+    total = math.comb(size, 3) * math.comb(size - 3, 3) * third_fourth
+    counts = {
+        (path, result): 0
+        for path in ("stay", "mulligan")
+        for result in [f"win {g}" for g in _WIN_GROUPS] + ["push", "lose"]
+    }
+
+    stay_classes = _classes(space, stays)
+    stand_classes = _classes(space, stands)
+    steps: list[tuple[str, int, int]] = [("stay", index, n) for index, n in stay_classes]
+    steps += [("stand", index, n) for index, n in stand_classes]
+    steps.append(("both mulligan", -1, 0))
+    for kind, index, multiplicity in iterate_with_progress(
+        steps, len(steps), "three-card-mulligan exact", progress
+    ):
+        if kind == "both mulligan":
+            _count_both_mulligan(
+                space,
+                stays=stays,
+                player_weak=player_weak,
+                dealer_weak=dealer_weak,
+                size=size,
+                counts=counts,
+            )
+            continue
+        hand = [int(card) for card in space.cards[index]]
+        avoid = space.avoiding(hand)
+        mine = int(strength[index])
+        if kind == "stay":
+            # Case 1: D stands. Case 2: D mulligans; DM weighted by the weak Ds it leaves.
+            facing = avoid & stands
+            weights = np.where(avoid, dealer_weak.avoiding(hand), 0)
+            below = int((facing & (strength < mine)).sum()) * third_fourth
+            below += int(weights[strength < mine].sum()) * fourth
+            equal = int((facing & (strength == mine)).sum()) * third_fourth
+            equal += int(weights[strength == mine].sum()) * fourth
+            above = int((facing & (strength > mine)).sum()) * third_fourth
+            above += int(weights[strength > mine].sum()) * fourth
+            counts["stay", f"win {_win_group(mine >> _LEVEL_SHIFT)}"] += multiplicity * below
+            counts["stay", "push"] += multiplicity * equal
+            counts["stay", "lose"] += multiplicity * above
+        else:
+            # Case 3a: the dealer stands on this hand; PM weighted by the weak Ps it leaves.
+            weights = np.where(avoid, player_weak.avoiding(hand), 0)
+            wins = strength > mine
+            for group_level in range(len(MulliganHand)):
+                number = int(weights[wins & (level == group_level)].sum()) * fourth
+                counts["mulligan", f"win {_win_group(group_level)}"] += multiplicity * number
+            counts["mulligan", "push"] += (
+                multiplicity * int(weights[strength == mine].sum()) * fourth
+            )
+            counts["mulligan", "lose"] += (
+                multiplicity * int(weights[strength < mine].sum()) * fourth
+            )
+    return AnteCounts(counts, total)
+
+
+def _count_both_mulligan(
+    space: _Space,
+    *,
+    stays: BoolArray,
+    player_weak: _AvoidCounter,
+    dealer_weak: _AvoidCounter,
+    size: int,
+    counts: dict[tuple[str, str], int],
+) -> None:
+    """Case 3b: both mulligan; PM against DM, each (PM, DM) weighted by K(PM | DM)."""
+    strength, level, masks = space.strength, space.level, space.masks
+    weak_players = ~stays
+    fourth = math.comb(size - 9, 3)
+
+    def pairs_k(unions: UIntArray) -> IntArray:
+        """K(U) for each card mask U (computed once per suit class)."""
+        canon = _canonical(unions)
+        unique, inverse = np.unique(canon, return_inverse=True)
+        values = np.zeros(len(unique), dtype=np.int64)
+        for position, mask in enumerate(unique):
+            removed = _cards_of(int(mask))
+            allowed = weak_players & space.avoiding(removed)
+            values[position] = int(dealer_weak.avoiding(removed)[allowed].sum())
+        return values[inverse.ravel()]
+
+    pairs_total = int(pairs_k(np.zeros(1, dtype=np.uint64))[0])
+    both_total = pairs_total * math.comb(size - 6, 3) * fourth
+
+    # Ties: ordered pairs of disjoint hands of equal strength.
+    order = np.argsort(strength, kind="stable")
+    sorted_strength = strength[order]
+    starts = np.flatnonzero(np.r_[True, sorted_strength[1:] != sorted_strength[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    tie_unions: list[UIntArray] = []
+    for start, end in zip(starts, ends, strict=True):
+        group = masks[order[start:end]]
+        union = group[:, None] | group[None, :]
+        disjoint = (group[:, None] & group[None, :]) == 0
+        tie_unions.append(union[np.triu(disjoint, 1)])
+    ties = 2 * int(pairs_k(np.concatenate(tie_unions)).sum()) if tie_unions else 0
+
+    # Bonus wins: A of a bonus category beating B = all B minus B at least as strong as A
+    # (and a B at least as strong as a straight is a straight or better itself).
+    bonus = np.flatnonzero(level >= _BONUS_LEVEL)
+    k_single = pairs_k(masks[bonus])
+    a_masks = masks[bonus][:, None]
+    b_masks = masks[bonus][None, :]
+    at_least = (strength[bonus][None, :] >= strength[bonus][:, None]) & ((a_masks & b_masks) == 0)
+    rows, cols = np.nonzero(at_least)
+    k_pairs = pairs_k((a_masks | b_masks)[rows, cols])
+    bonus_wins = 0
+    for group_level in range(_BONUS_LEVEL, len(MulliganHand)):
+        in_group = level[bonus] == group_level
+        number = fourth * int(k_single[in_group].sum()) - int(k_pairs[in_group[rows]].sum())
+        counts["mulligan", f"win {_win_group(group_level)}"] += number
+        bonus_wins += number
+    wins = (both_total - ties) // 2
+    counts["mulligan", "win other"] += wins - bonus_wins
+    counts["mulligan", "push"] += ties
+    counts["mulligan", "lose"] += wins
+
+
+def count_pair_plus(ranks: Sequence[int] = tuple(range(2, 15))) -> dict[MulliganHand, int]:
+    """How many of the three-card hands of a ``ranks`` x 4 suits deck fall in each category."""
+    codes = [(rank - 2) * 4 + suit for rank in sorted(set(ranks)) for suit in range(4)]
+    space = _Space.of(codes)
+    found = np.bincount(space.level, minlength=len(MulliganHand))
+    return {hand: int(found[hand.level]) for hand in MulliganHand}
+
+
+# --------------------------------------------------------------------------------------------
+# Par sheet
+
+
+def _ante_rows() -> list[tuple[str, str, Fraction]]:
+    """(path, result, pays per unit of Ante, both bets on the mulligan path)."""
+    rows: list[tuple[str, str, Fraction]] = []
+    for path, stake in (("stay", 1), ("mulligan", 2)):
+        for group in _WIN_GROUPS:
+            odds = DEFAULT_PAYTABLES["ante"][group] if group != "other" else Fraction(1)
+            rows.append((path, f"win {group}", stake * odds))
+        rows.append((path, "push", Fraction(0)))
+        rows.append((path, "lose", Fraction(-stake)))
+    return rows
+
+
+def _pair_plus_pays(hand: MulliganHand) -> Fraction:
+    return DEFAULT_PAYTABLES["pair_plus"].get(hand.value, Fraction(-1))
+
+
+def _exact_report(progress: bool) -> AnalysisReport:
+    started = time.perf_counter()
+    ante = count_ante_outcomes(progress=progress)
+    ante_rows = [
+        OutcomeRow(
+            f"{path} {result}",
+            pays,
+            Fraction(ante.counts[path, result], ante.total),
+            ante.counts[path, result],
+        )
+        for path, result, pays in _ante_rows()
+    ]
+    categories = count_pair_plus()
+    hands = sum(categories.values())
+    pair_plus_rows = [
+        OutcomeRow(hand.value, _pair_plus_pays(hand), Fraction(number, hands), number)
+        for hand, number in categories.items()
+    ]
+    bets = {"ante": BetReport(ante_rows), "pair_plus": BetReport(pair_plus_rows)}
+    mulligan_share = sum(
+        (row.probability for row in ante_rows if row.name.startswith("mulligan")), Fraction(0)
+    )
+    edge = 1 - Fraction(bets["ante"].rtp or 0)
+    return AnalysisReport(
+        game=GAME_ID,
+        method=Method.EXACT,
+        bets=bets,
+        seconds=time.perf_counter() - started,
+        notes=[
+            "ante: house way (stay with K-10-x or better, else mulligan), dealer stands on "
+            "king-high or better; return per unit of Ante with the Mulligan bet's result "
+            f"included (mulligan path pays both bets); all {ante.total:,} ordered draws of "
+            "four hands (P, D, PM, DM), unused hands counted as drawn",
+            f"ante: the player mulligans with probability {float(mulligan_share):.6f}; "
+            f"house edge per unit wagered (Ante + Mulligan) "
+            f"{float(edge / (1 + mulligan_share)) * 100:.4f}%",
+            f"pair_plus: all {hands:,} three-card hands",
+        ],
+    )
+
+
+def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisReport:
+    started = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    table = _strength_array()
+    chunk = 100_000
+    sizes = [min(chunk, samples - done) for done in range(0, samples, chunk)]
+    rows = _ante_rows()
+    index_of = {(path, result): i for i, (path, result, _) in enumerate(rows)}
+    ante_counts = np.zeros(len(rows), dtype=np.int64)
+    pair_plus_counts = np.zeros(len(MulliganHand), dtype=np.int64)
+    group_of_level = [_WIN_GROUPS.index(_win_group(lvl)) for lvl in range(len(MulliganHand))]
+    win_index = {
+        path: np.asarray([index_of[path, f"win {_WIN_GROUPS[g]}"] for g in group_of_level])
+        for path in ("stay", "mulligan")
+    }
+
+    def strength_at(dealt: IntArray, start: int) -> IntArray:
+        index = dealt[:, start] * 2704 + dealt[:, start + 1] * 52 + dealt[:, start + 2]
+        return np.asarray(table[index], dtype=np.int64)
+
+    for size in iterate_with_progress(
+        sizes, len(sizes), "three-card-mulligan monte carlo", progress
+    ):
+        dealt = rng.random((size, 52)).argsort(axis=1)[:, :12].astype(np.int64)
+        player, dealer = strength_at(dealt, 0), strength_at(dealt, 3)
+        mulligan = player < STAY_THRESHOLD
+        # The dealer's mulligan hand is the next three cards after those dealt to the player.
+        dealer_second = np.where(mulligan, strength_at(dealt, 9), strength_at(dealt, 6))
+        dealer_final = np.where(dealer >= DEALER_STANDS_THRESHOLD, dealer, dealer_second)
+        final = np.where(mulligan, strength_at(dealt, 6), player)
+        pair_plus_counts += np.bincount(player >> _LEVEL_SHIFT, minlength=len(MulliganHand))
+        for path, on_path in (("stay", ~mulligan), ("mulligan", mulligan)):
+            mine, theirs = final[on_path], dealer_final[on_path]
+            won = mine > theirs
+            ante_counts += np.bincount(
+                win_index[path][mine[won] >> _LEVEL_SHIFT], minlength=len(rows)
+            )
+            ante_counts[index_of[path, "push"]] += int((mine == theirs).sum())
+            ante_counts[index_of[path, "lose"]] += int((mine < theirs).sum())
+
+    def bet_report(named: list[tuple[str, Fraction, int]]) -> BetReport:
+        total = sum(count for _, _, count in named)
+        returns = [(float(1 + pays), count) for _, pays, count in named]
+        value_sum = sum(value * count for value, count in returns)
+        square_sum = sum(value * value * count for value, count in returns)
+        return BetReport(
+            [OutcomeRow(name, pays, count / total) for name, pays, count in named],
+            rtp=value_sum / total,
+            rtp_se=standard_error(value_sum, square_sum, total),
+        )
+
+    bets = {
+        "ante": bet_report(
+            [
+                (f"{path} {result}", pays, int(ante_counts[i]))
+                for i, (path, result, pays) in enumerate(rows)
+            ]
+        ),
+        "pair_plus": bet_report(
+            [
+                (hand.value, _pair_plus_pays(hand), int(pair_plus_counts[hand.level]))
+                for hand in MulliganHand
+            ]
+        ),
+    }
+    return AnalysisReport(
+        game=GAME_ID,
+        method=Method.MONTE_CARLO,
+        bets=bets,
+        seconds=time.perf_counter() - started,
+        notes=[
+            f"numpy default_rng(seed={seed}); house way (stay with K-10-x or better); ante "
+            "per unit of Ante with the Mulligan bet's result included",
+        ],
+        samples=samples,
+    )
+
+
+def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
+    """Three Card Mulligan par sheet: bets ``ante`` and ``pair_plus``.
+
+    ``ante`` is the house way's return per unit of Ante, the Mulligan bet's result included;
+    ``pair_plus`` is the bet on the original hand.
+
+    Args:
+        method: ``EXACT`` counts every ordered draw of the four hands (ante) and every
+            three-card hand (Pair Plus); ``MONTE_CARLO`` deals ``samples`` rounds.
+        samples: Rounds to deal for Monte Carlo (at least 2).
+        seed: Seed of the Monte Carlo generator.
+        progress: Show a progress bar on stderr.
+
+    Raises:
+        RulesError: Monte Carlo with fewer than two samples.
+    """
+    if method is Method.EXACT:
+        return _exact_report(progress)
+    if samples < 2:
+        raise RulesError("Monte Carlo needs at least 2 samples", game=GAME_ID, samples=samples)
+    return _monte_carlo_report(samples, seed, progress)

@@ -1,0 +1,69 @@
+"""Logging set-up: structlog, JSON in production, readable in a terminal.
+
+Every line is bound with the table id; round-scoped loggers add the round id. Tracebacks are
+rendered without local variables, which could hold credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal, TextIO
+
+import structlog
+from structlog.tracebacks import ExceptionDictTransformer
+
+LogFormat = Literal["auto", "json", "console"]
+
+
+def configure_logging(
+    *, level: str = "INFO", fmt: LogFormat = "auto", stream: TextIO | None = None
+) -> None:
+    """Configure structlog (and the standard library's root logger) once per process.
+
+    Args:
+        level: Minimum level name (``"DEBUG"``, ``"INFO"``, ``"WARNING"``...).
+        fmt: ``"json"`` for production (one JSON object per line), ``"console"`` for people,
+            ``"auto"`` to pick console when the stream is a terminal.
+        stream: Where log lines go (default: standard error).
+    """
+    out = stream if stream is not None else sys.stderr
+    use_json = fmt == "json" or (fmt == "auto" and not out.isatty())
+    numeric_level = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: structlog.typing.Processor
+    if use_json:
+        shared.append(
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
+        )
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=out.isatty(),
+            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False)
+            if _has_rich()
+            else structlog.dev.plain_traceback,
+        )
+    structlog.configure(
+        processors=[*shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    logging.basicConfig(level=max(numeric_level, logging.WARNING), stream=out, force=True)
+    # Libraries we embed are chatty at INFO; their warnings still come through.
+    for noisy in ("amqtt", "transitions", "websockets", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def _has_rich() -> bool:
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True

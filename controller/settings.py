@@ -1,0 +1,210 @@
+"""A table's configuration: a TOML file, overridden by environment variables.
+
+Precedence, highest first: values given by the command line, environment variables
+(``TABLECTL_`` prefix, ``__`` between nested names: ``TABLECTL_MQTT__URLS='["mqtt://b:1883"]'``,
+``TABLECTL_ROUNDS__BETTING_SECONDS=20``), the TOML file, the defaults below.
+
+A config that cannot be used fails at start with the file, the field and the reason
+(:class:`controller.errors.ConfigError`), never half-way through a round.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from controller.errors import ConfigError, PayTableError
+from controller.money import parse_odds
+from controller.publisher import MqttSettings
+from drivers.source import DriverSettings
+
+GameId = Literal[
+    "teen-patti-20-20",
+    "three-card-mulligan",
+    "break-poker",
+    "texas-holdem",
+    "mahjong-pai-gow",
+]
+
+_toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "tablectl_toml_path", default=None
+)
+
+
+class DeviceSettings(BaseModel):
+    """The card source of the table.
+
+    Attributes:
+        url: ``serial:///dev/ttyUSB0?baud=115200``, ``socket://host:port``.
+        driver: Timeouts and line settings of the driver.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1)
+    driver: DriverSettings = Field(default_factory=DriverSettings)
+
+
+class RoundSettings(BaseModel):
+    """How a round runs.
+
+    Attributes:
+        betting_seconds: Length of the betting window; the orchestrator owns this clock.
+        pause_seconds: Pause between a result and the next betting window.
+        rescan_alert_after: After this many consecutive misreads of one slot, an alert asks
+            for the pit boss (the slot keeps waiting: the rules never give up on a card).
+        bounce_seconds: A second read of the card just accepted within this window is a
+            bounce of the same physical card and is ignored.
+        waiting_log_seconds: While a slot waits for a card, log that it is waiting this often.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    betting_seconds: float = Field(default=15.0, ge=0.0, le=3600.0)
+    pause_seconds: float = Field(default=3.0, ge=0.0, le=3600.0)
+    rescan_alert_after: int = Field(default=3, ge=1)
+    bounce_seconds: float = Field(default=1.0, ge=0.0, le=60.0)
+    waiting_log_seconds: float = Field(default=30.0, gt=0.0)
+
+
+class JournalSettings(BaseModel):
+    """Where the journal lives.
+
+    Attributes:
+        path: The SQLite file (its directory must be writable: WAL needs side files).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Path = Path("var/journal.sqlite")
+
+
+class LoggingSettings(BaseModel):
+    """Log output.
+
+    Attributes:
+        level: Minimum level.
+        format: ``json`` for production, ``console`` for people, ``auto`` by terminal.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class TableSettings(BaseSettings):
+    """Everything one table controller needs.
+
+    Attributes:
+        table_id: The table's id in topics and results (letters, digits, ``-``, ``_``).
+        game: The game this table deals.
+        device: The card source.
+        mqtt: The broker(s) and client settings.
+        rounds: Round timing and escalation.
+        journal: The journal file.
+        paytables: Overrides of the game's default pay tables: bet id -> outcome -> ratio
+            (``"0.95:1"``, ``"3:2"``, ``"50:1"``).
+        logging: Log output.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="TABLECTL_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    table_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    game: GameId = "teen-patti-20-20"
+    device: DeviceSettings
+    mqtt: MqttSettings = Field(default_factory=MqttSettings)
+    rounds: RoundSettings = Field(default_factory=RoundSettings)
+    journal: JournalSettings = Field(default_factory=JournalSettings)
+    paytables: dict[str, dict[str, str]] = Field(default_factory=dict)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+    @field_validator("paytables")
+    @classmethod
+    def _ratios_are_exact(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for bet, table in value.items():
+            for outcome, ratio in table.items():
+                try:
+                    parse_odds(ratio)
+                except PayTableError as exc:
+                    raise ValueError(f"{bet}.{outcome}: {exc.message}") from exc
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Command line (init) over environment over the TOML file."""
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _toml_path.get()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def _describe(error: ValidationError, origin: str) -> ConfigError:
+    problems = []
+    first_field = ""
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        first_field = first_field or where
+        given = item.get("input")
+        shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
+        problems.append(f"{where}: {item['msg']}{shown}")
+    message = f"invalid table config {origin}: " + "; ".join(problems)
+    return ConfigError(message, file=origin, field=first_field, problems=problems)
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> TableSettings:
+    """Read a table config.
+
+    Args:
+        path: The TOML file, or ``None`` for environment and overrides only.
+        **overrides: Values that win over the file and the environment (from the CLI).
+
+    Raises:
+        ConfigError: The file is missing or not TOML, or a field is wrong; the message names
+            the file, the field and the reason.
+    """
+    origin = str(path) if path is not None else "(environment)"
+    toml_file: Path | None = None
+    if path is not None:
+        toml_file = Path(path)
+        try:
+            with toml_file.open("rb") as handle:
+                tomllib.load(handle)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"table config {origin} does not exist", file=origin) from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f"table config {origin} is not valid TOML: {exc}", file=origin
+            ) from exc
+        except OSError as exc:
+            raise ConfigError(f"table config {origin} cannot be read: {exc}", file=origin) from exc
+    token = _toml_path.set(toml_file)
+    try:
+        return TableSettings(**overrides)
+    except ValidationError as exc:
+        raise _describe(exc, origin) from exc
+    finally:
+        _toml_path.reset(token)

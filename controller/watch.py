@@ -1,0 +1,292 @@
+"""``tablectl watch``: a table's messages, as a consumer sees them, one readable line each.
+
+:func:`describe` turns one received message into text (pure, tested); :func:`watch`
+subscribes to a table's public topics and prints; :func:`register` adds the sub-command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import structlog
+
+from controller.broker import Protocol, parse_broker_url
+from controller.errors import ConfigError
+
+log = structlog.get_logger(__name__)
+
+
+def _time(envelope: Mapping[str, Any]) -> str:
+    at = envelope.get("at")
+    if isinstance(at, str) and "T" in at:
+        return at.split("T", 1)[1].rstrip("Z")[:12]
+    return "--:--:--.---"
+
+
+def _parse_utc(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _fields(data: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in data.items())
+
+
+def _round_label(envelope: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    number = data.get("round_no")
+    if number is not None:
+        return f"round {number}"
+    round_id = envelope.get("round")
+    return f"round {round_id}" if round_id else "table"
+
+
+def _describe_status(envelope: Mapping[str, Any]) -> str:
+    table = envelope.get("table", "?")
+    if envelope.get("state") == "online":
+        return (
+            f"{_time(envelope)} table {table} ONLINE: {envelope.get('game')} "
+            f"(controller {envelope.get('version')}, session {envelope.get('session')})"
+        )
+    reason = envelope.get("reason") or "offline"
+    at = "" if envelope.get("at") else " (last will)"
+    return f"{_time(envelope)} table {table} OFFLINE: {reason}{at}"
+
+
+def _describe_event(
+    kind: str, envelope: Mapping[str, Any], data: Mapping[str, Any], now: datetime | None
+) -> str:
+    if kind == "round_opened":
+        closes = data.get("betting_closes_at")
+        text = (
+            f"{_round_label(envelope, data)} ({data.get('game')}): betting open for "
+            f"{data.get('betting_seconds')} s, closes {closes}"
+        )
+        closes_at = _parse_utc(closes)
+        if now is not None and closes_at is not None:
+            left = (closes_at - now).total_seconds()
+            text += f" (in {left:.1f} s)" if left > 0 else " (already closed)"
+        return text
+    if kind == "betting_closed":
+        return f"{_round_label(envelope, data)}: betting closed, dealing"
+    if kind == "card_dealt":
+        card = data.get("card") or "[hidden]"
+        return f"  {data.get('slot')} {card}"
+    if kind == "rescan_requested":
+        detail = f": {data['detail']}" if data.get("detail") else ""
+        return (
+            f"  {data.get('slot')} misread ({data.get('cause')}{detail}), rescan requested "
+            f"(attempt {data.get('attempt')})"
+        )
+    if kind == "card_refused":
+        card = data.get("card") or "a card"
+        return f"  {data.get('slot')} refused {card}: {data.get('reason')}"
+    if kind == "round_result":
+        winner = data.get("winner")
+        verdict = "tie" if winner == "tie" else f"{winner} wins"
+        hands = data.get("hands") or {}
+        cards = data.get("cards") or {}
+        parts = []
+        for hand, summary in hands.items():
+            description = summary.get("description") if isinstance(summary, Mapping) else summary
+            shown = " ".join(cards.get(hand, [])) if isinstance(cards, Mapping) else ""
+            parts.append(f"{hand} [{shown}] {description}" if shown else f"{hand} {description}")
+        return f"{_round_label(envelope, data)} result: {verdict}; " + "; ".join(parts)
+    if kind == "round_voided":
+        return f"{_round_label(envelope, data)} VOIDED: {data.get('reason')}"
+    if kind == "device_status":
+        detail = f" ({data['detail']})" if data.get("detail") else ""
+        return f"device {data.get('device')}: {data.get('state')}{detail}"
+    if kind == "table_status":
+        detail = f" ({data['detail']})" if data.get("detail") else ""
+        return f"table: {data.get('state')}{detail}"
+    return f"{kind.replace('_', ' ')}: {_fields(data)}"
+
+
+def _describe_results(kind: str, envelope: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    bets = data.get("bets") or {}
+    title = "refunds" if kind == "round_voided" else "settlement"
+    lines = [f"{_round_label(envelope, data)} {title}:"]
+    width = max((len(str(bet)) for bet in bets), default=0)
+    for bet, settled in bets.items():
+        if not isinstance(settled, Mapping):
+            lines.append(f"    {bet}: {settled}")
+            continue
+        reason = f" ({settled['reason']})" if settled.get("reason") else ""
+        lines.append(
+            f"    {bet:<{width}}  {settled.get('outcome', '?'):<6} pays "
+            f"{settled.get('payout', '?')}{reason}"
+        )
+    return "\n".join(lines)
+
+
+def describe(topic: str, envelope: Mapping[str, Any], *, now: datetime | None = None) -> str | None:
+    """One message as text for people, or ``None`` for messages not worth a line.
+
+    Args:
+        topic: The topic it arrived on.
+        envelope: The decoded JSON payload.
+        now: The current time (aware), to show the betting countdown; omitted in tests.
+
+    Returns:
+        A line (settlements: a title line and one indented line per bet), or ``None`` for
+        the retained round snapshot, ``secure/`` and ``cmd/`` topics.
+    """
+    levels = topic.split("/")
+    if "secure" in levels or "cmd" in levels:
+        return None
+    leaf = levels[-1]
+    if leaf == "status":
+        return _describe_status(envelope)
+    kind = str(envelope.get("kind", "?"))
+    raw = envelope.get("data")
+    data: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    delayed = " [delayed]" if envelope.get("delayed") else ""
+    if leaf == "events":
+        text = _describe_event(kind, envelope, data, now)
+    elif leaf == "results":
+        text = _describe_results(kind, envelope, data)
+    else:
+        return None
+    stamp = f"{_time(envelope)} #{envelope.get('seq', '?')}{delayed}"
+    return f"{stamp} {text}"
+
+
+class _Tracker:
+    """De-duplicates on (topic, seq) and notices gaps on ``events``."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def check(self, topic: str, envelope: Mapping[str, Any]) -> tuple[bool, str | None]:
+        """Whether to show it, and a gap warning if ``events`` skipped some ``seq``."""
+        seq = envelope.get("seq")
+        if not isinstance(seq, int) or not topic.endswith(("/events", "/results")):
+            return True, None
+        last = self.seen.get(topic)
+        if last is not None and seq <= last:
+            return False, None
+        self.seen[topic] = seq
+        if topic.endswith("/events") and last is not None and seq > last + 1:
+            return True, f"! gap: events {last + 1}..{seq - 1} not received"
+        return True, None
+
+
+async def watch(
+    urls: Sequence[str],
+    table_id: str,
+    *,
+    protocol: Protocol = "5",
+    prefix: str = "tables",
+    out: TextIO | None = None,
+    stop: asyncio.Event | None = None,
+    reconnect_seconds: float = 1.0,
+) -> None:
+    """Print a table's public messages until ``stop`` is set (or forever), reconnecting.
+
+    Subscribes to ``{prefix}/{table}/#`` and skips ``secure/`` and ``cmd/``.
+
+    Raises:
+        ConfigError: No URL, or a URL that cannot be read.
+    """
+    import aiomqtt
+
+    if not urls:
+        raise ConfigError("watch needs a broker URL", table=table_id)
+    addresses = [parse_broker_url(url) for url in urls]
+    stream = out if out is not None else sys.stdout
+    stop_event = stop if stop is not None else asyncio.Event()
+    base = f"{prefix.rstrip('/')}/{table_id}" if prefix else table_id
+    tracker = _Tracker()
+    version = aiomqtt.ProtocolVersion.V5 if protocol == "5" else aiomqtt.ProtocolVersion.V311
+    index = 0
+    while not stop_event.is_set():
+        address = addresses[index % len(addresses)]
+        index += 1
+        try:
+            async with aiomqtt.Client(
+                address.host,
+                address.port,
+                identifier=f"tablectl-watch-{uuid.uuid4().hex[:10]}",
+                protocol=version,
+                timeout=5.0,
+            ) as client:
+                await client.subscribe(f"{base}/#", qos=1)
+                await _print_messages(client, stream, tracker, stop_event)
+                return
+        except aiomqtt.MqttError as exc:
+            print(f"! broker {address.url}: {exc}; reconnecting", file=stream, flush=True)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(reconnect_seconds):
+                await stop_event.wait()
+
+
+async def _print_messages(
+    client: Any, stream: TextIO, tracker: _Tracker, stop_event: asyncio.Event
+) -> None:
+    stopper = asyncio.ensure_future(stop_event.wait())
+    try:
+        iterator = client.messages.__aiter__()
+        while True:
+            getter = asyncio.ensure_future(iterator.__anext__())
+            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if getter not in done:
+                getter.cancel()
+                with contextlib.suppress(BaseException):
+                    await getter
+                return
+            message = getter.result()
+            topic = str(message.topic)
+            try:
+                envelope = json.loads(message.payload or b"{}")
+            except (ValueError, TypeError):
+                print(f"! {topic}: payload is not JSON", file=stream, flush=True)
+                continue
+            if not isinstance(envelope, dict):
+                continue
+            show, warning = tracker.check(topic, envelope)
+            if warning:
+                print(warning, file=stream, flush=True)
+            if not show:
+                continue
+            line = describe(topic, envelope, now=datetime.now(UTC))
+            if line is not None:
+                print(line, file=stream, flush=True)
+    finally:
+        stopper.cancel()
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``tablectl watch`` to the CLI."""
+    parser = subparsers.add_parser(
+        "watch",
+        help="show a table's messages as a consumer sees them",
+        description="Subscribe to a table's public topics and print one readable line per "
+        "message: status, betting, cards, rescans, refusals, results and settlements.",
+    )
+    parser.add_argument(
+        "--broker", required=True, action="append", metavar="URL",
+        help="broker URL, mqtt://HOST:PORT (repeat to fail over)",
+    )  # fmt: skip
+    parser.add_argument("--table-id", required=True, help="the table to watch")
+    parser.add_argument(
+        "--protocol", choices=("5", "3.1.1"), default="5", help="MQTT version (default 5)"
+    )
+    parser.add_argument("--prefix", default="tables", help="topic prefix (default tables)")
+    parser.set_defaults(func=_run_watch)
+
+
+def _run_watch(args: argparse.Namespace) -> int:
+    asyncio.run(watch(args.broker, args.table_id, protocol=args.protocol, prefix=args.prefix))
+    return 0

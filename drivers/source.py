@@ -1,0 +1,248 @@
+"""What a card source gives the rest of the system, and how to open one from a URL.
+
+A card source is a scanner (or shoe) behind some transport. The rest of the controller sees
+only :data:`Read` values and a handful of commands; framing, acknowledgements, repeats and
+heartbeats stay inside the driver.
+
+URLs (see ``docs/protocol.md``):
+
+* ``serial:///dev/ttyUSB0?baud=115200`` or a bare ``/dev/ttyUSB0``: a serial port (or pty);
+* ``socket://host:port``: the same protocol over TCP (pyserial's socket handler).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+from urllib.parse import parse_qs, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drivers.codec import LedColor
+from drivers.errors import UnsupportedUrl
+
+MisreadCauseName = Literal["device", "crc", "malformed", "gap"]
+"""Why a read failed: the scanner said so, a frame failed its CRC, a frame was unusable, or
+a sequence gap showed that a frame (maybe a card) was lost."""
+
+
+@dataclass(frozen=True, slots=True)
+class CardRead:
+    """The scanner read a card or tile.
+
+    Attributes:
+        value: The piece in raw notation as the device sent it; the orchestrator parses it
+            against the game's deck.
+        position: Where it was read, for position scanners; ``None`` otherwise.
+        device_seq: The device's sequence number of the frame.
+        at: ``time.monotonic()`` when its bytes arrived.
+    """
+
+    value: str
+    position: str | None
+    device_seq: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Misread:
+    """A read that failed, or may have been lost. The slot keeps waiting.
+
+    Attributes:
+        cause: ``"device"`` (the scanner reported a misread), ``"crc"`` (a frame failed its
+            CRC), ``"malformed"`` (a frame with a good CRC that cannot be used) or ``"gap"``
+            (a sequence gap: a frame was lost, which may have been a card).
+        detail: What exactly, for the log and the dealer display.
+        device_seq: The sequence number of the device frame concerned, when it is trusted.
+        at: ``time.monotonic()`` when the bytes arrived.
+    """
+
+    cause: MisreadCauseName
+    detail: str
+    device_seq: int | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatus:
+    """The device reported its state (``"boot"``, ``"ready"``, ``"empty"``, ``"error"``...).
+
+    Attributes:
+        state: Machine word for the state.
+        detail: Free text from the device.
+        at: ``time.monotonic()`` when its bytes arrived.
+    """
+
+    state: str
+    detail: str
+    at: float
+
+
+Read = CardRead | Misread | DeviceStatus
+"""Everything :meth:`CardSource.next_read` returns."""
+
+
+class DriverSettings(BaseModel):
+    """Timeouts and defaults of a card-source driver. Every await on a device is bounded.
+
+    Attributes:
+        open_timeout: Seconds to open the port or connect.
+        write_timeout: Seconds for one frame to leave (drain), and for a clean close.
+        read_timeout: How often (seconds) a waiting ``next_read`` wakes up to check that the
+            device is still alive.
+        heartbeat_timeout: Seconds without a heartbeat after which ``next_read`` raises
+            :class:`~drivers.errors.HeartbeatLost`; ``None`` disables the check.
+        baud: Baud rate when the URL does not give one.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    open_timeout: float = Field(default=5.0, gt=0)
+    write_timeout: float = Field(default=2.0, gt=0)
+    read_timeout: float = Field(default=1.0, gt=0)
+    heartbeat_timeout: float | None = Field(default=5.0, gt=0)
+    baud: int = Field(default=115200, gt=0)
+
+
+@runtime_checkable
+class CardSource(Protocol):
+    """A scanner as the orchestrator sees it."""
+
+    @property
+    def url(self) -> str:
+        """The URL the source was opened from."""
+        ...
+
+    @property
+    def last_heartbeat_at(self) -> float | None:
+        """``time.monotonic()`` of the last heartbeat, ``None`` before the first."""
+        ...
+
+    async def open(self) -> None:
+        """Open the port (bounded by ``open_timeout``).
+
+        Raises:
+            TransportError: The port cannot be opened or is already open.
+            DeviceTimeout: Opening took longer than ``open_timeout``.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Close the port; the source can be opened again afterwards. Never raises."""
+        ...
+
+    async def next_read(self) -> Read:
+        """Wait for the next read (a corrupt frame comes out as a :class:`Misread`).
+
+        Raises:
+            ConnectionLost: The device went away.
+            HeartbeatLost: The device stopped sending heartbeats.
+            TransportError: The source is not open.
+        """
+        ...
+
+    async def expect(self, round_no: int, slot_index: int, slot_name: str) -> None:
+        """Tell the device the table waits for a card for this slot."""
+        ...
+
+    async def request_rescan(self, slot_name: str, reason: str) -> None:
+        """Ask the dealer to read the same card again."""
+        ...
+
+    async def reject(self, slot_name: str, reason: str) -> None:
+        """Tell the dealer the card is refused and must be taken away."""
+        ...
+
+    async def led(self, color: LedColor, *, blink: bool = False, duration_ms: int = 0) -> None:
+        """Set the device's LED."""
+        ...
+
+    async def beep(self, count: int = 1, duration_ms: int = 100) -> None:
+        """Sound the device's beeper."""
+        ...
+
+    async def reset(self) -> None:
+        """Ask the device to restart (it answers with a ``boot`` status)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PortSpec:
+    """What a card-source URL resolves to.
+
+    Attributes:
+        kind: ``"serial"`` or ``"socket"``.
+        port_url: The URL or path handed to pyserial.
+        device: The device path or ``host:port`` (for logs and errors).
+        baud: The baud rate (ignored by sockets).
+    """
+
+    kind: Literal["serial", "socket"]
+    port_url: str
+    device: str
+    baud: int
+
+
+def parse_url(url: str, default_baud: int = 115200) -> PortSpec:
+    """Resolve a card-source URL.
+
+    Raises:
+        UnsupportedUrl: Unknown scheme, missing path/host/port, or unknown option.
+    """
+    if url.startswith("/"):
+        return PortSpec("serial", url, url, default_baud)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "serial":
+        if parts.netloc:
+            raise UnsupportedUrl("a serial URL has an empty host: serial:///dev/ttyUSB0", url=url)
+        if not parts.path.startswith("/") or parts.path == "/":
+            raise UnsupportedUrl("a serial URL needs an absolute device path", url=url)
+        options = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
+        unknown = sorted(set(options) - {"baud"})
+        if unknown:
+            raise UnsupportedUrl(
+                "unknown option in a serial URL (only baud is known)",
+                url=url,
+                detail=", ".join(unknown),
+            )
+        baud = default_baud
+        if "baud" in options:
+            text = options["baud"][-1]
+            if not text.isdigit() or int(text) <= 0:
+                raise UnsupportedUrl("baud must be a positive integer", url=url, detail=text)
+            baud = int(text)
+        return PortSpec("serial", parts.path, parts.path, baud)
+    if scheme == "socket":
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise UnsupportedUrl("the port of a socket URL is not a number", url=url) from exc
+        if not parts.hostname or port is None:
+            raise UnsupportedUrl(
+                "a socket URL needs a host and a port: socket://host:port", url=url
+            )
+        if parts.path not in ("", "/") or parts.query:
+            raise UnsupportedUrl("a socket URL takes no path or options", url=url)
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return PortSpec("socket", f"socket://{host}:{port}", f"{host}:{port}", default_baud)
+    if scheme == "usb":
+        raise UnsupportedUrl("no usb:// card-source driver exists yet", url=url)
+    raise UnsupportedUrl(
+        "unknown card-source URL scheme (serial://, socket:// or a /dev path)",
+        url=url,
+        detail=scheme or "no scheme",
+    )
+
+
+def open_card_source(url: str, settings: DriverSettings | None = None) -> CardSource:
+    """Build the card source for a URL (not opened yet: call ``await source.open()``).
+
+    Raises:
+        UnsupportedUrl: The URL names no driver we have.
+    """
+    from drivers.serial_source import SerialCardSource
+
+    effective = settings if settings is not None else DriverSettings()
+    spec = parse_url(url, effective.baud)
+    return SerialCardSource(url, spec, effective)

@@ -1,0 +1,173 @@
+"""``tablectl simulate-scanner``: run the scanner simulator on a pty or a TCP port.
+
+With ``--pty`` (the default) the first line on stdout is the pty's path, for
+``serial:///dev/pts/N``; with ``--tcp PORT`` it is ``socket://host:port``. Ctrl-C (or
+SIGTERM) stops it cleanly. Also runnable without the controller as
+``python -m simulators.cli simulate-scanner ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+
+from simulators.decks import GAME_DECKS
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a rate is between 0 and 1, not {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seconds cannot be negative: {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the simulate-scanner options to a parser."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--pty", action="store_true", help="serve on a new pty (default)")
+    where.add_argument("--tcp", type=int, metavar="PORT", help="serve on TCP (0: any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="TCP address (default 127.0.0.1)")
+    supply = parser.add_mutually_exclusive_group()
+    supply.add_argument(
+        "--seed", type=int, help="shuffle a fresh deck per round from this seed (default 0)"
+    )
+    supply.add_argument(
+        "--cards", metavar="'As Kd ...'", help="scripted values, sent in order, as written"
+    )
+    parser.add_argument(
+        "--game",
+        default="teen-patti-20-20",
+        choices=sorted(GAME_DECKS),
+        help="game whose deck is dealt (default teen-patti-20-20)",
+    )
+    parser.add_argument("--misread-rate", type=_rate, default=0.0, metavar="P")
+    parser.add_argument("--garbage-rate", type=_rate, default=0.0, metavar="P")
+    parser.add_argument("--corrupt-rate", type=_rate, default=0.0, metavar="P")
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
+    parser.add_argument(
+        "--deal-delay", type=_seconds, default=0.3, metavar="S", help="cue to scan (default 0.3)"
+    )
+    parser.add_argument(
+        "--interval", type=_seconds, metavar="S", help="deal every S seconds without cues"
+    )
+    parser.add_argument(
+        "--heartbeat", type=_seconds, default=1.0, metavar="S", help="heartbeat period"
+    )
+    parser.add_argument(
+        "--ack-timeout", type=_seconds, default=0.5, metavar="S", help="retransmit after S"
+    )
+    parser.add_argument(
+        "--positions", action="store_true", help="send the cued slot as the card's position"
+    )
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the ``simulate-scanner`` sub-command."""
+    parser = subparsers.add_parser(
+        "simulate-scanner",
+        help="run a simulated card scanner on a pty or TCP port",
+        description="Run a simulated card scanner (and dealer) speaking wire protocol v1 on a "
+        "pseudo-terminal or a TCP port, with optional faults.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the simulator until Ctrl-C or SIGTERM."""
+    from controller.logs import configure_logging
+    from simulators.decks import deck_for_game
+    from simulators.errors import SimulatorError
+    from simulators.scanner import FaultPlan, ScannerSimulator
+
+    configure_logging(level="INFO", stream=sys.stderr)
+
+    try:
+        simulator = ScannerSimulator(
+            deck=deck_for_game(args.game),
+            seed=args.seed,
+            cards=args.cards.replace(",", " ").split() if args.cards is not None else None,
+            faults=FaultPlan(
+                misread_rate=args.misread_rate,
+                garbage_rate=args.garbage_rate,
+                corrupt_rate=args.corrupt_rate,
+                seed=args.fault_seed,
+            ),
+            deal_delay=args.deal_delay,
+            interval=args.interval or None,
+            heartbeat_interval=args.heartbeat,
+            ack_timeout=args.ack_timeout,
+            positions=args.positions,
+        )
+    except SimulatorError as exc:
+        print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
+        return 2
+
+    def announce(text: str) -> None:
+        print(text, flush=True)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+        if args.tcp is not None:
+            serving = simulator.run_tcp(
+                args.host, args.tcp, lambda host, port: announce(f"socket://{host}:{port}")
+            )
+        else:
+            serving = simulator.run_pty(announce)
+        task = asyncio.create_task(serving)
+        waiter = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, waiter):
+                pending.cancel()
+            await asyncio.gather(task, waiter, return_exceptions=True)
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise SimulatorError("the simulator stopped", error=repr(task.exception()))
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    except SimulatorError as exc:
+        print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"dealt {len(simulator.dealt)} card(s), {simulator.stats.misreads_sent} misread(s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m simulators.cli simulate-scanner ...``."""
+    parser = argparse.ArgumentParser(prog="simulators.cli")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register(subparsers)
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

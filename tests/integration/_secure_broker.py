@@ -1,0 +1,235 @@
+"""A real Mosquitto with a given config (ACLs, passwords, TLS) for security tests.
+
+Small on purpose: write the config into a directory, pick free loopback ports, start
+``/usr/sbin/mosquitto``, wait until every listener accepts TCP connections, stop it.
+
+The config body is a ``str.format`` template with ``{port}`` (plain listener), ``{tls_port}``
+(TLS listener) and ``{dir}`` (the broker's directory). ``user root`` is added when the test
+runs as root, so the broker can read files in pytest's private tmp directories.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+MOSQUITTO = "/usr/sbin/mosquitto"
+MOSQUITTO_PASSWD = "/usr/bin/mosquitto_passwd"
+
+ROLE_PASSWORDS = {
+    "table-tp-01": "pw-table-tp-01",
+    "table-tp-02": "pw-table-tp-02",
+    "betting": "pw-betting",
+    "pitboss": "pw-pitboss",
+    "stream": "pw-stream",
+    "viewer": "pw-viewer",
+}
+"""The users of the committed ACL file, with test passwords."""
+
+
+def have_mosquitto() -> bool:
+    return Path(MOSQUITTO).exists() and Path(MOSQUITTO_PASSWD).exists()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_password_file(path: Path, users: dict[str, str]) -> Path:
+    """A Mosquitto password file with these users, made by ``mosquitto_passwd -b``."""
+    path.write_text("")
+    for user, password in users.items():
+        subprocess.run(
+            [MOSQUITTO_PASSWD, "-b", str(path), user, password],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+    path.chmod(0o600)
+    return path
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A CA and a server certificate for 127.0.0.1/localhost signed by it."""
+
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def make_tls(directory: Path, *, ca_name: str = "tablectl test CA") -> TlsFiles:
+    """Generate a CA and a server certificate (EC P-256) into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(ca_name))
+        .issuer_name(_name(ca_name))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server_cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("localhost"))
+        .issuer_name(ca_cert.subject)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = TlsFiles(
+        ca_cert=directory / "ca.crt",
+        server_cert=directory / "server.crt",
+        server_key=directory / "server.key",
+    )
+    files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    files.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+    files.server_key.write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    files.server_key.chmod(0o600)
+    return files
+
+
+class SecureBroker:
+    """A Mosquitto process with a config from a template. Use as a context manager.
+
+    Args:
+        config: The config body (``{port}``, ``{tls_port}``, ``{dir}`` are filled in).
+        directory: Where the config, the log and the persistence files go.
+    """
+
+    def __init__(self, config: str, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.tls_port = free_port()
+        body = config.format(port=self.port, tls_port=self.tls_port, dir=directory)
+        if os.geteuid() == 0 and "\nuser " not in f"\n{body}":
+            body += "\nuser root\n"
+        self.config_path = directory / "mosquitto.conf"
+        self.log_path = directory / "mosquitto.log"
+        self.config_text = body
+        self.listening = [port for port in (self.port, self.tls_port) if f"listener {port}" in body]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 15.0) -> SecureBroker:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(self.config_text)
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [MOSQUITTO, "-c", str(self.config_path)], stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        waiting = list(self.listening)
+        while waiting:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mosquitto exited with {self.process.returncode}: {self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", waiting[0]), timeout=1):
+                    waiting.pop(0)
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise TimeoutError(
+                        f"mosquitto not listening on {waiting} after {timeout}s: {self.log()}"
+                    ) from None
+                time.sleep(0.02)
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self.process = None
+
+    def __enter__(self) -> SecureBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def copy_committed(name: str, directory: Path) -> Path:
+    """Copy a file from config/mosquitto into ``directory`` (unchanged) and return its path."""
+    source = Path(__file__).resolve().parents[2] / "config" / "mosquitto" / name
+    target = directory / name
+    shutil.copyfile(source, target)
+    return target

@@ -1,0 +1,452 @@
+"""The committed broker security config, on a real Mosquitto.
+
+* ACL roles (config/mosquitto/acl, used unchanged): each role can do what it needs and
+  nothing else. A refused publish is proved by a permitted subscriber that does NOT receive
+  it, followed by a positive control message that it does receive (so the test can fail):
+  the refused publish was acknowledged before the control was sent, and the broker handles
+  messages in order, so had it been delivered it would have arrived first.
+* ``publish_checked`` (controller/mqtt_ack.py): the v5 PUBACK reason code surfaces.
+* TLS (config/mosquitto/mosquitto.conf, with only its paths and port replaced): a client
+  with the CA connects; a plain client or one trusting another CA does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiomqtt
+import pytest
+from paho.mqtt.reasoncodes import ReasonCode
+
+from controller.errors import PublishError
+from controller.mqtt_ack import PublishRefused, publish_checked
+from tests.integration._secure_broker import (
+    ROLE_PASSWORDS,
+    SecureBroker,
+    TlsFiles,
+    copy_committed,
+    have_mosquitto,
+    make_password_file,
+    make_tls,
+)
+
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto")
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "mosquitto"
+ACL = CONFIG_DIR / "acl"
+V5 = aiomqtt.ProtocolVersion.V5
+V311 = aiomqtt.ProtocolVersion.V311
+PUBLIC = ("status", "round", "events", "results")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    directory = tmp_path_factory.mktemp("acl-broker")
+    passwd = make_password_file(directory / "passwd", ROLE_PASSWORDS)
+    config = (
+        "listener {port} 127.0.0.1\n"
+        "allow_anonymous false\n"
+        f"password_file {passwd}\n"
+        f"acl_file {ACL}\n"
+        "persistence false\n"
+        "log_dest stderr\n"
+        "log_type all\n"
+    )
+    with SecureBroker(config, directory) as running:
+        yield running
+
+
+@asynccontextmanager
+async def connect(
+    broker: SecureBroker,
+    user: str | None,
+    *,
+    protocol: aiomqtt.ProtocolVersion = V5,
+    password: str | None = None,
+) -> AsyncIterator[aiomqtt.Client]:
+    client = aiomqtt.Client(
+        "127.0.0.1",
+        broker.port,
+        username=user,
+        password=password if password is not None else ROLE_PASSWORDS.get(user or ""),
+        identifier=f"{user}-{uuid.uuid4().hex[:8]}",
+        protocol=protocol,
+        timeout=10,
+    )
+    async with client:
+        yield client
+
+
+async def received_until(client: aiomqtt.Client, marker: bytes) -> list[tuple[str, bytes]]:
+    """Messages received up to and including the one whose payload is ``marker``."""
+    got: list[tuple[str, bytes]] = []
+    async with asyncio.timeout(10):
+        async for message in client.messages:
+            payload = message.payload
+            assert isinstance(payload, bytes)
+            got.append((str(message.topic), payload))
+            if payload == marker:
+                return got
+    raise AssertionError("unreachable")
+
+
+def marker() -> bytes:
+    return f"control-{uuid.uuid4().hex}".encode()
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("user", ["betting", "pitboss", "viewer"])
+async def test_public_roles_read_public_topics_but_never_secure(
+    broker: SecureBroker, user: str
+) -> None:
+    async with connect(broker, user) as reader, connect(broker, "table-tp-01") as table:
+        await reader.subscribe("tables/#", qos=1)
+        await reader.subscribe("tables/+/secure/#", qos=1)
+        await table.publish("tables/tp-01/secure/events", b"hidden-1", qos=1)
+        await table.publish("tables/tp-01/secure/cards/A1", b"hidden-2", qos=1)
+        for name in PUBLIC[:-1]:
+            await table.publish(f"tables/tp-01/{name}", name.encode(), qos=1)
+        control = marker()
+        await table.publish("tables/tp-01/results", control, qos=1)
+        got = await received_until(reader, control)
+    topics = {topic for topic, _ in got}
+    assert topics == {f"tables/tp-01/{name}" for name in PUBLIC}
+    assert not any(b"hidden" in payload for _, payload in got)
+
+
+async def test_stream_production_reads_secure(broker: SecureBroker) -> None:
+    async with connect(broker, "stream") as stream, connect(broker, "table-tp-02") as table:
+        await stream.subscribe("tables/#", qos=1)
+        await table.publish("tables/tp-02/events", b"public", qos=1)
+        control = marker()
+        await table.publish("tables/tp-02/secure/events", control, qos=1)
+        got = await received_until(stream, control)
+    assert got == [("tables/tp-02/events", b"public"), ("tables/tp-02/secure/events", control)]
+
+
+async def test_controller_cannot_read_another_table(broker: SecureBroker) -> None:
+    async with (
+        connect(broker, "table-tp-01") as table_a,
+        connect(broker, "table-tp-02") as table_b,
+        connect(broker, "betting") as betting,
+    ):
+        await table_a.subscribe("#", qos=1)
+        await table_a.subscribe("tables/tp-02/#", qos=1)
+        await table_b.publish("tables/tp-02/events", b"b-event", qos=1)
+        await table_b.publish("tables/tp-02/secure/events", b"b-secret", qos=1)
+        await betting.publish("tables/tp-02/cmd/decision", b"b-decision", qos=1)
+        control = marker()
+        await betting.publish("tables/tp-01/cmd/decision", control, qos=1)
+        got = await received_until(table_a, control)
+    assert got == [("tables/tp-01/cmd/decision", control)]
+
+
+async def test_replies_reach_only_their_role(broker: SecureBroker) -> None:
+    async with (
+        connect(broker, "table-tp-01") as table,
+        connect(broker, "betting") as betting,
+        connect(broker, "pitboss") as pit,
+    ):
+        await betting.subscribe("tables/#", qos=1)
+        await pit.subscribe("tables/#", qos=1)
+        await table.publish("tables/tp-01/reply/betting/r1", b"for-betting", qos=1)
+        await table.publish("tables/tp-01/reply/pit/r2", b"for-pit", qos=1)
+        control = marker()
+        await table.publish("tables/tp-01/events", control, qos=1)
+        got_betting = await received_until(betting, control)
+        got_pit = await received_until(pit, control)
+    assert [p for _, p in got_betting] == [b"for-betting", control]
+    assert [p for _, p in got_pit] == [b"for-pit", control]
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", [V5, V311], ids=["v5", "v3.1.1"])
+async def test_betting_publishes_decisions_only(
+    broker: SecureBroker, protocol: aiomqtt.ProtocolVersion
+) -> None:
+    forbidden = [
+        "tables/tp-01/events",
+        "tables/tp-01/results",
+        "tables/tp-01/status",
+        "tables/tp-01/round",
+        "tables/tp-01/secure/events",
+        "tables/tp-01/cmd/pit/void",
+        "tables/tp-01/cmd/void",
+        "tables/tp-01/reply/betting/r1",
+    ]
+    async with (
+        connect(broker, "table-tp-01") as table,
+        connect(broker, "betting", protocol=protocol) as betting,
+    ):
+        await table.subscribe("tables/tp-01/#", qos=1)
+        for topic in forbidden:
+            await betting.publish(topic, b"forged", qos=1)  # returns normally: see mqtt_ack
+        control = marker()
+        await betting.publish("tables/tp-01/cmd/decision", control, qos=1)
+        got = await received_until(table, control)
+    assert got == [("tables/tp-01/cmd/decision", control)]
+
+
+async def test_pitboss_publishes_pit_commands_only(broker: SecureBroker) -> None:
+    async with connect(broker, "table-tp-01") as table, connect(broker, "pitboss") as pit:
+        await table.subscribe("tables/tp-01/#", qos=1)
+        await pit.publish("tables/tp-01/cmd/decision", b"forged", qos=1)
+        await pit.publish("tables/tp-01/events", b"forged", qos=1)
+        await pit.publish("tables/tp-01/cmd/pit/void", b"void", qos=1)
+        control = marker()
+        await pit.publish("tables/tp-01/cmd/pit/resume", control, qos=1)
+        got = await received_until(table, control)
+    assert got == [("tables/tp-01/cmd/pit/void", b"void"), ("tables/tp-01/cmd/pit/resume", control)]
+
+
+@pytest.mark.parametrize("user", ["stream", "viewer"])
+async def test_readers_cannot_publish(broker: SecureBroker, user: str) -> None:
+    async with connect(broker, "table-tp-01") as table, connect(broker, user) as reader:
+        await table.subscribe("tables/tp-01/#", qos=1)
+        for topic in ("events", "secure/events", "cmd/decision", "cmd/pit/void"):
+            await reader.publish(f"tables/tp-01/{topic}", b"forged", qos=1)
+        control = marker()
+        await table.publish("tables/tp-01/events", control, qos=1)
+        got = await received_until(table, control)
+    assert got == [("tables/tp-01/events", control)]
+
+
+async def test_controller_cannot_publish_under_another_table(broker: SecureBroker) -> None:
+    async with (
+        connect(broker, "table-tp-01") as table_a,
+        connect(broker, "table-tp-02") as table_b,
+        connect(broker, "stream") as stream,
+        connect(broker, "betting") as betting,
+    ):
+        await stream.subscribe("tables/#", qos=1)
+        await table_b.subscribe("tables/tp-02/#", qos=1)
+        for topic in ("events", "results", "status", "secure/events", "cmd/decision"):
+            await table_a.publish(f"tables/tp-02/{topic}", b"forged", qos=1)
+        await table_a.publish("elsewhere/x", b"forged", qos=1)
+        control_stream = marker()
+        await table_a.publish("tables/tp-01/events", control_stream, qos=1)
+        control_b = marker()
+        await betting.publish("tables/tp-02/cmd/decision", control_b, qos=1)
+        got_stream = await received_until(stream, control_stream)
+        got_b = await received_until(table_b, control_b)
+    assert got_stream == [("tables/tp-01/events", control_stream)]
+    assert got_b == [("tables/tp-02/cmd/decision", control_b)]
+
+
+# --- who may connect --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", [V5, V311], ids=["v5", "v3.1.1"])
+@pytest.mark.parametrize(
+    ("user", "password"),
+    [(None, None), ("betting", "wrong"), ("nobody", "pw-betting")],
+    ids=["anonymous", "wrong-password", "unknown-user"],
+)
+async def test_connect_refused(
+    broker: SecureBroker,
+    protocol: aiomqtt.ProtocolVersion,
+    user: str | None,
+    password: str | None,
+) -> None:
+    with pytest.raises(aiomqtt.MqttCodeError) as caught:
+        async with connect(broker, user, password=password or "", protocol=protocol):
+            pass
+    # Mosquitto 2.0 answers every refusal with 0x87 Not authorized (v3.1.1: return code 5,
+    # which paho reports as the same v5 reason code).
+    rc = caught.value.rc
+    assert (rc.value if isinstance(rc, ReasonCode) else rc) == 0x87
+
+
+# --- publish_checked: the PUBACK reason code --------------------------------------------------
+
+
+async def test_publish_checked_raises_on_acl_refusal(broker: SecureBroker) -> None:
+    async with connect(broker, "table-tp-01") as table, connect(broker, "betting") as betting:
+        await table.subscribe("tables/tp-01/#", qos=1)
+        with pytest.raises(PublishRefused) as caught:
+            await publish_checked(betting, "tables/tp-01/events", b"forged", timeout=10)
+        assert caught.value.reason_code == 0x87
+        assert caught.value.topic == "tables/tp-01/events"
+        assert "Not authorized" in str(caught.value)
+        # Permitted: returns normally, and the message arrives.
+        control = marker()
+        await publish_checked(betting, "tables/tp-01/cmd/decision", control, timeout=10)
+        # aiomqtt's own publish still works after the hook was installed.
+        await betting.publish("tables/tp-01/cmd/decision", b"plain", qos=1)
+        with pytest.raises(PublishRefused):
+            await publish_checked(betting, "tables/tp-01/cmd/pit/void", b"forged", timeout=10)
+        last = marker()
+        await publish_checked(betting, "tables/tp-01/cmd/decision", last, timeout=10)
+        got = await received_until(table, last)
+    assert [p for _, p in got] == [control, b"plain", last]
+
+
+async def test_publish_checked_many_in_flight(broker: SecureBroker) -> None:
+    async with connect(broker, "betting") as betting:
+        topics = [
+            "tables/tp-01/cmd/decision" if index % 2 else "tables/tp-01/events"
+            for index in range(40)
+        ]
+        results = await asyncio.gather(
+            *(publish_checked(betting, topic, b"x", timeout=10) for topic in topics),
+            return_exceptions=True,
+        )
+    for topic, result in zip(topics, results, strict=True):
+        if topic.endswith("/events"):
+            assert isinstance(result, PublishRefused), topic
+        else:
+            assert result is None, (topic, result)
+
+
+async def test_publish_checked_cannot_see_v311_refusals(broker: SecureBroker) -> None:
+    """Documented limit: v3.1.1 has no reason code; the broker drops the message silently."""
+    async with (
+        connect(broker, "table-tp-01") as table,
+        connect(broker, "betting", protocol=V311) as betting,
+    ):
+        await table.subscribe("tables/tp-01/#", qos=1)
+        await publish_checked(betting, "tables/tp-01/events", b"forged", timeout=10)
+        control = marker()
+        await publish_checked(betting, "tables/tp-01/cmd/decision", control, timeout=10)
+        got = await received_until(table, control)
+    assert got == [("tables/tp-01/cmd/decision", control)]
+
+
+async def test_publish_checked_wants_qos_1(broker: SecureBroker) -> None:
+    async with connect(broker, "betting") as betting:
+        for qos in (0, 2):
+            with pytest.raises(PublishError, match="QoS 1 only"):
+                await publish_checked(betting, "tables/tp-01/cmd/decision", b"x", qos=qos)
+
+
+# --- TLS, with the committed production mosquitto.conf ---------------------------------------
+
+
+def production_config(directory: Path, tls: TlsFiles, passwd: Path) -> str:
+    """config/mosquitto/mosquitto.conf with only its file paths and port replaced."""
+    text = copy_committed("mosquitto.conf", directory).read_text()
+    replacements = {
+        "/etc/mosquitto/certs/ca.crt": str(tls.ca_cert),
+        "/etc/mosquitto/certs/server.crt": str(tls.server_cert),
+        "/etc/mosquitto/certs/server.key": str(tls.server_key),
+        "/etc/mosquitto/passwd": str(passwd),
+        "/etc/mosquitto/acl": str(ACL),
+        "/var/lib/mosquitto/": f"{directory}/data/",
+        "listener 8883": "listener {tls_port} 127.0.0.1",
+        "log_dest syslog": "log_dest stderr",
+    }
+    for old, new in replacements.items():
+        assert old in text, f"mosquitto.conf no longer mentions {old!r}"
+        text = text.replace(old, new)
+    (directory / "data").mkdir()
+    return text
+
+
+@pytest.fixture(scope="module")
+def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SecureBroker, TlsFiles]]:
+    directory = tmp_path_factory.mktemp("tls-broker")
+    tls = make_tls(directory / "certs")
+    passwd = make_password_file(directory / "passwd", ROLE_PASSWORDS)
+    with SecureBroker(production_config(directory, tls, passwd), directory) as running:
+        yield running, tls
+
+
+def tls_client(
+    broker: SecureBroker,
+    context: ssl.SSLContext | None,
+    user: str = "betting",
+    timeout: float = 10,
+) -> aiomqtt.Client:
+    return aiomqtt.Client(
+        "127.0.0.1",
+        broker.tls_port,
+        username=user,
+        password=ROLE_PASSWORDS[user],
+        identifier=f"{user}-{uuid.uuid4().hex[:8]}",
+        protocol=V5,
+        tls_context=context,
+        timeout=timeout,
+    )
+
+
+async def test_tls_with_the_ca_connects_and_acls_apply(
+    tls_broker: tuple[SecureBroker, TlsFiles],
+) -> None:
+    broker, tls = tls_broker
+    context = ssl.create_default_context(cafile=str(tls.ca_cert))
+    async with (
+        tls_client(broker, context, "table-tp-01") as table,
+        tls_client(broker, context, "betting") as betting,
+    ):
+        await betting.subscribe("tables/#", qos=1)
+        await table.publish("tables/tp-01/secure/events", b"hidden", qos=1)
+        control = marker()
+        await table.publish("tables/tp-01/events", control, qos=1)
+        got = await received_until(betting, control)
+        with pytest.raises(PublishRefused):
+            await publish_checked(betting, "tables/tp-01/results", b"forged", timeout=10)
+    assert got == [("tables/tp-01/events", control)]
+
+
+async def test_tls_anonymous_refused(tls_broker: tuple[SecureBroker, TlsFiles]) -> None:
+    broker, tls = tls_broker
+    client = aiomqtt.Client(
+        "127.0.0.1",
+        broker.tls_port,
+        identifier=f"anon-{uuid.uuid4().hex[:8]}",
+        protocol=V5,
+        tls_context=ssl.create_default_context(cafile=str(tls.ca_cert)),
+        timeout=10,
+    )
+    with pytest.raises(aiomqtt.MqttCodeError):
+        async with client:
+            pass
+
+
+async def test_tls_port_refuses_plain_mqtt(tls_broker: tuple[SecureBroker, TlsFiles]) -> None:
+    broker, _ = tls_broker
+    # The broker waits for a TLS ClientHello and never answers the plain CONNECT.
+    with pytest.raises(aiomqtt.MqttError):
+        async with tls_client(broker, None, timeout=1.5):
+            pass
+
+
+async def test_tls_with_another_ca_fails(
+    tls_broker: tuple[SecureBroker, TlsFiles], tmp_path: Path
+) -> None:
+    broker, _ = tls_broker
+    stranger = make_tls(tmp_path / "other", ca_name="some other CA")
+    context = ssl.create_default_context(cafile=str(stranger.ca_cert))
+    with pytest.raises(aiomqtt.MqttError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify"):
+        async with tls_client(broker, context):
+            pass
+
+
+async def test_publish_checked_times_out_without_puback(tmp_path: Path) -> None:
+    """A real broker frozen with SIGSTOP never acknowledges: PublishError after the timeout."""
+    import signal
+
+    config = "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+    with SecureBroker(config, tmp_path) as frozen:
+        assert frozen.process is not None
+        client = aiomqtt.Client("127.0.0.1", frozen.port, protocol=V5, timeout=10)
+        async with client:
+            await publish_checked(client, "t/ok", b"x", timeout=10)
+            frozen.process.send_signal(signal.SIGSTOP)
+            try:
+                with pytest.raises(PublishError, match="no PUBACK") as caught:
+                    await publish_checked(client, "t/late", b"x", timeout=0.5)
+                assert not isinstance(caught.value, PublishRefused)
+            finally:
+                frozen.process.send_signal(signal.SIGCONT)
+            # The broker is back: the next checked publish goes through.
+            await publish_checked(client, "t/ok", b"y", timeout=10)

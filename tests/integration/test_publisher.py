@@ -1,0 +1,420 @@
+"""The outbox against a real Mosquitto, observed by an independent subscriber."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+
+from controller.broker import free_port
+from controller.journal import Journal
+from controller.publisher import MqttSettings, Publisher
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTOCOLS = ["5", "3.1.1"]
+
+
+class Subscriber:
+    """Records every message of a table (QoS 1); reconnects, optionally to a kept session."""
+
+    def __init__(self, host: str, port: int, table: str, *, persistent: bool = False) -> None:
+        self.host, self.port, self.table = host, port, table
+        self.persistent = persistent
+        self.identifier = f"sub-{uuid.uuid4().hex[:8]}"
+        self.received: list[tuple[str, dict[str, Any], bool, int]] = []
+        self.ready = asyncio.Event()
+        self.changed = asyncio.Event()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                async with aiomqtt.Client(
+                    self.host,
+                    self.port,
+                    identifier=self.identifier,
+                    clean_session=not self.persistent,
+                    timeout=2,
+                ) as client:
+                    await client.subscribe(f"tables/{self.table}/#", qos=1)
+                    self.ready.set()
+                    async for message in client.messages:
+                        body = json.loads(message.payload) if message.payload else {}
+                        self.received.append(
+                            (str(message.topic), body, bool(message.retain), message.qos)
+                        )
+                        self.changed.set()
+            except aiomqtt.MqttError:
+                await asyncio.sleep(0.05)
+
+    def on(self, leaf: str) -> list[dict[str, Any]]:
+        return [b for t, b, _, _ in self.received if t == f"tables/{self.table}/{leaf}"]
+
+    async def wait_until(self, predicate: Any, seconds: float = 15.0) -> None:
+        async with asyncio.timeout(seconds):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+def settings_for(url: str, protocol: str, **extra: Any) -> MqttSettings:
+    return MqttSettings(
+        urls=[url] if isinstance(url, str) else url,
+        protocol=protocol,
+        reconnect_min_seconds=0.05,
+        reconnect_max_seconds=0.3,
+        publish_timeout=1.0,
+        connect_timeout=2.0,
+        **extra,
+    )
+
+
+def card(journal: Journal, n: int, *, face: str = "up", round_id: str = "r-1") -> None:
+    journal.append(
+        "card_dealt",
+        {"slot": f"S{n}", "hand": "A", "index": n, "card": f"C{n}", "face": face},
+        round_id=round_id,
+    )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_entries_arrive_in_order_at_qos1_and_are_marked_delivered(
+    mosquitto_session, tmp_path, protocol
+):
+    broker = mosquitto_session
+    table = f"order-{protocol.replace('.', '')}-{uuid.uuid4().hex[:6]}"
+    journal = Journal.open(tmp_path / "j.sqlite")
+    sub = Subscriber(broker.host, broker.port, table)
+    publisher = Publisher(
+        settings_for(broker.url, protocol), table, journal, game="g", version="9.9"
+    )
+    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        run_task = group.create_task(publisher.run())
+        assert await publisher.wait_connected(5)
+        journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+        for n in range(1, 60):
+            card(journal, n, face="hidden" if n == 7 else "up")
+            if n % 10 == 0:
+                await asyncio.sleep(0)  # let some go out live, the rest as a backlog
+        assert await publisher.flush(10)
+        await sub.wait_until(lambda: len(sub.on("events")) >= 60)
+        await publisher.stop()
+        await run_task
+        sub_task.cancel()
+
+    events = sub.on("events")
+    assert [e["seq"] for e in events] == list(range(1, 61))
+    assert all(e["session"] == 1 and e["table"] == table for e in events)
+    assert all(not e["delayed"] for e in events)
+    assert {qos for topic, _, _, qos in sub.received if topic.endswith("/events")} == {1}
+    hidden = events[7]
+    assert (hidden["data"]["slot"], hidden["data"]["card"]) == ("S7", None)
+    secure = sub.on("secure/events")
+    assert [(s["seq"], s["data"]["card"]) for s in secure] == [(8, "C7")]
+    assert journal.undelivered() == []
+    assert all(entry.delivered_at is not None for entry in journal.entries())
+    snapshots = sub.on("round")
+    assert snapshots[-1]["data"]["last_seq"] == 60
+    assert len(snapshots[-1]["data"]["cards"]) == 59
+    statuses = sub.on("status")
+    assert [s["state"] for s in statuses] == ["online", "offline"]
+    assert statuses[0]["game"] == "g"
+    assert statuses[0]["version"] == "9.9"
+    assert statuses[1]["reason"] == "stopped"
+    journal.close()
+
+    # A consumer arriving later gets the retained status and round snapshot.
+    late = Subscriber(broker.host, broker.port, table)
+    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+        task = group.create_task(late.run())
+        await late.wait_until(lambda: late.on("status") and late.on("round"))
+        task.cancel()
+    assert all(retained for t, _, retained, _ in late.received)
+    assert late.on("status")[0]["state"] == "offline"
+    assert late.on("round")[0]["data"]["last_seq"] == 60
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_broker_restart_mid_stream_loses_nothing(mosquitto, tmp_path, protocol):
+    table = f"restart-{protocol.replace('.', '')}"
+    journal = Journal.open(tmp_path / "j.sqlite")
+    sub = Subscriber(mosquitto.host, mosquitto.port, table, persistent=True)
+    publisher = Publisher(
+        settings_for(mosquitto.url, protocol), table, journal, game="g", version="1"
+    )
+    while_down: list[int] = []
+    async with asyncio.timeout(45), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        run_task = group.create_task(publisher.run())
+        assert await publisher.wait_connected(5)
+        journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+        for n in range(1, 20):
+            card(journal, n)
+            await asyncio.sleep(0.002)
+        await asyncio.to_thread(mosquitto.stop)
+        for n in range(20, 35):
+            card(journal, n)
+            while_down.append(journal.last_seq)
+            await asyncio.sleep(0.01)
+        assert not publisher.connected.is_set()
+        assert not await publisher.flush(0.2)
+        await asyncio.to_thread(mosquitto.start)
+        assert await publisher.wait_connected(10)
+        for n in range(35, 45):
+            card(journal, n)
+            await asyncio.sleep(0.002)
+        assert await publisher.flush(20)
+        await sub.wait_until(lambda: {e["seq"] for e in sub.on("events")} >= set(range(1, 46)))
+        await publisher.stop()
+        await run_task
+        sub_task.cancel()
+
+    events = sub.on("events")
+    first_seen: dict[int, dict[str, Any]] = {}
+    for event in events:
+        first_seen.setdefault(event["seq"], event)
+    assert list(first_seen) == list(range(1, 46)), "in order and no gap after de-duplication"
+    for event in events:  # duplicates are the same message
+        assert event["data"] == first_seen[event["seq"]]["data"]
+    assert all(e["delayed"] for e in events if e["seq"] in while_down)
+    assert not any(e["delayed"] for e in events if e["seq"] > max(while_down))
+    assert publisher.connections >= 2
+    assert journal.undelivered() == []
+    journal.close()
+
+
+async def test_undelivered_entries_of_a_previous_run_go_out_delayed(mosquitto_session, tmp_path):
+    broker = mosquitto_session
+    table = f"resume-{uuid.uuid4().hex[:6]}"
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as journal:  # a run that never reached a broker
+        journal.append("round_opened", {"round_no": 4, "game": "g"}, round_id="r-4")
+        card(journal, 1, round_id="r-4")
+        card(journal, 2, face="hidden", round_id="r-4")
+    journal = Journal.open(path)
+    assert journal.session == 2
+    sub = Subscriber(broker.host, broker.port, table)
+    publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
+    async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        run_task = group.create_task(publisher.run())
+        assert await publisher.flush(5)
+        card(journal, 3, round_id="r-4")
+        assert await publisher.flush(5)
+        await sub.wait_until(lambda: len(sub.on("events")) >= 4)
+        await publisher.stop()
+        await run_task
+        sub_task.cancel()
+    events = sub.on("events")
+    assert [(e["seq"], e["session"], e["delayed"]) for e in events] == [
+        (1, 1, True),
+        (2, 1, True),
+        (3, 1, True),
+        (4, 2, False),
+    ]
+    snapshot = sub.on("round")[-1]["data"]
+    assert snapshot["round_no"] == 4
+    assert [c["card"] for c in snapshot["cards"]] == ["C1", None, "C3"]
+    journal.close()
+
+
+async def test_snapshot_after_restart_includes_delivered_part_of_the_round(
+    mosquitto_session, tmp_path
+):
+    broker = mosquitto_session
+    table = f"snap-{uuid.uuid4().hex[:6]}"
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as journal:
+        journal.append("round_opened", {"round_no": 9, "game": "g"}, round_id="r-9")
+        card(journal, 1, round_id="r-9")
+        journal.mark_delivered_many([1, 2])  # published by the previous run
+        card(journal, 2, round_id="r-9")
+    journal = Journal.open(path)
+    sub = Subscriber(broker.host, broker.port, table)
+    publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
+    async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        run_task = group.create_task(publisher.run())
+        assert await publisher.flush(5)
+        await sub.wait_until(lambda: sub.on("round"))
+        await publisher.stop()
+        await run_task
+        sub_task.cancel()
+    assert [e["seq"] for e in sub.on("events")] == [3]
+    snapshot = sub.on("round")[-1]["data"]
+    assert snapshot["round_no"] == 9
+    assert [c["card"] for c in snapshot["cards"]] == ["C1", "C2"]
+    journal.close()
+
+
+async def test_last_will_is_published_when_the_controller_dies(mosquitto_session, tmp_path):
+    broker = mosquitto_session
+    table = f"will-{uuid.uuid4().hex[:6]}"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        from controller.journal import Journal
+        from controller.publisher import MqttSettings, Publisher
+
+        async def main():
+            journal = Journal.open({str(tmp_path / "j.sqlite")!r})
+            publisher = Publisher(MqttSettings(urls=[{broker.url!r}], protocol="5"),
+                                  {table!r}, journal, game="g", version="1")
+            task = asyncio.ensure_future(publisher.run())
+            await publisher.wait_connected(10)
+            sys.stderr.write("UP\\n")
+            sys.stderr.flush()
+            await task
+
+        asyncio.run(main())
+        """
+    )
+    sub = Subscriber(broker.host, broker.port, table)
+    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            script,
+            cwd=ROOT,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert process.stderr is not None
+        while (line := await process.stderr.readline()) != b"UP\n":
+            assert line, "the publisher process ended before connecting"
+        await sub.wait_until(lambda: sub.on("status"))
+        process.kill()
+        await process.wait()
+        await sub.wait_until(lambda: len(sub.on("status")) >= 2)
+        sub_task.cancel()
+    online, offline = sub.on("status")
+    assert (online["state"], online["session"]) == ("online", 1)
+    assert offline == {
+        "schema_version": "1",
+        "state": "offline",
+        "table": table,
+        "session": 1,
+        "game": "g",
+        "version": "1",
+        "at": None,
+        "reason": "connection lost",
+    }
+
+
+async def test_fails_over_to_the_next_url(mosquitto_session, tmp_path):
+    dead = f"mqtt://127.0.0.1:{free_port()}"
+    table = f"failover-{uuid.uuid4().hex[:6]}"
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        publisher = Publisher(
+            settings_for([dead, mosquitto_session.url], "3.1.1"),  # type: ignore[arg-type]
+            table,
+            journal,
+            game="g",
+            version="1",
+        )
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            assert await publisher.wait_connected(5)
+            assert publisher.current_url == mosquitto_session.url
+            journal.append("table_status", {"state": "ready", "detail": ""})
+            assert await publisher.flush(5)
+            await publisher.stop()
+            await run_task
+
+
+async def test_without_a_broker_flush_times_out_and_stop_returns(tmp_path):
+    dead = f"mqtt://127.0.0.1:{free_port()}"
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        publisher = Publisher(settings_for(dead, "5"), "nobroker", journal, game="g", version="1")
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            journal.append("table_status", {"state": "waiting for broker", "detail": ""})
+            assert not await publisher.wait_connected(0.3)
+            assert not await publisher.flush(0.3)
+            await publisher.stop()
+            await run_task
+        assert [e.seq for e in journal.undelivered()] == [1]
+
+
+async def test_watch_prints_what_a_consumer_sees(mosquitto_session, tmp_path):
+    import argparse
+    import io
+
+    from controller.watch import register, watch
+
+    broker = mosquitto_session
+    table = f"watch-{uuid.uuid4().hex[:6]}"
+    out = io.StringIO()
+    stop = asyncio.Event()
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            assert await publisher.wait_connected(5)
+            watch_task = group.create_task(
+                watch([broker.url], table, protocol="3.1.1", out=out, stop=stop)
+            )
+            while "ONLINE" not in out.getvalue():
+                await asyncio.sleep(0.02)
+            journal.append(
+                "round_opened",
+                {
+                    "round_no": 1,
+                    "game": "g",
+                    "betting_seconds": 1,
+                    "betting_closes_at": "2026-01-01T00:00:01Z",
+                },
+                round_id="r-1",
+            )
+            card(journal, 1)
+            card(journal, 2, face="hidden")
+            journal.append(
+                "round_result",
+                {
+                    "round_no": 1,
+                    "winner": "A",
+                    "cards": {"A": ["C1", "C2"]},
+                    "hands": {"A": {"description": "two cards"}},
+                    "bets": {"player_a": {"outcome": "win", "payout": "1.95"}},
+                },
+                round_id="r-1",
+            )
+            assert await publisher.flush(5)
+            while "player_a" not in out.getvalue():
+                await asyncio.sleep(0.02)
+            stop.set()
+            await watch_task
+            await publisher.stop()
+            await run_task
+    lines = out.getvalue().splitlines()
+    text = "\n".join(lines)
+    assert "S1 C1" in text
+    assert "S2 [hidden]" in text
+    assert "round 1 result: A wins; A [C1 C2] two cards" in text
+    assert any(line.split()[-4:] == ["player_a", "win", "pays", "1.95"] for line in lines)
+    assert sum("S1 C1" in line for line in lines) == 1
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["watch", "--broker", broker.url, "--table-id", "t9", "--protocol", "3.1.1"]
+    )
+    assert (args.broker, args.table_id, args.protocol, args.prefix) == (
+        [broker.url],
+        "t9",
+        "3.1.1",
+        "tables",
+    )

@@ -1,0 +1,444 @@
+"""The message contract (pure): topics, envelope, hidden cards, round snapshot; watch lines."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.errors import TablectlError
+from controller.journal import JournalEntry
+from controller.messages import (
+    RoundSnapshot,
+    Topics,
+    birth_message,
+    messages_for,
+    offline_message,
+)
+from controller.watch import describe
+
+T0 = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+TOPICS = Topics(prefix="tables", table="tp-1")
+RANKS = "23456789TJQKA"
+SUITS = "cdhs"
+DECK = [rank + suit for rank in RANKS for suit in SUITS]
+
+
+class Book:
+    """Builds journal entries the way the journal would number them."""
+
+    def __init__(self, session: int = 3) -> None:
+        self.seq = 0
+        self.session = session
+
+    def entry(self, kind: str, body: dict[str, Any], round_id: str | None = "r-1") -> JournalEntry:
+        self.seq += 1
+        return JournalEntry(
+            seq=self.seq,
+            session=self.session,
+            round_id=round_id,
+            kind=kind,
+            happened_at=T0 + timedelta(milliseconds=self.seq),
+            body=body,
+        )
+
+
+def publish_all(entries: list[JournalEntry], *, delayed: bool = False) -> list[tuple[str, Any]]:
+    """Every message the entries produce, decoded, folding the snapshot as the outbox does."""
+    snapshot = RoundSnapshot()
+    out = []
+    for entry in entries:
+        snapshot = snapshot.apply(entry)
+        for message in messages_for(entry, TOPICS, delayed=delayed, snapshot=snapshot):
+            assert message.qos == 1
+            assert message.retain == (message.topic == TOPICS.round)
+            out.append((message.topic, json.loads(message.payload)))
+    return out
+
+
+def strings_in(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(strings_in(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(strings_in(v) for v in value)) if value else set()
+    return set()
+
+
+def test_topics():
+    assert TOPICS.status == "tables/tp-1/status"
+    assert TOPICS.round == "tables/tp-1/round"
+    assert TOPICS.events == "tables/tp-1/events"
+    assert TOPICS.results == "tables/tp-1/results"
+    assert TOPICS.secure_events == "tables/tp-1/secure/events"
+    assert TOPICS.cmd("decision") == "tables/tp-1/cmd/decision"
+    assert Topics(prefix="studio/a", table="t").events == "studio/a/t/events"
+    assert Topics(prefix="", table="t").status == "t/status"
+    for bad in ("a/b", "a+", "#", ""):
+        with pytest.raises(TablectlError, match="one MQTT topic level"):
+            Topics(table=bad)
+    with pytest.raises(TablectlError, match="wildcards"):
+        Topics(prefix="tables/+", table="t")
+
+
+def test_envelope_fields_and_compact_json():
+    book = Book()
+    entry = book.entry(
+        "card_dealt", {"slot": "A1", "hand": "A", "index": 0, "card": "As", "face": "up"}
+    )
+    snapshot = RoundSnapshot().apply(entry)
+    (events, rnd) = messages_for(entry, TOPICS, delayed=True, snapshot=snapshot)
+    assert events.topic == TOPICS.events
+    assert b", " not in events.payload
+    assert b": " not in events.payload
+    envelope = json.loads(events.payload.decode("utf-8"))
+    assert envelope == {
+        "schema_version": "1",
+        "table": "tp-1",
+        "round": "r-1",
+        "seq": 1,
+        "session": 3,
+        "kind": "card_dealt",
+        "at": "2026-03-04T05:06:07.891123Z",
+        "delayed": True,
+        "data": {"slot": "A1", "hand": "A", "index": 0, "card": "As", "face": "up"},
+    }
+    snap = json.loads(rnd.payload)
+    assert rnd.topic == TOPICS.round
+    assert rnd.retain
+    assert snap["kind"] == "round_snapshot"
+    assert snap["seq"] == 1
+    assert snap["data"]["cards"] == [
+        {"slot": "A1", "hand": "A", "index": 0, "face": "up", "card": "As"}
+    ]
+
+
+def test_table_level_entries_go_to_events_only():
+    book = Book()
+    entry = book.entry("device_status", {"device": "shoe", "state": "ok", "detail": ""}, None)
+    messages = messages_for(entry, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(entry))
+    assert [m.topic for m in messages] == [TOPICS.events]
+    assert json.loads(messages[0].payload)["round"] is None
+
+
+def test_results_and_voids_also_go_to_results():
+    book = Book()
+    result = book.entry(
+        "round_result",
+        {"game": "g", "winner": "A", "cards": {}, "hands": {}, "bets": {}, "details": {}},
+    )
+    void = book.entry("round_voided", {"reason": "stopped", "bets": {}}, "r-2")
+    for entry in (result, void):
+        messages = messages_for(entry, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(entry))
+        assert [m.topic for m in messages] == [TOPICS.events, TOPICS.results, TOPICS.round]
+        assert messages[0].payload == messages[1].payload
+
+
+def test_status_birth_and_will():
+    birth = birth_message(TOPICS, session=4, game="teen-patti-20-20", version="0.1.0", at=T0)
+    assert (birth.topic, birth.retain, birth.qos) == ("tables/tp-1/status", True, 1)
+    assert json.loads(birth.payload) == {
+        "schema_version": "1",
+        "state": "online",
+        "table": "tp-1",
+        "session": 4,
+        "game": "teen-patti-20-20",
+        "version": "0.1.0",
+        "at": "2026-03-04T05:06:07.890123Z",
+    }
+    will = offline_message(
+        TOPICS, session=4, game="g", version="v", at=None, reason="connection lost"
+    )
+    body = json.loads(will.payload)
+    assert will.retain
+    assert (body["state"], body["at"], body["reason"]) == ("offline", None, "connection lost")
+
+
+def _round_entries(data: st.DataObject) -> tuple[list[JournalEntry], set[str]]:
+    """A random round: cards, some face down, misreads and refusals (incl. hidden dupes)."""
+    book = Book()
+    cards = data.draw(st.permutations(DECK))[: data.draw(st.integers(1, 9))]
+    faces = data.draw(st.lists(st.booleans(), min_size=len(cards), max_size=len(cards)))
+    entries = [
+        book.entry(
+            "round_opened",
+            {
+                "round_no": 1,
+                "game": "g",
+                "betting_seconds": 10,
+                "betting_closes_at": "2026-03-04T05:06:17Z",
+            },
+        ),
+        book.entry("betting_closed", {}),
+    ]
+    hidden: set[str] = set()
+    for index, (card, face_down) in enumerate(zip(cards, faces, strict=True)):
+        slot = f"{'AB'[index % 2]}{index // 2 + 1}"
+        face = "hidden" if face_down else "up"
+        if data.draw(st.booleans()):
+            entries.append(
+                book.entry(
+                    "rescan_requested",
+                    {"slot": slot, "cause": "crc", "detail": "bad frame", "attempt": 1},
+                )
+            )
+        if hidden and data.draw(st.booleans()):
+            dupe = data.draw(st.sampled_from(sorted(hidden)))
+            entries.append(
+                book.entry(
+                    "card_refused", {"slot": slot, "card": dupe, "reason": f"duplicate {dupe}"}
+                )
+            )
+        entries.append(
+            book.entry(
+                "card_dealt",
+                {"slot": slot, "hand": slot[0], "index": index, "card": card, "face": face},
+            )
+        )
+        if face_down:
+            hidden.add(card)
+    return entries, hidden
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.data())
+def test_hidden_cards_never_reach_a_public_topic(data):
+    entries, hidden = _round_entries(data)
+    published = publish_all(entries)
+    public = [(topic, body) for topic, body in published if "/secure/" not in topic]
+    for topic, body in public:
+        leaked = strings_in(body) & hidden
+        assert not leaked, f"{topic} leaks {leaked}: {body}"
+    # Each hidden card reaches stream production on the secure topic.
+    secure_cards = {
+        body["data"].get("card")
+        for topic, body in published
+        if topic == TOPICS.secure_events and body["kind"] == "card_dealt"
+    }
+    assert secure_cards == hidden
+    # The public events stream stays gap-free: one events message per entry.
+    assert [body["seq"] for topic, body in public if topic == TOPICS.events] == [
+        entry.seq for entry in entries
+    ]
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.data())
+def test_snapshot_folds_the_public_round(data):
+    entries, hidden = _round_entries(data)
+    snapshot = RoundSnapshot.replay(entries)
+    dealt = [e.body for e in entries if e.kind == "card_dealt"]
+    assert snapshot.round_id == "r-1"
+    assert snapshot.state == "dealing"
+    assert snapshot.last_seq == entries[-1].seq
+    assert [c.slot for c in snapshot.cards] == [b["slot"] for b in dealt]
+    assert [c.card for c in snapshot.cards] == [
+        None if b["face"] == "hidden" else b["card"] for b in dealt
+    ]
+    assert snapshot.hidden_cards == hidden
+    wire = snapshot.to_wire()
+    assert not strings_in(wire) & hidden
+    assert "hidden_cards" not in wire
+    # Folding one entry at a time gives the same snapshot as a replay.
+    step = RoundSnapshot()
+    for entry in entries:
+        step = step.apply(entry)
+    assert step == snapshot
+
+
+def test_snapshot_states_through_a_round_and_the_next():
+    book = Book()
+    opened = book.entry(
+        "round_opened",
+        {
+            "round_no": 7,
+            "game": "g",
+            "betting_seconds": 5,
+            "betting_closes_at": "2026-03-04T05:06:12Z",
+        },
+    )
+    snap = RoundSnapshot().apply(opened)
+    assert (snap.state, snap.round_no, snap.betting_closes_at) == (
+        "betting_open",
+        7,
+        "2026-03-04T05:06:12Z",
+    )
+    snap = snap.apply(book.entry("betting_closed", {}))
+    assert (snap.state, snap.betting_closes_at) == ("dealing", None)
+    snap = snap.apply(
+        book.entry("rescan_requested", {"slot": "A1", "cause": "crc", "detail": "", "attempt": 1})
+    )
+    assert snap.awaiting_rescan == "A1"
+    snap = snap.apply(
+        book.entry(
+            "card_dealt", {"slot": "A1", "hand": "A", "index": 0, "card": "Qh", "face": "up"}
+        )
+    )
+    assert snap.awaiting_rescan is None
+    status = book.entry("device_status", {"device": "shoe", "state": "ok"}, None)
+    after_status = snap.apply(status)
+    assert after_status.cards == snap.cards
+    assert after_status.last_seq == status.seq
+    snap = after_status.apply(
+        book.entry(
+            "round_result",
+            {
+                "game": "g",
+                "winner": "A",
+                "cards": {"A": ["Qh"]},
+                "hands": {"A": {"category": "high", "description": "queen high"}},
+                "bets": {},
+            },
+        )
+    )
+    assert snap.state == "settled"
+    assert snap.result == {
+        "winner": "A",
+        "cards": {"A": ["Qh"]},
+        "hands": {"A": {"category": "high", "description": "queen high"}},
+    }
+    nxt = snap.apply(book.entry("round_opened", {"round_no": 8, "game": "g"}, round_id="r-2"))
+    assert (nxt.round_id, nxt.round_no, nxt.state, nxt.cards, nxt.result) == (
+        "r-2",
+        8,
+        "betting_open",
+        (),
+        None,
+    )
+    void = nxt.apply(book.entry("round_voided", {"reason": "controller stopped"}, "r-2"))
+    assert void.state == "voided"
+    assert void.result == {"voided": True, "reason": "controller stopped"}
+
+
+# -- watch lines ----------------------------------------------------------------------------
+
+
+def _envelope(kind: str, data: dict[str, Any], *, seq: int = 5, delayed: bool = False) -> dict:
+    return {
+        "schema_version": "1",
+        "table": "tp-1",
+        "round": "r-1",
+        "seq": seq,
+        "session": 1,
+        "kind": kind,
+        "at": "2026-03-04T05:06:07.890123Z",
+        "delayed": delayed,
+        "data": data,
+    }
+
+
+def test_watch_describes_a_round():
+    opened = describe(
+        TOPICS.events,
+        _envelope(
+            "round_opened",
+            {
+                "round_no": 3,
+                "game": "teen-patti-20-20",
+                "betting_seconds": 15,
+                "betting_closes_at": "2026-03-04T05:06:22.890123Z",
+            },
+        ),
+        now=datetime(2026, 3, 4, 5, 6, 10, 890123, tzinfo=UTC),
+    )
+    assert opened == (
+        "05:06:07.890 #5 round 3 (teen-patti-20-20): betting open for 15 s, "
+        "closes 2026-03-04T05:06:22.890123Z (in 12.0 s)"
+    )
+    card = describe(
+        TOPICS.events, _envelope("card_dealt", {"slot": "A1", "card": "As", "face": "up"})
+    )
+    assert card == "05:06:07.890 #5   A1 As"
+    hidden = describe(
+        TOPICS.events, _envelope("card_dealt", {"slot": "B2", "card": None, "face": "hidden"})
+    )
+    assert hidden is not None
+    assert hidden.endswith("B2 [hidden]")
+    rescan = describe(
+        TOPICS.events,
+        _envelope(
+            "rescan_requested",
+            {"slot": "B1", "cause": "crc", "detail": "checksum mismatch", "attempt": 2},
+        ),
+    )
+    assert rescan is not None
+    assert "B1 misread (crc: checksum mismatch), rescan requested (attempt 2)" in rescan
+    refused = describe(
+        TOPICS.events,
+        _envelope("card_refused", {"slot": "A2", "card": "JK", "reason": "no joker in this game"}),
+    )
+    assert refused is not None
+    assert refused.endswith("A2 refused JK: no joker in this game")
+    result = describe(
+        TOPICS.events,
+        _envelope(
+            "round_result",
+            {
+                "round_no": 3,
+                "winner": "B",
+                "cards": {"A": ["2c", "7d", "9h"], "B": ["Kd", "Kc", "4s"]},
+                "hands": {
+                    "A": {"category": "high_card", "description": "nine high"},
+                    "B": {"category": "pair", "description": "pair of kings"},
+                },
+            },
+        ),
+    )
+    assert result is not None
+    assert result.endswith(
+        "round 3 result: B wins; A [2c 7d 9h] nine high; B [Kd Kc 4s] pair of kings"
+    )
+    settlement = describe(
+        TOPICS.results,
+        _envelope(
+            "round_result",
+            {
+                "round_no": 3,
+                "bets": {
+                    "player_a": {"outcome": "lose", "payout": "0"},
+                    "player_b": {"outcome": "win", "payout": "1.95"},
+                    "pair_plus_b": {"outcome": "win", "payout": "2", "reason": "pair"},
+                },
+            },
+            delayed=True,
+        ),
+    )
+    assert settlement is not None
+    lines = settlement.splitlines()
+    assert lines[0] == "05:06:07.890 #5 [delayed] round 3 settlement:"
+    assert lines[1].split() == ["player_a", "lose", "pays", "0"]
+    assert lines[2].split() == ["player_b", "win", "pays", "1.95"]
+    assert lines[3].split() == ["pair_plus_b", "win", "pays", "2", "(pair)"]
+    unknown = describe(TOPICS.events, _envelope("pit_alert", {"slot": "B2", "attempts": 2}))
+    assert unknown is not None
+    assert unknown.endswith("pit alert: slot=B2, attempts=2")
+
+
+def test_watch_status_lines_and_ignored_topics():
+    online = describe(
+        TOPICS.status,
+        {
+            "state": "online",
+            "table": "tp-1",
+            "session": 2,
+            "game": "g",
+            "version": "0.1.0",
+            "at": "2026-03-04T05:06:07.890123Z",
+        },
+    )
+    assert online == "05:06:07.890 table tp-1 ONLINE: g (controller 0.1.0, session 2)"
+    will = describe(
+        TOPICS.status,
+        {"state": "offline", "table": "tp-1", "at": None, "reason": "connection lost"},
+    )
+    assert will is not None
+    assert will.endswith("table tp-1 OFFLINE: connection lost (last will)")
+    card = _envelope("card_dealt", {"slot": "A1", "card": "As", "face": "hidden"})
+    assert describe(TOPICS.secure_events, card) is None
+    assert describe(TOPICS.round, _envelope("round_snapshot", {})) is None
+    assert describe(TOPICS.cmd("decision"), {}) is None
