@@ -14,25 +14,30 @@ import asyncio
 import contextlib
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from controller import __version__
 from controller.broker import choose_broker
 from controller.errors import ConfigError
-from controller.games.registry import live_game
-from controller.journal import Journal
+from controller.gates import EventGate
+from controller.journal import Journal, JournalEntry
 from controller.logs import configure_logging
-from controller.money import merge_paytables
-from controller.orchestrator import Orchestrator, RoundSummary
+from controller.orchestrator import Gate, Orchestrator, RoundSummary
 from controller.publisher import Publisher
 from controller.settings import TableSettings, load_settings
-from drivers.source import open_card_source
+from drivers.supervisor import SupervisedCardSource
+from simulators.faults import add_fault_arguments, fault_plan_from_args, scenario_from_args
+from simulators.scanner import FaultPlan
+
+if TYPE_CHECKING:
+    from controller.metrics import TableMetrics
 
 log = structlog.get_logger(__name__)
 
@@ -44,39 +49,38 @@ class Simulation:
     """How the simulated scanner behaves (``--simulate``).
 
     Attributes:
-        seed: Seed of the shuffles and of the faults.
+        seed: Seed of the shuffles (one fresh deck per round) and of the betting policy.
         cards: A scripted sequence of card values instead of shuffled decks.
-        misread_rate: Share of scans that come out as misreads.
-        garbage_rate: Share of frames preceded by garbage bytes on the line.
-        corrupt_rate: Share of frames whose CRC is broken on the line.
+        faults: Faults to inject on the simulated device and line.
         deal_delay: Seconds the simulated dealer takes per card.
-        misreads_at: Card index -> misreads before its good read (deterministic faults).
+        misreads_at: Card index -> misreads before its good read (deterministic faults),
+            merged into ``faults``.
     """
 
     seed: int = 1
     cards: tuple[str, ...] | None = None
-    misread_rate: float = 0.0
-    garbage_rate: float = 0.0
-    corrupt_rate: float = 0.0
+    faults: FaultPlan | None = None
     deal_delay: float = 0.4
     misreads_at: dict[int, int] = field(default_factory=dict)
 
+    def fault_plan(self) -> FaultPlan:
+        """The faults to inject, with ``misreads_at`` merged in."""
+        plan = self.faults if self.faults is not None else FaultPlan()
+        if self.misreads_at:
+            plan = replace(plan, misreads_at={**plan.misreads_at, **self.misreads_at})
+        return plan
+
 
 @asynccontextmanager
-async def simulated_scanner(settings_game: str, sim: Simulation) -> AsyncIterator[str]:
+async def simulated_scanner(game_id: str, sim: Simulation) -> AsyncIterator[str]:
     """Start the scanner simulator on a pseudo-terminal; yields the driver URL."""
-    from simulators.scanner import FaultPlan, ScannerSimulator, deck_for_game
+    from simulators.scanner import ScannerSimulator, deck_for_game
 
     simulator = ScannerSimulator(
-        deck=deck_for_game(settings_game),
+        deck=deck_for_game(game_id),
         seed=sim.seed,
         cards=list(sim.cards) if sim.cards else None,
-        faults=FaultPlan(
-            misread_rate=sim.misread_rate,
-            garbage_rate=sim.garbage_rate,
-            corrupt_rate=sim.corrupt_rate,
-            misreads_at=dict(sim.misreads_at),
-        ),
+        faults=sim.fault_plan(),
         deal_delay=sim.deal_delay,
     )
     async with simulator.serve_pty() as path:
@@ -90,6 +94,7 @@ async def run_table(
     show: bool = False,
     broker_urls_given: bool = True,
     install_signal_handlers: bool = False,
+    simulated_betting_seed: int | None = None,
 ) -> list[RoundSummary]:
     """Run a table until ``rounds`` rounds are finished in its journal, or until stopped.
 
@@ -100,12 +105,18 @@ async def run_table(
         broker_urls_given: Whether the broker URLs were configured; if not, use Mosquitto on
             127.0.0.1:1883 when it answers, else an embedded broker.
         install_signal_handlers: Handle SIGINT/SIGTERM (the CLI does; tests don't).
+        simulated_betting_seed: Run a simulated betting system (seeded policy) that answers
+            the game's decision windows over MQTT, as a real one would.
 
     Returns:
         The rounds this run finished.
     """
-    game = live_game(settings.game)
-    paytables = merge_paytables(game.default_paytables, settings.paytables)
+    from controller import service
+    from controller.commands import CommandRouter, StatusWatcher
+    from controller.live.registry import make_live_game
+    from controller.metrics import TableMetrics
+
+    game = make_live_game(settings.game, settings.game_options, settings.paytables)
     tlog = log.bind(table=settings.table_id, game=game.id)
 
     async with AsyncExitStack() as stack:
@@ -121,44 +132,136 @@ async def run_table(
 
         journal = Journal.open(settings.journal.path)
         stack.callback(journal.close)
-        source = open_card_source(settings.device.url, settings.device.driver)
+        metrics = TableMetrics(settings.table_id, version=__version__, game=game.id)
+        if settings.metrics.port is not None:
+            server = metrics.start_http_server(settings.metrics.host, settings.metrics.port)
+            stack.callback(server.shutdown)
+        source = SupervisedCardSource(settings.device.url, settings.device.driver)
         await source.open()
         stack.push_async_callback(source.close)
-        publisher = Publisher(mqtt, settings.table_id, journal, game=game.id, version=__version__)
+        signer = None
+        if settings.signing.key_file is not None:
+            from controller.signing import Signer
+
+            signer = Signer.from_file(settings.signing.key_file, settings.signing.key_id)
+
+        scan_times: dict[int, float] = {}
+
+        def on_card(entry: JournalEntry, read_at: float) -> None:
+            scan_times[entry.seq] = read_at
+
+        def on_delivered(entry: JournalEntry) -> None:
+            read_at = scan_times.pop(entry.seq, None)
+            if read_at is not None:
+                metrics.observe_scan_to_publish(time.monotonic() - read_at)
+
+        def on_refused(refusal: Exception, entry: JournalEntry | None) -> None:
+            metrics.publish_refused()
+            tlog.error(
+                "broker refused a publish: check the broker ACL for this table",
+                error=str(refusal),
+                seq=entry.seq if entry is not None else None,
+            )
+
+        publisher = Publisher(
+            mqtt,
+            settings.table_id,
+            journal,
+            game=game.id,
+            version=__version__,
+            signer=signer,
+            on_delivered=on_delivered,
+            on_refused=on_refused,
+        )
+        gates: list[Gate] = []
+        if settings.rounds.wait_for_broker:
+            gates.append(EventGate("broker", "broker unreachable", publisher.connected))
+        watcher: StatusWatcher | None = None
+        if settings.rounds.wait_for_betting_system:
+            watcher = StatusWatcher(mqtt, settings.table_id)
+            gates.append(EventGate("betting-system", "betting system offline", watcher.online))
         orchestrator = Orchestrator(
             table_id=settings.table_id,
             game=game,
-            paytables=paytables,
             source=source,
             journal=journal,
             settings=settings.rounds,
+            gates=gates,
+            replay=publisher.replay,
+            on_card=on_card,
+            metrics=metrics,
+        )
+        router = CommandRouter(
+            mqtt,
+            settings.table_id,
+            journal,
+            orchestrator.handle_command,
+            handler_timeout=mqtt.publish_timeout,
         )
         if install_signal_handlers:
             _install_signal_handlers(orchestrator)
 
+        background: list[asyncio.Task[Any]] = []
         watch_stop = asyncio.Event()
         async with asyncio.TaskGroup() as group:
             publisher_task = group.create_task(publisher.run(), name="publisher")
-            watch_task = None
+            background.append(group.create_task(router.run(), name="command-router"))
+            if watcher is not None:
+                background.append(group.create_task(watcher.run(), name="betting-status"))
+            background.append(
+                group.create_task(
+                    _housekeeping(metrics, publisher, journal, settings.journal.path),
+                    name="metrics-housekeeping",
+                )
+            )
+
+            def healthy() -> bool:
+                return not publisher_task.done() and all(not t.done() for t in background)
+
+            background.append(
+                group.create_task(
+                    service.run_watchdog(healthy, service.watchdog_interval()), name="watchdog"
+                )
+            )
             if show:
                 from controller.watch import watch
 
-                watch_task = group.create_task(
-                    watch(
-                        mqtt.urls,
-                        settings.table_id,
-                        protocol=mqtt.protocol,
-                        prefix=mqtt.topic_prefix,
-                        stop=watch_stop,
-                    ),
-                    name="watch",
+                background.append(
+                    group.create_task(
+                        watch(
+                            mqtt.urls,
+                            settings.table_id,
+                            protocol=mqtt.protocol,
+                            prefix=mqtt.topic_prefix,
+                            stop=watch_stop,
+                        ),
+                        name="watch",
+                    )
                 )
+            if simulated_betting_seed is not None:
+                from simulators.betting import run_simulated_betting
+
+                background.append(
+                    group.create_task(
+                        run_simulated_betting(
+                            mqtt.urls,
+                            settings.table_id,
+                            protocol=mqtt.protocol,
+                            prefix=mqtt.topic_prefix,
+                            seed=simulated_betting_seed,
+                            stop=watch_stop,
+                        ),
+                        name="simulated-betting",
+                    )
+                )
+            service.ready(f"table {settings.table_id}: {game.id}")
             try:
                 summaries = await orchestrator.run(rounds)
+                service.stopping("flushing the outbox")
                 flushed = await publisher.flush(timeout=mqtt.publish_timeout * 10)
                 if not flushed:
                     tlog.warning("outbox not fully delivered at exit; it resumes on restart")
-                if watch_task is not None:
+                if show:
                     # Let the terminal view print what the broker is still delivering.
                     await asyncio.sleep(0.3)
             finally:
@@ -166,9 +269,25 @@ async def run_table(
                 with contextlib.suppress(Exception):
                     await publisher.stop()
                 publisher_task.cancel()
-                if watch_task is not None:
-                    watch_task.cancel()
+                for task in background:
+                    task.cancel()
         return summaries
+
+
+async def _housekeeping(
+    metrics: TableMetrics, publisher: Publisher, journal: Journal, path: Path
+) -> None:
+    """Refresh the slow-moving gauges every few seconds."""
+    while True:
+        metrics.set_backlog(publisher.backlog())
+        metrics.set_broker_connected(publisher.connected.is_set())
+        size = sum(
+            candidate.stat().st_size
+            for candidate in (path, path.with_name(path.name + "-wal"))
+            if candidate.exists()
+        )
+        metrics.set_journal_bytes(size)
+        await asyncio.sleep(5.0)
 
 
 def _install_signal_handlers(orchestrator: Orchestrator) -> None:
@@ -251,9 +370,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument(
         "--cards", default=None, help='scripted cards instead of shuffled decks: "As Kd 2c ..."'
     )
-    sim.add_argument("--misread-rate", type=float, default=0.0, metavar="P")
-    sim.add_argument("--garbage-rate", type=float, default=0.0, metavar="P")
-    sim.add_argument("--corrupt-rate", type=float, default=0.0, metavar="P")
+    add_fault_arguments(sim)
     sim.add_argument(
         "--deal-delay",
         type=float,
@@ -331,12 +448,17 @@ def run_command(args: argparse.Namespace) -> int:
 async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     game_id = overrides.get("game", "teen-patti-20-20")
     table_id = overrides.get("table_id", SIM_TABLE_ID)
+    scenario = scenario_from_args(args)
+    cards = tuple(args.cards.replace(",", " ").split()) if args.cards else None
+    if scenario is not None:
+        cards = cards or scenario.cards
+        if scenario.game and "game" not in overrides:
+            game_id = scenario.game
+            overrides["game"] = game_id
     sim = Simulation(
         seed=args.seed,
-        cards=tuple(args.cards.replace(",", " ").split()) if args.cards else None,
-        misread_rate=args.misread_rate,
-        garbage_rate=args.garbage_rate,
-        corrupt_rate=args.corrupt_rate,
+        cards=cards,
+        faults=fault_plan_from_args(args, seed=args.seed, scenario=scenario),
         deal_delay=args.deal_delay,
     )
     defaults: dict[str, Any] = {
@@ -345,12 +467,16 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         "journal": {"path": Path("var") / f"{table_id}.sqlite"},
         "logging": {"level": "WARNING" if args.show else "INFO"},
     }
-    live_game(game_id)  # refuse a game that cannot be played live before starting anything
-    async with simulated_scanner(game_id, sim) as url:
-        settings = load_settings(
-            None, **_merge(_merge(defaults, overrides), {"device": {"url": url}})
+    merged = _merge(defaults, overrides)
+    configure_logging(level=merged["logging"]["level"], fmt=merged["logging"].get("format", "auto"))
+    from controller.live.registry import LIVE_GAME_IDS
+
+    if game_id not in LIVE_GAME_IDS:
+        raise ConfigError(
+            f"unknown game {game_id!r}; games: {', '.join(LIVE_GAME_IDS)}", field="--game"
         )
-        configure_logging(level=settings.logging.level, fmt=settings.logging.format)
+    async with simulated_scanner(game_id, sim) as url:
+        settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
         await run_table(
             settings,
@@ -358,5 +484,6 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             show=args.show,
             broker_urls_given=bool(settings.mqtt.urls),
             install_signal_handlers=True,
+            simulated_betting_seed=args.seed,
         )
     return 0

@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import ssl
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,8 +84,7 @@ def check_config(path: str | Path) -> tuple[Check, TableSettings | None]:
     Returns:
         The check, and the settings when they loaded.
     """
-    from controller.games.registry import live_game
-    from controller.money import merge_paytables
+    from controller.live.registry import make_live_game
     from controller.settings import load_settings
 
     try:
@@ -94,8 +92,7 @@ def check_config(path: str | Path) -> tuple[Check, TableSettings | None]:
     except ConfigError as exc:
         return Check("config", "FAIL", str(exc)), None
     try:
-        game = live_game(settings.game)
-        merge_paytables(game.default_paytables, settings.paytables)
+        make_live_game(settings.game, settings.game_options, settings.paytables)
     except TablectlError as exc:
         field = exc.context.get("field", "paytables")
         return Check("config", "FAIL", f"{path}: {field}: {exc}"), settings
@@ -160,7 +157,20 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
         with contextlib.suppress(TimeoutError, OSError):
             await asyncio.wait_for(writer.wait_closed(), timeout)
         return Check("device", "OK", f"{url}: TCP connect to {spec.device} accepted")
-    return Check("device", "SKIP", f"{url}: a {spec.kind} device cannot be checked from here")
+    # Any other transport (usb://): open it with the real driver, the way `run` would.
+    from drivers.source import open_card_source
+
+    source = open_card_source(url, driver)
+    try:
+        await asyncio.wait_for(source.open(), timeout)
+    except TimeoutError:
+        return Check("device", "FAIL", f"{url}: opening took longer than {timeout} s")
+    except DriverError as exc:
+        return Check("device", "FAIL", f"{url}: {exc}")
+    finally:
+        with contextlib.suppress(Exception):
+            await source.close()
+    return Check("device", "OK", f"{url}: the {spec.kind} device opens")
 
 
 # --- broker --------------------------------------------------------------------------------
@@ -182,6 +192,8 @@ async def check_broker(
     import aiomqtt
     from paho.mqtt.reasoncodes import ReasonCode
 
+    from controller.publisher import tls_context
+
     where = address.url
     password = mqtt.password.get_secret_value() if mqtt.password is not None else None
     protocol = aiomqtt.ProtocolVersion.V5 if mqtt.protocol == "5" else aiomqtt.ProtocolVersion.V311
@@ -192,7 +204,7 @@ async def check_broker(
         password=password,
         identifier=f"tablectl-check-{uuid.uuid4().hex[:12]}",
         protocol=protocol,
-        tls_context=ssl.create_default_context() if address.tls else None,
+        tls_context=tls_context(mqtt) if address.tls else None,
         timeout=timeout,
         keepalive=max(5, int(timeout) + 1),
         logger=_quiet_logger(),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from controller import __version__
 from controller.errors import TablectlError
+from drivers.errors import DriverError
 
 
 def _register_analyze(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -67,11 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from controller.app import register as register_run
+    from controller.checkconfig import register as register_check_config
+    from controller.pitcli import register as register_pit
+    from controller.recall import register as register_recall
+    from controller.schema import register as register_schema
+    from controller.signing import register as register_signing
+    from controller.watch import register as register_watch
+    from drivers.discovery import register as register_devices
     from simulators.cli import register as register_simulators
 
     register_run(subparsers)
     register_simulators(subparsers)
+    register_watch(subparsers)
     _register_analyze(subparsers)
+    register_devices(subparsers)
+    register_pit(subparsers)
+    register_recall(subparsers)
+    register_check_config(subparsers)
+    register_signing(subparsers)
+    register_schema(subparsers)
     return parser
 
 
@@ -81,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-    except TablectlError as exc:
+    except (TablectlError, DriverError) as exc:
         print(f"tablectl {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

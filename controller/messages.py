@@ -13,22 +13,31 @@ topic                     retained  content
 ``{p}/{t}/events``        no        the public view of every journal entry, in ``seq`` order
 ``{p}/{t}/results``       no        ``round_result`` and ``round_voided``
 ``{p}/{t}/secure/events`` no        full entries that carry a hidden value
-``{p}/{t}/cmd/{name}``    no        inbound commands
+``{p}/{t}/cmd/...``       no        inbound commands (:mod:`controller.commands`)
+``{p}/{t}/reply/{role}``  no        answers to commands (or the command's v5 response topic)
 ========================  ========  =====================================================
+
+The ``data`` of every entry kind is described by a pydantic model below (``DATA_MODELS``);
+:mod:`controller.schema` turns them into the AsyncAPI document and JSON Schemas.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from controller.errors import TablectlError
 from controller.journal import JournalEntry
+
+if TYPE_CHECKING:
+    from controller.signing import Signer
 
 SCHEMA_VERSION: Literal["1"] = "1"
 """The ``schema_version`` every envelope carries."""
@@ -47,9 +56,23 @@ PUBLIC_KINDS = frozenset(
         "round_voided",
         "device_status",
         "table_status",
+        "pit_alert",
+        "decision_open",
+        "decision_applied",
+        "cards_revealed",
+        "table_info",
+        "round_halted",
+        "round_resumed",
+        "command_received",
+        "command_answered",
     }
 )
 """The journal kinds of the version 1 contract (others are published as they are)."""
+
+ROLES = ("betting", "pit")
+"""Who may send commands: the betting system and the pit boss."""
+
+Role = Literal["betting", "pit"]
 
 RESULT_KINDS = frozenset({"round_result", "round_voided"})
 """Kinds also published on the ``results`` topic."""
@@ -135,11 +158,49 @@ class Topics(BaseModel):
         """The topics a public consumer subscribes to."""
         return (self.status, self.round, self.events, self.results)
 
+    @property
+    def cmd_root(self) -> str:
+        """The subtree of inbound commands (``{base}/cmd``; subscribe to ``/#``)."""
+        return f"{self.base}/cmd"
+
+    def reply(self, role: str) -> str:
+        """Where answers to ``role``'s commands go when the command named no response topic."""
+        if role not in ROLES:
+            raise TablectlError(f"unknown command role {role!r}", role=role)
+        return f"{self.base}/reply/{role}"
+
+    def response_topic_allowed(self, topic: str, role: str) -> bool:
+        """Whether a command's v5 response topic is inside ``role``'s reply tree.
+
+        Only ``{base}/reply/{role}`` and topics below it are answered on: the controller never
+        publishes where a command tells it to outside its own table (see docs/security.md).
+        """
+        if not topic or any(ch in topic for ch in "+#\0"):
+            return False
+        root = self.reply(role)
+        return topic == root or topic.startswith(root + "/")
+
     def cmd(self, name: str) -> str:
         """The inbound command topic ``name`` (``decision``, ``void``...)."""
         if not name or any(ch in name for ch in "+#\0"):
             raise TablectlError("command name must not be empty or hold wildcards", name=name)
         return f"{self.base}/cmd/{name}"
+
+
+class Signature(BaseModel):
+    """The ``signature`` member of a signed result (docs/security.md, "Signed results").
+
+    Attributes:
+        alg: Always ``"Ed25519"``.
+        key_id: Which of the table's keys signed it.
+        value: The base64 signature (64 bytes) over the envelope's canonical form.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    alg: Literal["Ed25519"] = "Ed25519"
+    key_id: str
+    value: str
 
 
 class Envelope(BaseModel):
@@ -156,6 +217,10 @@ class Envelope(BaseModel):
         at: When it happened (UTC; serialized ISO-8601 with ``Z``).
         delayed: ``True`` when published late (after an outage or a restart).
         data: The event's fields.
+        replayed: ``True`` on a result re-sent by a replay command (same ``seq`` as the
+            original); absent otherwise.
+        signature: The Ed25519 signature of a result (:mod:`controller.signing`); absent on
+            other messages and when the table has no signing key.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -163,20 +228,36 @@ class Envelope(BaseModel):
     schema_version: Literal["1"] = SCHEMA_VERSION
     table: str
     round: str | None
-    seq: int
+    seq: int = Field(ge=1)
     session: int
     kind: str
     at: datetime
     delayed: bool = False
     data: dict[str, Any]
+    replayed: bool | None = None
+    signature: Signature | None = None
 
     @field_serializer("at")
     def _serialize_at(self, value: datetime) -> str:
         return utc_text(value)
 
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object (``replayed`` and ``signature`` left out when not set)."""
+        data = self.model_dump(mode="json")
+        for optional in ("replayed", "signature"):
+            if data[optional] is None:
+                del data[optional]
+        return data
+
     def to_bytes(self) -> bytes:
         """Compact UTF-8 JSON."""
-        return self.model_dump_json().encode("utf-8")
+        return _compact(self.to_wire())
+
+    def signed_bytes(self, signer: Signer | None) -> bytes:
+        """Compact UTF-8 JSON, with a signature member when ``signer`` is given."""
+        if signer is None:
+            return self.to_bytes()
+        return _compact(signer.sign(self.to_wire()))
 
 
 class StatusMessage(BaseModel):
@@ -216,6 +297,273 @@ class StatusMessage(BaseModel):
         return _compact(data)
 
 
+# -- the data of each entry kind -------------------------------------------------------------
+
+
+class _Data(BaseModel):
+    """Base of the ``data`` models: consumers must ignore fields they do not know."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class RoundOpenedData(_Data):
+    """``round_opened``: betting is open."""
+
+    round_id: str | None = Field(default=None, description="the round id (also in `round`)")
+    round_no: int = Field(description="the table's round counter, from 1")
+    game: str = Field(description="game id")
+    betting_seconds: float = Field(description="length of the betting window")
+    betting_closes_at: str = Field(description="UTC ISO-8601 time betting closes")
+    slots: list[str] | None = Field(default=None, description="the deal plan's slots, in order")
+
+
+class BettingClosedData(_Data):
+    """``betting_closed``: the round has started (it will be completed, not voided)."""
+
+
+class CardDealtData(_Data):
+    """``card_dealt``: a card or tile accepted into a slot."""
+
+    slot: str
+    hand: str | None
+    index: int = Field(ge=0, description="0-based position in the deal plan")
+    card: str | None = Field(description="notation; null on public topics while face down")
+    face: Literal["up", "hidden"]
+
+
+class RescanRequestedData(_Data):
+    """``rescan_requested``: a misread; the dealer scans the same card again."""
+
+    slot: str
+    cause: str = Field(description="device, crc, malformed or gap")
+    detail: str | None = None
+    attempt: int = Field(ge=1)
+
+
+class CardRefusedData(_Data):
+    """``card_refused``: an impossible card (not in the deck, a duplicate); the slot waits."""
+
+    slot: str | None
+    card: str | None = Field(description="null when withheld (hidden slot or hidden duplicate)")
+    reason: str
+    hand: str | None = None
+    index: int | None = None
+    face: Literal["up", "hidden"] | None = None
+
+
+class SettledBet(_Data):
+    """One bet type's settlement, per unit staked."""
+
+    outcome: Literal["win", "lose", "push", "refund"]
+    payout: str = Field(
+        pattern=r"^[0-9]+(\.[0-9]+)?$",
+        description="exact decimal returned per unit staked, stake included ('1.95', '0', '1')",
+    )
+    reason: str | None = None
+
+
+class HandSummary(_Data):
+    """A hand's evaluation in a result."""
+
+    category: str | None = None
+    description: str | None = None
+
+
+class RoundResultData(_Data):
+    """``round_result``: every card, the winner, each hand, and every bet settled."""
+
+    game: str
+    round_no: int | None = None
+    cards: dict[str, list[str]]
+    winner: str | None
+    hands: dict[str, HandSummary]
+    bets: dict[str, SettledBet]
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class RoundVoidedData(_Data):
+    """``round_voided``: the round is void; every bet is refunded."""
+
+    reason: str
+    bets: dict[str, SettledBet]
+
+
+class DeviceStatusData(_Data):
+    """``device_status``: the card source changed state."""
+
+    device: str
+    state: str
+    detail: str | None = None
+
+
+class TableStatusData(_Data):
+    """``table_status``: table-level state (e.g. ``publish_refused``, ``held``)."""
+
+    state: str
+    detail: str | None = None
+
+
+class PitAlertData(_Data):
+    """``pit_alert``: the pit boss is needed (repeated misreads...)."""
+
+    slot: str | None = None
+    reason: str
+
+
+class DecisionOpenData(_Data):
+    """``decision_open``: a decision window opens (a player action, a dealer choice)."""
+
+    window: str = Field(description="the window id; decisions name it")
+    kind: str = Field(description="what is decided (game-specific)")
+    seat: str | None
+    seconds: float
+    options: list[str]
+    info: dict[str, Any] = Field(default_factory=dict)
+    closes_at: str = Field(description="UTC ISO-8601; the default applies then")
+
+
+class DecisionAppliedData(_Data):
+    """``decision_applied``: a decision took effect."""
+
+    window: str
+    decision: dict[str, Any]
+    default: bool = Field(description="true when applied at the deadline, without a command")
+    command_id: str | None
+
+
+class CardsRevealedData(_Data):
+    """``cards_revealed``: hidden cards of a hand shown (the reveal)."""
+
+    hand: str
+    cards: list[str]
+
+
+class TableInfoData(_Data):
+    """``table_info``: information for the stream (e.g. equities).
+
+    A secure one carries ``data`` only on ``secure/events``.
+    """
+
+    kind: str
+    secure: bool
+    data: dict[str, Any] | None = Field(
+        default=None, description="absent on public topics when secure"
+    )
+
+
+class RoundHaltedData(_Data):
+    """``round_halted``: dealing paused (pit boss needed)."""
+
+    reason: str
+
+
+class RoundResumedData(_Data):
+    """``round_resumed``: dealing continues."""
+
+    by: str
+
+
+class CommandReceivedData(_Data):
+    """``command_received`` (full, on ``secure/events``): a command as it arrived."""
+
+    command_id: str
+    role: Role
+    name: str
+    round: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class CommandReceivedPublicData(_Data):
+    """``command_received`` on ``events``: who sent what, without its fields."""
+
+    command_id: str
+    role: Role
+    name: str
+
+
+class CommandAnsweredData(_Data):
+    """``command_answered`` (full, on the reply or response topic): the answer to a command."""
+
+    command_id: str
+    role: Role
+    name: str
+    accepted: bool
+    reason: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+    response_topic: str | None = None
+    correlation_data: str | None = Field(default=None, description="base64, as received")
+    duplicate: bool | None = Field(
+        default=None, description="true when a repeated command_id got the first answer again"
+    )
+
+
+class CommandAnsweredPublicData(_Data):
+    """``command_answered`` on ``events``."""
+
+    command_id: str
+    role: Role
+    name: str
+    accepted: bool
+    reason: str = ""
+
+
+class SnapshotCardData(_Data):
+    """A dealt slot in the round snapshot."""
+
+    slot: str
+    hand: str | None
+    index: int | None
+    face: str
+    card: str | None
+
+
+class RoundSnapshotData(_Data):
+    """``round_snapshot`` (retained ``round`` topic): the current round, public facts only."""
+
+    round_no: int | None
+    game: str | None
+    state: Literal["idle", "betting_open", "dealing", "settled", "voided"]
+    halted: bool = Field(default=False, description="dealing paused (round_halted)")
+    betting_closes_at: str | None
+    cards: list[SnapshotCardData]
+    awaiting_rescan: str | None
+    result: dict[str, Any] | None
+    last_seq: int
+    decision: dict[str, Any] | None = Field(
+        default=None, description="the open decision window (decision_open data), if any"
+    )
+
+
+DATA_MODELS: dict[str, type[BaseModel]] = {
+    "round_opened": RoundOpenedData,
+    "betting_closed": BettingClosedData,
+    "card_dealt": CardDealtData,
+    "rescan_requested": RescanRequestedData,
+    "card_refused": CardRefusedData,
+    "round_result": RoundResultData,
+    "round_voided": RoundVoidedData,
+    "device_status": DeviceStatusData,
+    "table_status": TableStatusData,
+    "pit_alert": PitAlertData,
+    "decision_open": DecisionOpenData,
+    "decision_applied": DecisionAppliedData,
+    "cards_revealed": CardsRevealedData,
+    "table_info": TableInfoData,
+    "round_halted": RoundHaltedData,
+    "round_resumed": RoundResumedData,
+    "command_received": CommandReceivedData,
+    "command_answered": CommandAnsweredData,
+}
+"""The ``data`` model of each entry kind, as journalled (full)."""
+
+PUBLIC_DATA_MODELS: dict[str, type[BaseModel]] = {
+    **DATA_MODELS,
+    "command_received": CommandReceivedPublicData,
+    "command_answered": CommandAnsweredPublicData,
+}
+"""The ``data`` model of each kind on ``events`` (where it differs from the full one)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outbound:
     """One MQTT message to publish.
@@ -225,12 +573,18 @@ class Outbound:
         payload: UTF-8 JSON.
         qos: Always 1 for journalled messages.
         retain: Whether the broker keeps it for new subscribers.
+        correlation_data: MQTT v5 correlation data (answers to v5 commands); ignored on 3.1.1.
+        essential: Whether the entry counts as delivered only once this message is
+            acknowledged. The retained round snapshot and command answers are not essential:
+            a broker refusing them is reported but does not hold back the table's events.
     """
 
     topic: str
     payload: bytes
     qos: int = 1
     retain: bool = False
+    correlation_data: bytes | None = None
+    essential: bool = True
 
 
 def birth_message(
@@ -327,6 +681,9 @@ class RoundSnapshot:
         result: Winner, hands and cards once the round has a result; the refunds if voided.
         last_seq: The ``seq`` of the last entry folded in.
         hidden_cards: Values of hidden cards dealt in this round (never published).
+        hidden_slots: ``(slot, value)`` of hidden cards not revealed yet (never published).
+        halted: Dealing is paused (``round_halted`` until ``round_resumed``).
+        decision: The open decision window (``decision_open`` data) until it is applied.
     """
 
     round_id: str | None = None
@@ -339,6 +696,9 @@ class RoundSnapshot:
     result: Mapping[str, Any] | None = None
     last_seq: int = 0
     hidden_cards: frozenset[str] = field(default_factory=frozenset)
+    hidden_slots: tuple[tuple[str, str], ...] = ()
+    halted: bool = False
+    decision: Mapping[str, Any] | None = None
 
     @classmethod
     def replay(cls, entries: Iterable[JournalEntry]) -> RoundSnapshot:
@@ -389,6 +749,30 @@ class RoundSnapshot:
             changes["awaiting_rescan"] = None
             if face == "hidden" and card is not None:
                 changes["hidden_cards"] = self.hidden_cards | {card}
+                changes["hidden_slots"] = (*self.hidden_slots, (dealt.slot, card))
+        elif entry.kind == "cards_revealed":
+            revealed = {str(card) for card in body.get("cards", ()) if card is not None}
+            values = dict(self.hidden_slots)
+            shown = {slot for slot, value in self.hidden_slots if value in revealed}
+            changes["cards"] = tuple(
+                SnapshotCard(c.slot, c.hand, c.index, "up", values[c.slot])
+                if c.slot in shown
+                else c
+                for c in self.cards
+            )
+            changes["hidden_slots"] = tuple(
+                (slot, value) for slot, value in self.hidden_slots if slot not in shown
+            )
+            changes["hidden_cards"] = self.hidden_cards - revealed
+        elif entry.kind == "round_halted":
+            changes["halted"] = True
+        elif entry.kind == "round_resumed":
+            changes["halted"] = False
+        elif entry.kind == "decision_open":
+            changes["decision"] = dict(body)
+        elif entry.kind == "decision_applied":
+            if self.decision is not None and self.decision.get("window") == body.get("window"):
+                changes["decision"] = None
         elif entry.kind == "rescan_requested":
             changes["awaiting_rescan"] = _opt_str(body.get("slot"))
         elif entry.kind == "round_result":
@@ -400,8 +784,13 @@ class RoundSnapshot:
             }
             changes["game"] = _opt_str(body.get("game")) or self.game
             changes["hidden_cards"] = frozenset()  # revealed by the result
+            changes["hidden_slots"] = ()
+            changes["halted"] = False
+            changes["decision"] = None
         elif entry.kind == "round_voided":
             changes["awaiting_rescan"] = None
+            changes["halted"] = False
+            changes["decision"] = None
             changes["result"] = {"voided": True, "reason": body.get("reason")}
         return _replace(self, **changes)
 
@@ -416,6 +805,8 @@ class RoundSnapshot:
             "awaiting_rescan": self.awaiting_rescan,
             "result": dict(self.result) if self.result is not None else None,
             "last_seq": self.last_seq,
+            "halted": self.halted,
+            "decision": dict(self.decision) if self.decision is not None else None,
         }
 
 
@@ -440,12 +831,22 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot) -> tuple[dict[str,
 
     Withheld: the value of a card dealt face down; a refused card (and the refusal reason)
     when the slot is hidden or the card is one of the round's hidden cards, since naming the
-    duplicate would reveal it.
+    duplicate would reveal it; the ``data`` of a secure ``table_info``; the fields of a
+    received command (its full form goes to ``secure/events``). A command's answer shows
+    only who, what and the verdict on ``events`` (its full form goes to the reply topic, not
+    to ``secure/events``), so it is not counted as withheld.
     """
     body = dict(entry.body)
     if entry.kind == "card_dealt" and body.get("face") == "hidden":
         body["card"] = None
         return body, True
+    if entry.kind == "table_info" and body.get("secure"):
+        return {key: value for key, value in body.items() if key != "data"}, True
+    if entry.kind == "command_received":
+        return {key: body.get(key) for key in ("command_id", "role", "name")}, True
+    if entry.kind == "command_answered":
+        keys = ("command_id", "role", "name", "accepted", "reason")
+        return {key: body.get(key) for key in keys}, False
     if entry.kind == "card_refused":
         card = body.get("card")
         if body.get("face") == "hidden" or (card is not None and card in snapshot.hidden_cards):
@@ -479,6 +880,7 @@ def messages_for(
     delayed: bool,
     snapshot: RoundSnapshot,
     with_snapshot: bool = True,
+    signer: Signer | None = None,
 ) -> list[Outbound]:
     """What is published for one journal entry, in publishing order.
 
@@ -489,23 +891,93 @@ def messages_for(
         snapshot: The round snapshot *after* folding ``entry`` in (``snapshot.apply(entry)``).
         with_snapshot: ``False`` leaves out the retained round snapshot (the outbox does so
             for all but the last entry of a backlog batch, whose snapshot supersedes them).
+        signer: Signs ``round_result`` and ``round_voided`` (on ``events`` and ``results``).
 
     Returns:
         The public view on ``events``; the full entry on ``secure/events`` when something was
-        withheld; the same envelope on ``results`` for results and voids; the retained round
-        snapshot when the entry belongs to a round.
+        withheld; the same envelope on ``results`` for results and voids; the full answer on
+        its reply topic for ``command_answered``; the retained round snapshot when the entry
+        belongs to a round.
     """
     public, withheld = public_view(entry, snapshot)
     public_envelope = envelope_for(entry, topics.table, delayed=delayed, data=public)
-    out = [Outbound(topics.events, public_envelope.to_bytes(), qos=1, retain=False)]
+    signed = entry.kind in RESULT_KINDS and signer is not None
+    public_bytes = public_envelope.signed_bytes(signer if signed else None)
+    out = [Outbound(topics.events, public_bytes, qos=1, retain=False)]
     if withheld:
         full = envelope_for(entry, topics.table, delayed=delayed)
         out.append(Outbound(topics.secure_events, full.to_bytes(), qos=1, retain=False))
     if entry.kind in RESULT_KINDS:
-        out.append(Outbound(topics.results, public_envelope.to_bytes(), qos=1, retain=False))
+        out.append(Outbound(topics.results, public_bytes, qos=1, retain=False))
+    if entry.kind == "command_answered":
+        out.append(answer_message(entry, topics, delayed=delayed))
     if with_snapshot and entry.round_id is not None:
         out.append(round_snapshot_message(snapshot, topics, entry=entry, delayed=delayed))
     return out
+
+
+def answer_topic(body: Mapping[str, Any], topics: Topics) -> str:
+    """Where a ``command_answered`` body is published.
+
+    Its response topic if that is inside the role's reply tree, else ``{base}/reply/{role}``.
+
+    Raises:
+        TablectlError: The body names no known role.
+    """
+    role = str(body.get("role"))
+    wanted = body.get("response_topic")
+    if isinstance(wanted, str) and topics.response_topic_allowed(wanted, role):
+        return wanted
+    return topics.reply(role)
+
+
+def answer_message(entry: JournalEntry, topics: Topics, *, delayed: bool) -> Outbound:
+    """The full answer to a command, for its sender (with the v5 correlation data)."""
+    body = entry.body
+    correlation: bytes | None = None
+    raw = body.get("correlation_data")
+    if isinstance(raw, str):
+        try:
+            correlation = base64.b64decode(raw, validate=True)
+        except (ValueError, binascii.Error):
+            correlation = None
+    envelope = envelope_for(entry, topics.table, delayed=delayed)
+    return Outbound(
+        answer_topic(body, topics),
+        envelope.to_bytes(),
+        qos=1,
+        retain=False,
+        correlation_data=correlation,
+        essential=False,
+    )
+
+
+def replay_message(
+    entry: JournalEntry,
+    topics: Topics,
+    *,
+    snapshot: RoundSnapshot,
+    signer: Signer | None = None,
+) -> Outbound:
+    """An entry re-sent by a replay.
+
+    Its public envelope (original ``seq``, ``session`` and ``at``) with ``replayed: true``
+    and ``delayed: true``, on ``results`` for results and voids (signed when ``signer`` is
+    given), on ``events`` for other kinds.
+
+    Args:
+        entry: The journalled entry.
+        topics: The table's topics.
+        snapshot: The round snapshot after ``entry`` (to withhold hidden cards).
+        signer: The table's signer, if results are signed.
+    """
+    public, _withheld = public_view(entry, snapshot)
+    envelope = envelope_for(entry, topics.table, delayed=True, data=public).model_copy(
+        update={"replayed": True}
+    )
+    result = entry.kind in RESULT_KINDS
+    payload = envelope.signed_bytes(signer if result else None)
+    return Outbound(topics.results if result else topics.events, payload, qos=1, retain=False)
 
 
 def round_snapshot_message(

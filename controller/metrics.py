@@ -18,6 +18,7 @@ name                               type       labels / meaning
 ``rescans_total``                  counter    rescan requests sent to the device
 ``cards_refused_total``            counter    ``reason`` (short code: ``duplicate``...)
 ``device_reconnects_total``        counter    the card source was reopened
+``publish_refused_total``          counter    publishes the broker refused (alarm)
 ``outbox_backlog``                 gauge      journal entries not yet acknowledged
 ``scan_to_publish_seconds``        histogram  card read -> PUBACK of its event
 ``journal_bytes``                  gauge      size of the journal file(s)
@@ -150,6 +151,12 @@ class TableMetrics:
             ["table"],
             registry=reg,
         )
+        self._publish_refused = Counter(
+            "tablectl_publish_refused_total",
+            "Publishes the broker refused (MQTT 5 PUBACK reason code >= 0x80).",
+            ["table"],
+            registry=reg,
+        )
         self._backlog = Gauge(
             "tablectl_outbox_backlog",
             "Journal entries not yet acknowledged by the broker.",
@@ -233,6 +240,10 @@ class TableMetrics:
                     label = "other"
                 self._reasons.add(label)
         self._refused.labels(table=self.table_id, reason=label).inc()
+
+    def publish_refused(self) -> None:
+        """Count a publish the broker refused (an ACL or quota problem: an alarm)."""
+        self._publish_refused.labels(table=self.table_id).inc()
 
     def device_reconnected(self) -> None:
         """Count a reopening of the card source."""

@@ -1,48 +1,86 @@
-"""The round orchestrator: betting window, dealing in the game's order, result, settlement.
+"""The round orchestrator: from the betting window to the settlement of every bet.
+
+Betting window, dealing in the game's order, decision windows, reveals, result, settlement,
+for any game that speaks the step protocol (:mod:`controller.live.base`).
 
 The orchestrator owns the clock of the round. Every state change is appended to the journal
 (durably) before anything else happens: the publisher only ever sends what the journal holds,
-and a restart rebuilds the round from the same entries.
+and a restart rebuilds the round by replaying the same entries into the game's state machine.
 
 It never guesses a card. A misread asks the dealer to scan the same card again and the slot
 waits for a good read, without limit (after ``rescan_alert_after`` misreads in a row an alert
 asks for the pit boss, and the slot keeps waiting). A card that cannot be in the round (not in
-the game's deck, a duplicate, a joker where there is none) is refused with a reason and the
-slot keeps waiting. A second read of the card just accepted, within ``bounce_seconds``, is the
-same physical card bouncing and is ignored.
+the game's deck, a duplicate, a joker where there is none, read at the wrong position) is
+refused with a reason and the slot keeps waiting. A second read of the card just accepted,
+within ``bounce_seconds``, is the same physical card bouncing and is ignored.
+
+If the card source reports the device lost, the round waits; after ``device_halt_seconds``
+it is halted for the pit boss, whose ``resume`` or ``void`` command ends the halt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from controller.cards import Piece
-from controller.errors import NotationError, PieceRefused, TablectlError
-from controller.games.base import TableGame
-from controller.journal import Journal
-from controller.money import PayTables
+from controller.commands import Answer, Command
+from controller.errors import IllegalAction, NotationError, PieceRefused, TablectlError
+from controller.journal import Journal, JournalEntry
+from controller.live.base import (
+    DealStep,
+    DecisionStep,
+    FinishStep,
+    InfoStep,
+    LiveGame,
+    RevealStep,
+)
+from controller.metrics import TableMetrics
 from controller.round import EntryKind, Phase, Round, round_id_for
 from controller.settings import RoundSettings
+from drivers.errors import DriverError
 from drivers.source import CardRead, CardSource, DeviceStatus, Misread, Read
 
 META_NEXT_ROUND = "round.next_no"
+META_CURRENT_ROUND = "round.current"
+META_FINISHED = "round.finished"
+META_TABLE_STATE = "table.state"
 LINK_CAUSES = frozenset({"crc", "malformed"})
 """Misread causes the link layer recovers from by itself (the device retransmits)."""
-META_CURRENT_ROUND = "round.current"
+LOST_STATES = frozenset({"lost"})
+BACK_STATES = frozenset({"recovered", "connected"})
 
 log = structlog.get_logger(__name__)
 
 
-class RoundInterrupted(TablectlError):
-    """A started round was left unfinished because the controller was told to stop now."""
+class Gate(Protocol):
+    """A condition that must hold before a new round opens (broker up, betting system up)."""
+
+    @property
+    def name(self) -> str:
+        """Short machine name (``"broker"``)."""
+        ...
+
+    def is_open(self) -> bool:
+        """Whether a round may open now."""
+        ...
+
+    async def wait_open(self) -> None:
+        """Return once the gate is open."""
+        ...
+
+    @property
+    def reason(self) -> str:
+        """Why the table waits, for people (``"broker unreachable"``)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,42 +98,59 @@ class RoundSummary:
     result: Mapping[str, Any] | None
 
 
+class _RoundVoided(TablectlError):
+    """Internal: the pit boss voided the round in progress."""
+
+
 class Orchestrator:
     """Runs the rounds of one table.
 
     Args:
         table_id: The table's id.
-        game: The game's rules.
-        paytables: The pay tables in force (defaults merged with the table's overrides).
-        source: The card source (a started driver).
+        game: The game's live form.
+        source: The card source (started, ideally supervised).
         journal: The table's journal.
         settings: Round timing and escalation.
-        may_open_round: Awaited before each betting window; returns when a new round may open
-            (e.g. once the broker is reachable). ``None``: always.
+        gates: Conditions checked before each betting window opens.
+        replay: Re-sends results from a sequence number (for the ``replay`` command).
+        on_card: Called with each accepted card's journal entry and the monotonic time its
+            bytes arrived (metrics: scan-to-publish latency).
+        metrics: Counters and gauges of the table (rounds, misreads, refusals, device).
     """
 
     def __init__(
         self,
         *,
         table_id: str,
-        game: TableGame,
-        paytables: PayTables,
+        game: LiveGame,
         source: CardSource,
         journal: Journal,
         settings: RoundSettings,
-        may_open_round: Callable[[], Awaitable[None]] | None = None,
+        gates: Sequence[Gate] = (),
+        replay: Callable[[int, int | None], Awaitable[int]] | None = None,
+        on_card: Callable[[JournalEntry, float], None] | None = None,
+        metrics: TableMetrics | None = None,
     ) -> None:
         self.table_id = table_id
         self.game = game
-        self.paytables = paytables
         self.source = source
         self.journal = journal
         self.settings = settings
-        self._may_open_round = may_open_round
+        self.gates = tuple(gates)
+        self._replay = replay
+        self._on_card = on_card
+        self.metrics = metrics
         self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
         self._log = log.bind(table=table_id, game=game.id)
         self.current: Round | None = None
+        self.open_window: DecisionStep | None = None
+        self._window_done = False
+        self._void_reason: str | None = None
         self._last_accept: tuple[str, float] | None = None
+        self._pending_read: asyncio.Task[Read] | None = None
+        self._device_lost_at: float | None = None
+        self.waiting_for: str | None = None
 
     # ------------------------------------------------------------------ control
 
@@ -105,6 +160,7 @@ class Orchestrator:
         A round that has started is completed first: the operator's rule.
         """
         self._stop.set()
+        self._wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -113,19 +169,30 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ journal helpers
 
-    def _append(self, kind: EntryKind, body: dict[str, Any]) -> None:
+    def _append(self, kind: EntryKind, body: dict[str, Any], *, fold: bool = True) -> JournalEntry:
+        """Journal an entry of the current round, then fold it into the round's state.
+
+        Args:
+            kind: The entry kind.
+            body: Its body.
+            fold: ``False`` when the state already holds it (a decision is applied to the
+                game first, because applying is what validates and normalises it).
+        """
         round_id = self.current.round_id if self.current is not None else None
-        self.journal.append(kind.value, body, round_id=round_id)
-        if self.current is not None:
+        entry = self.journal.append(kind.value, body, round_id=round_id)
+        if fold and self.current is not None:
             self.current.apply(kind.value, body)
+        return entry
 
     def finished_rounds(self) -> int:
         """How many rounds of this table the journal holds as settled or voided."""
-        value = self.journal.get_meta("round.finished")
+        value = self.journal.get_meta(META_FINISHED)
         return int(value) if value else 0
 
-    def _count_finished(self) -> None:
-        self.journal.set_meta("round.finished", str(self.finished_rounds() + 1))
+    def table_state(self) -> dict[str, Any]:
+        """What the last finished round left for the next (button, banker...)."""
+        raw = self.journal.get_meta(META_TABLE_STATE)
+        return dict(json.loads(raw)) if raw else {}
 
     # ------------------------------------------------------------------ rounds
 
@@ -142,21 +209,57 @@ class Orchestrator:
             The rounds this call finished, in order.
         """
         summaries: list[RoundSummary] = []
-        recovered = self.recover()
-        if recovered is not None:
-            summaries.append(await self._complete(recovered))
-        while not self._stop.is_set():
-            if rounds is not None and self.finished_rounds() >= rounds:
-                break
-            if self._may_open_round is not None:
-                await self._wait_or_stop(self._may_open_round())
+        try:
+            recovered = self.recover()
+            if recovered is not None:
+                self.current = recovered
+                if recovered.started:
+                    summaries.append(await self._complete(recovered))
+                else:
+                    # The operator's rule: a round whose betting had not closed is cancelled
+                    # and every stake refunded, never played on after a failure.
+                    summaries.append(
+                        self._void(recovered, "controller restarted before betting closed")
+                    )
+            while not self._stop.is_set():
+                if rounds is not None and self.finished_rounds() >= rounds:
+                    break
+                await self._pass_gates()
                 if self._stop.is_set():
                     break
-            summaries.append(await self.play_round())
-            if self.settings.pause_seconds and not self._stop.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self.settings.pause_seconds)
+                summaries.append(await self.play_round())
+                if self.settings.pause_seconds and not self._stop.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), self.settings.pause_seconds)
+        finally:
+            if self._pending_read is not None:
+                self._pending_read.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._pending_read
+                self._pending_read = None
         return summaries
+
+    async def _pass_gates(self) -> None:
+        """Wait until every gate is open, telling the table (once) why it waits."""
+        for gate in self.gates:
+            if gate.is_open():
+                continue
+            # A gate that opens within the grace period (the broker connection at start-up)
+            # is not worth telling the table about.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gate.wait_open(), self.settings.gate_grace_seconds)
+            if gate.is_open():
+                continue
+            self.waiting_for = gate.reason
+            self._append(EntryKind.TABLE_STATUS, {"state": "waiting", "detail": gate.reason})
+            self._log.warning("no new round: waiting", gate=gate.name, reason=gate.reason)
+            await self._wait_or_stop(gate.wait_open())
+            if self._stop.is_set():
+                return
+            self._append(
+                EntryKind.TABLE_STATUS, {"state": "ready", "detail": f"{gate.name} is back"}
+            )
+        self.waiting_for = None
 
     async def _wait_or_stop(self, awaitable: Awaitable[None]) -> None:
         waiter = asyncio.ensure_future(awaitable)
@@ -174,7 +277,7 @@ class Orchestrator:
         if not current_id:
             return None
         entries = [(entry.kind, entry.body) for entry in self.journal.entries(round_id=current_id)]
-        restored = Round.replay(entries, self.game.deal_plan)
+        restored = Round.replay(entries, self.game)
         if restored is None or restored.finished:
             self.journal.set_meta(META_CURRENT_ROUND, "")
             return None
@@ -187,14 +290,17 @@ class Orchestrator:
         return restored
 
     async def play_round(self) -> RoundSummary:
-        """Open a betting window, close it, deal, judge and settle one round."""
+        """Open a betting window, close it, play the round through, judge and settle."""
         round_no = int(self.journal.get_meta(META_NEXT_ROUND) or "1")
         round_id = round_id_for(self.table_id, round_no)
+        table_state = self.table_state()
+        live = self.game.new_round(table_state)
         # Meta first: a crash between the two leaves a pointer to a round with no entries,
         # which recovery ignores; the reverse order could lose a round that must be voided.
         self.journal.set_meta(META_NEXT_ROUND, str(round_no + 1))
         self.journal.set_meta(META_CURRENT_ROUND, round_id)
-        self.current = Round(round_id, round_no, self.game.id, self.game.deal_plan)
+        self.current = Round(round_id, round_no, self.game.id, live, table_state)
+        self._void_reason = None
         closes_at = datetime.now(UTC) + timedelta(seconds=self.settings.betting_seconds)
         self._append(
             EntryKind.ROUND_OPENED,
@@ -203,12 +309,12 @@ class Orchestrator:
                 "round_no": round_no,
                 "game": self.game.id,
                 "betting_seconds": self.settings.betting_seconds,
-                "betting_closes_at": closes_at.isoformat().replace("+00:00", "Z"),
-                "slots": [slot.name for slot in self.game.deal_plan.slots],
+                "betting_closes_at": _utc(closes_at),
+                "table_state": table_state,
             },
         )
         self._log.info("betting open", round=round_id, seconds=self.settings.betting_seconds)
-        await self._betting_window(self.current)
+        await self._betting_window()
         return await self._complete(self.current)
 
     async def _complete(self, current: Round) -> RoundSummary:
@@ -217,29 +323,39 @@ class Orchestrator:
         if not current.started:
             if self._stop.is_set():
                 return self._void(current, "controller stopped before betting closed")
+            if self._void_reason is not None:
+                return self._void(current, self._void_reason)
             self._append(EntryKind.BETTING_CLOSED, {})
             rlog.info("betting closed")
-        while (slot_index := len(current.dealt)) < len(current.plan):
-            await self._deal_slot(current, slot_index)
-        result = self.game.resolve(current.hands())
-        settlement = self.game.settle(result, self.paytables)
+        try:
+            while True:
+                step = current.live.next_step()
+                if isinstance(step, DealStep):
+                    await self._deal(current, step)
+                elif isinstance(step, DecisionStep):
+                    await self._decide(current, step)
+                elif isinstance(step, RevealStep):
+                    self._append(
+                        EntryKind.CARDS_REVEALED, {"hand": step.hand, "cards": list(step.cards)}
+                    )
+                elif isinstance(step, InfoStep):
+                    self._append(
+                        EntryKind.TABLE_INFO,
+                        {"kind": step.kind, "data": dict(step.data), "secure": step.secure},
+                    )
+                elif isinstance(step, FinishStep):
+                    break
+        except _RoundVoided as voided:
+            return self._void(current, voided.message)
         body: dict[str, Any] = {
             "game": self.game.id,
             "round_no": current.round_no,
-            "cards": {
-                hand: [str(piece) for piece in pieces] for hand, pieces in current.hands().items()
-            },
-            "winner": result.winner,
-            "hands": {
-                hand: {"category": summary.category, "description": summary.description}
-                for hand, summary in result.hands.items()
-            },
-            "bets": {bet: outcome.to_wire() for bet, outcome in settlement.items()},
-            "details": dict(result.details),
+            **current.live.result(),
         }
         self._append(EntryKind.ROUND_RESULT, body)
-        self._finish(current)
-        rlog.info("round settled", winner=result.winner)
+        self.journal.set_meta(META_TABLE_STATE, json.dumps(dict(current.live.table_state_after())))
+        self._finish(current, Phase.SETTLED)
+        rlog.info("round settled", winner=body.get("winner"))
         return RoundSummary(current.round_id, Phase.SETTLED, body)
 
     def _void(self, current: Round, reason: str) -> RoundSummary:
@@ -247,77 +363,124 @@ class Orchestrator:
             EntryKind.ROUND_VOIDED,
             {
                 "reason": reason,
+                "started": current.started,
                 "bets": {bet: {"outcome": "refund", "payout": "1"} for bet in self.game.bet_ids},
             },
         )
-        self._finish(current)
+        self._finish(current, Phase.VOIDED)
         self._log.warning("round voided", round=current.round_id, reason=reason)
         return RoundSummary(current.round_id, Phase.VOIDED, None)
 
-    def _finish(self, current: Round) -> None:
-        self._count_finished()
+    def _finish(self, current: Round, phase: Phase) -> None:
+        self.journal.set_meta(META_FINISHED, str(self.finished_rounds() + 1))
         self.journal.set_meta(META_CURRENT_ROUND, "")
         self.current = None
+        self.open_window = None
+        self._void_reason = None
         self._last_accept = None
+        if self.metrics is not None:
+            self.metrics.round_finished("settled" if phase is Phase.SETTLED else "voided")
 
-    # ------------------------------------------------------------------ reading
+    # ------------------------------------------------------------------ waiting
 
-    async def _read(self, timeout: float) -> Read | None:  # noqa: ASYNC109
-        """The next read, or ``None`` when ``timeout`` passes or a stop is requested."""
-        reader = asyncio.create_task(self.source.next_read(), name="card-source-read")
-        stopper = asyncio.create_task(self._stop.wait(), name="orchestrator-stop-wait")
+    async def _next(self, timeout: float) -> Read | None:  # noqa: ASYNC109
+        """The next read; ``None`` when ``timeout`` passes or something woke us up.
+
+        One read is kept pending across calls, so no read is ever lost to a timeout.
+
+        Raises:
+            DriverError: The card source failed (an unsupervised source lost its device).
+        """
+        if self._pending_read is None:
+            self._pending_read = asyncio.create_task(
+                self.source.next_read(), name="card-source-read"
+            )
+        reader = self._pending_read
+        waker = asyncio.create_task(self._wake.wait(), name="orchestrator-wake")
         try:
-            done, _ = await asyncio.wait(
-                {reader, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            await asyncio.wait(
+                {reader, waker}, timeout=max(timeout, 0.0), return_when=asyncio.FIRST_COMPLETED
             )
         finally:
-            stopper.cancel()
-            if not reader.done():
-                reader.cancel()
-            await asyncio.gather(stopper, return_exceptions=True)
+            waker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(reader, return_exceptions=True)
-        if reader in done:
+                await waker
+        if reader.done():
+            self._pending_read = None
             return reader.result()
         return None
 
-    async def _betting_window(self, current: Round) -> None:
+    def _check_void(self) -> None:
+        if self._void_reason is not None:
+            raise _RoundVoided(self._void_reason)
+
+    async def _betting_window(self) -> None:
         """Wait out the betting window; a card scanned now is refused (betting is open)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.betting_seconds
-        while (remaining := deadline - loop.time()) > 0 and not self._stop.is_set():
-            read = await self._read(remaining)
-            if read is None:
-                continue
-            if isinstance(read, CardRead):
-                reason = "betting is still open"
-                self._append(
-                    EntryKind.CARD_REFUSED, {"slot": None, "card": read.value, "reason": reason}
-                )
-                await self.source.reject("", reason)
-            elif isinstance(read, DeviceStatus):
-                self._device_status(read)
+        while (remaining := deadline - loop.time()) > 0:
+            self._wake.clear()
+            if self._stop.is_set() or self._void_reason is not None:
+                return
+            read = await self._next(remaining)
+            if read is not None:
+                await self._out_of_turn(read, "betting is still open")
 
-    async def _deal_slot(self, current: Round, index: int) -> None:
-        slot = current.plan.slots[index]
+    async def _out_of_turn(self, read: Read, reason: str) -> None:
+        """A read while no card is expected: refuse cards, record device states."""
+        if isinstance(read, CardRead):
+            self._append(
+                EntryKind.CARD_REFUSED, {"slot": None, "card": read.value, "reason": reason}
+            )
+            await self._command(self.source.reject("", reason))
+        elif isinstance(read, DeviceStatus):
+            self._device_status(read)
+
+    async def _command(self, awaitable: Awaitable[None]) -> None:
+        """Send a command to the device; a device that is away does not stop the round."""
+        try:
+            await awaitable
+        except DriverError as exc:
+            self._log.warning("device command not delivered", error=str(exc))
+
+    # ------------------------------------------------------------------ dealing
+
+    async def _deal(self, current: Round, step: DealStep) -> None:
+        slot = step.slot
         rlog = self._log.bind(round=current.round_id, slot=slot.name)
-        await self.source.expect(current.round_no, index, slot.name)
+        await self._command(self.source.expect(current.round_no, step.index, slot.name))
         waiting_since = time.monotonic()
+        loop = asyncio.get_running_loop()
         while True:
-            # A started round is completed even when a stop is requested: only a second
-            # signal (cancellation) interrupts it, and the journal resumes it on restart.
-            read = await self._read_for_slot()
+            # A started round is completed even when a stop is requested: only the pit boss
+            # (void) or a second signal (cancellation) interrupts it.
+            self._wake.clear()
+            self._check_void()
+            timeout = self.settings.waiting_log_seconds
+            if self._device_lost_at is not None and not current.halted:
+                halt_at = self._device_lost_at + self.settings.device_halt_seconds
+                timeout = min(timeout, halt_at - loop.time())
+                if timeout <= 0:
+                    self._halt(current, f"device lost for {self.settings.device_halt_seconds:g} s")
+                    continue
+            read = await self._next(timeout)
             if read is None:
-                rlog.info("waiting for a card", seconds=round(time.monotonic() - waiting_since))
+                if not self._wake.is_set() and self._device_lost_at is None:
+                    rlog.info("waiting for a card", seconds=round(time.monotonic() - waiting_since))
                 continue
             if isinstance(read, DeviceStatus):
-                self._device_status(read)
+                resumed = self._device_status(read)
+                if resumed and not current.halted:
+                    await self._command(self.source.expect(current.round_no, step.index, slot.name))
+                continue
+            if current.halted:
+                await self._out_of_turn(read, "round halted: waiting for the pit boss")
                 continue
             if isinstance(read, Misread):
                 if read.cause in LINK_CAUSES:
                     # The frame never reached us intact and was not acknowledged: the device
-                    # sends it again (stop-and-wait), so the dealer need not scan again. If the
-                    # device gives up, its next frame or heartbeat reveals a gap -> rescan.
+                    # sends it again (stop-and-wait), so the dealer need not scan again. If
+                    # the device gives up, its next frame or heartbeat reveals a gap.
                     rlog.warning(
                         "line error, waiting for the retransmission",
                         cause=read.cause,
@@ -326,17 +489,15 @@ class Orchestrator:
                     continue
                 await self._rescan(current, slot.name, read)
                 continue
-            piece = await self._accept(current, index, read)
-            if piece is not None:
+            if await self._accept(current, step, read) is not None:
                 return
 
-    async def _read_for_slot(self) -> Read | None:
-        try:
-            return await asyncio.wait_for(
-                self.source.next_read(), self.settings.waiting_log_seconds
-            )
-        except TimeoutError:
-            return None
+    def _halt(self, current: Round, reason: str) -> None:
+        self._append(EntryKind.ROUND_HALTED, {"reason": reason})
+        self._append(
+            EntryKind.PIT_ALERT, {"slot": None, "reason": f"round halted: {reason}: pit boss"}
+        )
+        self._log.error("round halted", round=current.round_id, reason=reason)
 
     async def _rescan(self, current: Round, slot: str, read: Misread) -> None:
         attempt = current.misreads + 1
@@ -345,7 +506,10 @@ class Orchestrator:
             EntryKind.RESCAN_REQUESTED,
             {"slot": slot, "cause": read.cause, "detail": read.detail, "attempt": attempt},
         )
-        await self.source.request_rescan(slot, reason)
+        await self._command(self.source.request_rescan(slot, reason))
+        if self.metrics is not None:
+            self.metrics.misread()
+            self.metrics.rescan()
         if attempt == self.settings.rescan_alert_after:
             self._append(
                 EntryKind.PIT_ALERT,
@@ -355,12 +519,17 @@ class Orchestrator:
                 },
             )
 
-    async def _accept(self, current: Round, index: int, read: CardRead) -> Piece | None:
-        slot = current.plan.slots[index]
+    async def _accept(self, current: Round, step: DealStep, read: CardRead) -> Piece | None:
+        slot = step.slot
         if self._is_bounce(read):
             self._log.debug("bounce ignored", card=read.value, slot=slot.name)
             return None
         try:
+            if read.position is not None and read.position not in (slot.name, slot.hand):
+                raise PieceRefused(
+                    read.value,
+                    f"read at position {read.position} but the table waits for {slot.name}",
+                )
             piece = self.game.deck.parse(read.value)
             self.game.deck.check_can_add(current.dealt, piece)
         except (NotationError, PieceRefused) as exc:
@@ -368,19 +537,23 @@ class Orchestrator:
             self._append(
                 EntryKind.CARD_REFUSED, {"slot": slot.name, "card": read.value, "reason": reason}
             )
-            await self.source.reject(slot.name, reason)
-            await self.source.expect(current.round_no, index, slot.name)
+            if self.metrics is not None:
+                self.metrics.card_refused(reason.split(":")[0])
+            await self._command(self.source.reject(slot.name, reason))
+            await self._command(self.source.expect(current.round_no, step.index, slot.name))
             return None
-        self._append(
+        entry = self._append(
             EntryKind.CARD_DEALT,
             {
                 "slot": slot.name,
                 "hand": slot.hand,
-                "index": index,
+                "index": step.index,
                 "card": str(piece),
                 "face": slot.face.value,
             },
         )
+        if self._on_card is not None:
+            self._on_card(entry, read.at)
         self._last_accept = (str(piece), read.at)
         return piece
 
@@ -390,8 +563,157 @@ class Orchestrator:
         value, at = self._last_accept
         return read.value == value and read.at - at <= self.settings.bounce_seconds
 
-    def _device_status(self, read: DeviceStatus) -> None:
+    def _device_status(self, read: DeviceStatus) -> bool:
+        """Journal a device state; returns whether the device just came back."""
         self._append(
             EntryKind.DEVICE_STATUS,
             {"device": self.source.url, "state": read.state, "detail": read.detail},
         )
+        if self.metrics is not None:
+            if read.state in LOST_STATES:
+                self.metrics.set_device_connected(False)
+            elif read.state in BACK_STATES:
+                self.metrics.set_device_connected(True)
+                if read.state == "recovered":
+                    self.metrics.device_reconnected()
+        if read.state in LOST_STATES:
+            if self._device_lost_at is None:
+                self._device_lost_at = asyncio.get_running_loop().time()
+            return False
+        if read.state in BACK_STATES and self._device_lost_at is not None:
+            self._device_lost_at = None
+            return True
+        return False
+
+    # ------------------------------------------------------------------ decisions
+
+    async def _decide(self, current: Round, step: DecisionStep) -> None:
+        closes_at = datetime.now(UTC) + timedelta(seconds=step.seconds)
+        self._append(
+            EntryKind.DECISION_OPEN,
+            {
+                "window": step.window,
+                "kind": step.kind,
+                "seat": step.seat,
+                "seconds": step.seconds,
+                "options": list(step.options),
+                "info": dict(step.info),
+                "closes_at": _utc(closes_at),
+            },
+        )
+        self.open_window = step
+        self._window_done = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + step.seconds
+        try:
+            while not self._window_done:
+                self._wake.clear()
+                self._check_void()
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    decision = current.live.apply_decision(step.window, step.default)
+                    self._append(
+                        EntryKind.DECISION_APPLIED,
+                        {
+                            "window": step.window,
+                            "decision": dict(decision),
+                            "default": True,
+                            "command_id": None,
+                        },
+                        fold=False,
+                    )
+                    break
+                read = await self._next(remaining)
+                if read is not None:
+                    await self._out_of_turn(read, f"decision window {step.window} is open")
+        finally:
+            self.open_window = None
+
+    # ------------------------------------------------------------------ commands
+
+    async def handle_command(self, command: Command) -> Answer:
+        """Answer one inbound command (decision, pit resume/void, replay).
+
+        Everything is checked before anything changes: an illegal or late command is
+        refused with the reason and changes nothing.
+        """
+        if command.name == "replay":
+            return await self._replay_command(command)
+        current = self.current
+        if current is None:
+            return Answer(False, "no round is in progress")
+        if command.round_id is not None and command.round_id != current.round_id:
+            return Answer(
+                False, f"round {command.round_id} is not the current round ({current.round_id})"
+            )
+        if command.name == "decision":
+            return self._decision_command(current, command)
+        if command.name == "void":
+            if command.role != "pit":
+                return Answer(False, "only the pit boss can void a round")
+            reason = str(command.data.get("reason") or "").strip()
+            if not reason:
+                return Answer(False, "a void needs a reason")
+            self._void_reason = f"voided by the pit boss: {reason}"
+            self._wake.set()
+            return Answer(True, "", {"round": current.round_id})
+        if command.name == "resume":
+            if command.role != "pit":
+                return Answer(False, "only the pit boss can resume a round")
+            if not current.halted:
+                return Answer(False, f"round {current.round_id} is not halted")
+            self._append(EntryKind.ROUND_RESUMED, {"by": "pit"})
+            self._device_lost_at = None
+            self._wake.set()
+            return Answer(True, "", {"round": current.round_id})
+        return Answer(False, f"unknown command {command.name!r}")
+
+    def _decision_command(self, current: Round, command: Command) -> Answer:
+        window = command.data.get("window")
+        step = self.open_window
+        if step is None or self._window_done:
+            return Answer(
+                False, f"no decision window is open (window {window!r} is late or unknown)"
+            )
+        if window != step.window:
+            return Answer(
+                False, f"window {window!r} is not open; the open window is {step.window!r}"
+            )
+        decision = command.data.get("decision")
+        if not isinstance(decision, Mapping):
+            return Answer(False, "decision must be a JSON object")
+        try:
+            normalised = current.live.apply_decision(step.window, decision)
+        except IllegalAction as exc:
+            return Answer(False, exc.reason)
+        self._append(
+            EntryKind.DECISION_APPLIED,
+            {
+                "window": step.window,
+                "decision": dict(normalised),
+                "default": False,
+                "command_id": command.command_id,
+            },
+            fold=False,
+        )
+        self._window_done = True
+        self._wake.set()
+        return Answer(True, "", {"decision": dict(normalised)})
+
+    async def _replay_command(self, command: Command) -> Answer:
+        if self._replay is None:
+            return Answer(False, "replay is not available on this controller")
+        try:
+            from_seq = int(command.data["from_seq"])
+            raw_to = command.data.get("to_seq")
+            to_seq = int(raw_to) if raw_to is not None else None
+        except (KeyError, TypeError, ValueError):
+            return Answer(False, "replay needs an integer from_seq (and optional to_seq)")
+        if from_seq < 1 or (to_seq is not None and to_seq < from_seq):
+            return Answer(False, "from_seq must be >= 1 and to_seq >= from_seq")
+        count = await self._replay(from_seq, to_seq)
+        return Answer(True, "", {"resent": count})
+
+
+def _utc(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")

@@ -19,8 +19,9 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -36,10 +37,17 @@ from controller.messages import (
     birth_message,
     messages_for,
     offline_message,
+    replay_message,
 )
+from controller.mqtt_ack import PublishRefused, publish_checked
 
 if TYPE_CHECKING:
     import aiomqtt
+
+    from controller.signing import Signer
+
+MAX_REPLAY_MESSAGES = 10_000
+"""At most this many messages are re-sent by one :meth:`Publisher.replay` call."""
 
 _log = structlog.get_logger(__name__)
 
@@ -68,6 +76,15 @@ class MqttSettings(BaseModel):
         delayed_after_seconds: An entry published later than this after it happened (or
             journalled while disconnected) carries ``delayed: true``.
         window: Entries published before their acknowledgements are awaited (backlog speed).
+        ca_file: PEM file of the CA(s) that signed the broker's certificate (``mqtts://``);
+            the system trust store when not set.
+        cert_file: PEM client certificate, for brokers that demand one (mutual TLS).
+        key_file: Its private key (PEM, unencrypted); the certificate file if not set.
+        tls_insecure: Do not check that the broker's certificate names the host of the URL
+            (the chain is still verified against ``ca_file``). For tests and labs only.
+        betting_status_topic: The retained presence topic of the betting system
+            (``{"state": "online"|"offline"}``), watched by
+            :class:`controller.commands.StatusWatcher`; ``None`` to not watch it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -87,6 +104,18 @@ class MqttSettings(BaseModel):
     reconnect_max_seconds: float = Field(default=10.0, gt=0)
     delayed_after_seconds: float = Field(default=2.0, ge=0)
     window: int = Field(default=100, ge=1, le=10000)
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    tls_insecure: bool = False
+    betting_status_topic: str | None = "betting/status"
+
+    @field_validator("betting_status_topic")
+    @classmethod
+    def _check_status_topic(cls, topic: str | None) -> str | None:
+        if topic is not None and (not topic or any(ch in topic for ch in "+#\0")):
+            raise ValueError("betting_status_topic must be a topic without wildcards")
+        return topic
 
     @field_validator("urls")
     @classmethod
@@ -105,10 +134,85 @@ class MqttSettings(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_tls_files(self) -> MqttSettings:
+        if self.key_file is not None and self.cert_file is None:
+            raise ConfigError("key_file is set without cert_file", key_file=str(self.key_file))
+        return self
+
     @property
     def addresses(self) -> list[BrokerAddress]:
         """The URLs, read."""
         return [parse_broker_url(url) for url in self.urls]
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether any URL is ``mqtts://``."""
+        return any(address.tls for address in self.addresses)
+
+
+def tls_context(settings: MqttSettings) -> ssl.SSLContext:
+    """The TLS context for ``mqtts://`` URLs: verify the broker, optionally present a cert.
+
+    Built once, when the client is created, so a missing or unreadable file stops the
+    controller at start with the file named (not at the first connect).
+
+    Raises:
+        ConfigError: A CA, certificate or key file that cannot be read or used.
+    """
+    try:
+        context = ssl.create_default_context(
+            cafile=str(settings.ca_file) if settings.ca_file is not None else None
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"mqtt.ca_file {settings.ca_file} cannot be used: {exc}",
+            field="mqtt.ca_file",
+            file=str(settings.ca_file),
+        ) from exc
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if settings.cert_file is not None:
+        key = settings.key_file if settings.key_file is not None else settings.cert_file
+        try:
+            context.load_cert_chain(str(settings.cert_file), str(key))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"mqtt.cert_file {settings.cert_file} / key_file {key} cannot be used: {exc}",
+                field="mqtt.cert_file",
+                file=str(settings.cert_file),
+            ) from exc
+    if settings.tls_insecure:
+        context.check_hostname = False
+    return context
+
+
+def client_options(
+    settings: MqttSettings, address: BrokerAddress, context: ssl.SSLContext | None
+) -> dict[str, Any]:
+    """``aiomqtt.Client`` keyword arguments every tablectl client shares.
+
+    User name and password (the secret is unwrapped only here, never logged), TLS for
+    ``mqtts://``, timeouts, keep-alive and ``TCP_NODELAY``.
+    """
+    password = settings.password.get_secret_value() if settings.password else None
+    return {
+        "username": settings.username,
+        "password": password,
+        "timeout": settings.publish_timeout,
+        "keepalive": settings.keepalive,
+        "tls_context": context if address.tls else None,
+        # Small packets must not wait for Nagle (a QoS 1 stream is many small packets).
+        "socket_options": ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
+    }
+
+
+def backoff_seconds(settings: MqttSettings, failures: int, rng: random.Random) -> float:
+    """The jittered back-off after ``failures`` rounds of failed attempts (1, 2, ...)."""
+    ceiling = min(
+        settings.reconnect_max_seconds,
+        settings.reconnect_min_seconds * 2 ** min(max(failures, 1) - 1, 30),
+    )
+    return rng.uniform(settings.reconnect_min_seconds, ceiling)
 
 
 class _Stopping(Exception):
@@ -124,10 +228,20 @@ class Publisher:
         journal: The table's open journal.
         game: The game id announced in the status messages.
         version: The controller version announced in the status messages.
+        signer: Signs ``round_result`` and ``round_voided`` envelopes (``events`` and
+            ``results``), if given.
+        on_delivered: Called with each entry once the broker acknowledged it (after it is
+            marked delivered); for latency and backlog metrics. Must be quick; an exception is
+            logged and ignored.
+        on_refused: Called when the broker refuses a publish (MQTT v5 PUBACK reason code
+            >= 0x80), with the refusal and the entry (``None`` for the birth). Called once per
+            refused (entry, topic) until the outbox flows again, so an alert is raised once,
+            not at every retry. Must be quick; an exception is logged and ignored.
 
     Attributes:
         connected: Set while a connection is up (birth published).
         topics: The table's topics.
+        refused: The refusal holding the outbox back, or ``None`` while it flows.
     """
 
     def __init__(
@@ -138,8 +252,19 @@ class Publisher:
         *,
         game: str,
         version: str,
+        signer: Signer | None = None,
+        on_delivered: Callable[[JournalEntry], None] | None = None,
+        on_refused: Callable[[PublishRefused, JournalEntry | None], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.signer = signer
+        self.on_delivered = on_delivered
+        self.on_refused = on_refused
+        self.refused: PublishRefused | None = None
+        self._refusals = 0
+        self._reported: set[tuple[int | None, str]] = set()
+        self._client: aiomqtt.Client | None = None
+        self._tls = tls_context(settings) if settings.uses_tls else None
         self.table_id = table_id
         self.journal = journal
         self.game = game
@@ -183,6 +308,71 @@ class Publisher:
             loop.call_soon_threadsafe(self._wake.set)
 
     # -- public API --------------------------------------------------------------------------
+
+    def backlog(self) -> int:
+        """How many journal entries the broker has not acknowledged yet."""
+        return self.journal.undelivered_count()
+
+    async def replay(
+        self,
+        from_seq: int,
+        to_seq: int | None = None,
+        kinds: tuple[str, ...] | frozenset[str] = ("round_result", "round_voided"),
+    ) -> int:
+        """Re-send journalled entries of ``kinds`` with ``from_seq <= seq <= to_seq``.
+
+        Each goes out with its original ``seq``, ``session`` and ``at``, ``delayed: true`` and
+        ``replayed: true``: results and voids on ``results`` (signed when the publisher has a
+        signer), other kinds' public view on ``events``. Nothing is journalled; consumers
+        de-duplicate on ``seq``. At most :data:`MAX_REPLAY_MESSAGES` are sent per call (the
+        answer tells the count; ask again from the next ``seq`` for more).
+
+        Returns:
+            How many messages were sent (each acknowledged by the broker).
+
+        Raises:
+            PublishError: Not connected, a publish timed out, or the broker refused one
+                (:class:`~controller.mqtt_ack.PublishRefused`).
+            ValueError: ``from_seq < 1`` or ``to_seq < from_seq``.
+        """
+        if from_seq < 1 or (to_seq is not None and to_seq < from_seq):
+            raise ValueError(f"bad replay range {from_seq}..{to_seq}")
+        client = self._client
+        if client is None or not self.connected.is_set():
+            raise PublishError("cannot replay: not connected to a broker", table=self.table_id)
+        wanted = frozenset(kinds)
+        last = self.journal.last_seq if to_seq is None else min(to_seq, self.journal.last_seq)
+        # Fold from the round that was open at from_seq, so refusals naming a hidden card
+        # stay withheld.
+        opened = self.journal.last_of_kind("round_opened", before_seq=from_seq + 1)
+        snapshot = RoundSnapshot()
+        tasks: list[asyncio.Task[None]] = []
+        sent = 0
+        try:
+            for entry in self.journal.entries(from_seq=opened.seq if opened else from_seq):
+                if entry.seq > last:
+                    break
+                snapshot = snapshot.apply(entry)
+                if entry.seq < from_seq or entry.kind not in wanted:
+                    continue
+                if sent >= MAX_REPLAY_MESSAGES:
+                    self.log.warning(
+                        "replay cut short", limit=MAX_REPLAY_MESSAGES, next_seq=entry.seq
+                    )
+                    break
+                message = replay_message(entry, self.topics, snapshot=snapshot, signer=self.signer)
+                tasks.append(asyncio.ensure_future(self._send(client, message)))
+                sent += 1
+                if len(tasks) >= self.settings.window:
+                    await asyncio.gather(*tasks)
+                    tasks.clear()
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.log.info("replayed", from_seq=from_seq, to_seq=to_seq, messages=sent)
+        return sent
 
     async def wait_connected(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Wait until connected (birth published); ``False`` if ``timeout`` expired first."""
@@ -258,20 +448,25 @@ class Publisher:
                     if self._stop_requested.is_set():
                         break
                     before = self.connections
+                    refused = False
                     try:
                         await self._connection(address)
                     except _Stopping:
                         return
+                    except PublishRefused as exc:
+                        refused = True
+                        self._log_refusal(address, exc)
                     except Exception as exc:
                         self._log_failure(address, exc)
-                    if self.connections != before:
+                    if self.connections != before or refused:
                         # We were connected and lost the link: start over from the first URL.
                         was_up = True
                         break
                 if self._stop_requested.is_set():
                     break
                 failures = 1 if was_up else failures + 1
-                await self._backoff(failures)
+                # A refusal is a configuration fault: back off further at every repeat.
+                await self._backoff(max(failures, self._refusals))
         finally:
             self.connected.clear()
             self.current_url = None
@@ -291,12 +486,20 @@ class Publisher:
         else:
             self.log.exception("publisher failed; reconnecting", url=address.url)
 
-    async def _backoff(self, failures: int) -> None:
-        ceiling = min(
-            self.settings.reconnect_max_seconds,
-            self.settings.reconnect_min_seconds * 2 ** min(failures - 1, 30),
+    def _log_refusal(self, address: BrokerAddress, exc: PublishRefused) -> None:
+        self.log.error(
+            "broker refused a publish; the outbox holds it (and what follows) and retries "
+            "after a back-off",
+            url=address.url,
+            topic=exc.topic,
+            reason_code=exc.reason_code,
+            reason=exc.reason,
+            seq=exc.context.get("seq"),
+            undelivered=self.journal.undelivered_count(),
         )
-        delay = self._random.uniform(self.settings.reconnect_min_seconds, ceiling)
+
+    async def _backoff(self, failures: int) -> None:
+        delay = backoff_seconds(self.settings, failures, self._random)
         self.log.info("reconnecting after back-off", seconds=round(delay, 3))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
@@ -315,20 +518,13 @@ class Publisher:
             at=None,
             reason="connection lost",
         )
-        password = self.settings.password.get_secret_value() if self.settings.password else None
         paho_logger = logging.getLogger("tablectl.publisher.paho")
         common = {
+            **client_options(self.settings, address, self._tls),
             "identifier": self.client_id,
-            "username": self.settings.username,
-            "password": password,
             "will": aiomqtt.Will(will.topic, will.payload, qos=1, retain=True),
-            "timeout": self.settings.publish_timeout,
-            "keepalive": self.settings.keepalive,
-            "tls_context": ssl.create_default_context() if address.tls else None,
             "logger": paho_logger,
             "max_inflight_messages": 100,
-            # Small packets must not wait for Nagle (a QoS 1 stream is many small packets).
-            "socket_options": ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         }
         if self.settings.protocol == "5":
             properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
@@ -339,7 +535,7 @@ class Publisher:
                 protocol=aiomqtt.ProtocolVersion.V5,
                 clean_start=False,
                 properties=properties,
-                **common,  # type: ignore[arg-type]
+                **common,
             )
         else:
             client = aiomqtt.Client(
@@ -347,7 +543,7 @@ class Publisher:
                 address.port,
                 protocol=aiomqtt.ProtocolVersion.V311,
                 clean_session=False,
-                **common,  # type: ignore[arg-type]
+                **common,
             )
         # paho's blocking TCP connect runs in an executor thread: bound it as well.
         client._client.connect_timeout = self.settings.connect_timeout
@@ -379,6 +575,7 @@ class Publisher:
                 at=datetime.now(UTC),
             )
             await self._publish(client, birth)
+            self._client = client
             self.connected.set()
             self.log.info(
                 "connected",
@@ -394,6 +591,7 @@ class Publisher:
             clean_exit = True
         finally:
             self.connected.clear()
+            self._client = None
             if clean_exit:
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(self.settings.publish_timeout):
@@ -465,29 +663,85 @@ class Publisher:
         async for _message in client.messages:
             pass
 
-    async def _publish(self, client: aiomqtt.Client, message: Outbound) -> None:
-        await client.publish(
-            message.topic,
-            message.payload,
-            qos=message.qos,
-            retain=message.retain,
-            timeout=self.settings.publish_timeout,
-        )
-        self._check_acknowledged(message)
+    async def _send(self, client: aiomqtt.Client, message: Outbound) -> None:
+        """Publish one message and wait for its PUBACK.
+
+        MQTT v5, QoS 1: through :func:`~controller.mqtt_ack.publish_checked`, so a PUBACK with
+        a failure reason code raises :class:`PublishRefused`. MQTT 3.1.1 has no reason code:
+        a refused publish is acknowledged like any other and cannot be detected.
+        """
+        if self.settings.protocol == "5" and message.qos == 1:
+            properties = None
+            if message.correlation_data is not None:
+                from paho.mqtt.packettypes import PacketTypes
+                from paho.mqtt.properties import Properties
+
+                properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+                properties.CorrelationData = message.correlation_data
+            await publish_checked(
+                client,
+                message.topic,
+                message.payload,
+                message.qos,
+                retain=message.retain,
+                properties=properties,
+                timeout=self.settings.publish_timeout,
+            )
+        else:
+            await client.publish(
+                message.topic,
+                message.payload,
+                qos=message.qos,
+                retain=message.retain,
+                timeout=self.settings.publish_timeout,
+            )
         self.published_messages += 1
 
-    def _check_acknowledged(self, message: Outbound) -> None:
-        """Hook: detect a publish the broker refused (PUBACK reason code >= 0x80).
+    async def _publish(
+        self, client: aiomqtt.Client, message: Outbound, entry: JournalEntry | None = None
+    ) -> None:
+        """:meth:`_send`, with refusals reported.
 
-        TODO(refused-publish): aiomqtt 2.5 does not surface the v5 PUBACK reason code (a
-        publish refused by an ACL, 135 Not authorized, returns normally) and a v3.1.1 broker
-        silently drops a refused publish. Detecting this needs paho's ``on_publish`` reason
-        code (v5) or a loop-back subscription (v3.1.1); until then refused publishes are
-        marked delivered. Raise :class:`PublishError` here once the code is available
-        (``controller.mqtt_ack.publish_checked`` reads the v5 code; wiring it into
-        :meth:`_publish` for protocol 5 is that later issue).
+        A refused essential message (an entry's ``events``/``results``/``secure`` message, the
+        birth) raises: the entry stays undelivered and the connection is dropped, then retried
+        after a growing back-off. A refused non-essential one (retained snapshot, an answer on
+        a reply topic) is reported and skipped.
         """
-        del message
+        try:
+            await self._send(client, message)
+        except PublishRefused as exc:
+            seq = entry.seq if entry is not None else None
+            exc.context["seq"] = seq
+            self._report_refusal(exc, entry)
+            if message.essential:
+                self.refused = exc
+                self._refusals += 1
+                raise
+            self.log.error(
+                "broker refused a non-essential publish; skipped",
+                topic=exc.topic,
+                reason_code=exc.reason_code,
+                reason=exc.reason,
+                seq=seq,
+            )
+
+    def _report_refusal(self, exc: PublishRefused, entry: JournalEntry | None) -> None:
+        key = (entry.seq if entry is not None else None, exc.topic)
+        if key in self._reported or self.on_refused is None:
+            return
+        self._reported.add(key)
+        try:
+            self.on_refused(exc, entry)
+        except Exception:
+            self.log.exception("on_refused callback failed", topic=exc.topic)
+
+    def _flowing(self) -> None:
+        """The outbox delivered again: forget past refusals."""
+        if self.refused is not None:
+            self.log.info("outbox flows again after a refused publish", topic=self.refused.topic)
+        self.refused = None
+        self._refusals = 0
+        self._reported.clear()
 
     # -- the outbox ----------------------------------------------------------------------------
 
@@ -533,6 +787,8 @@ class Publisher:
             self._wake.clear()
             batch = self.journal.undelivered(limit=self.settings.window)
             if not batch:
+                if self._refusals:
+                    self._flowing()
                 self._offline_seqs.clear()
                 self._progress.set()
                 await self._wake.wait()
@@ -563,13 +819,14 @@ class Publisher:
                 delayed=self._is_delayed(entry, now),
                 snapshot=self._snapshot_for(entry),
                 with_snapshot=index == last_in_round,
+                signer=self.signer,
             )
             tasks = []
             for message in messages:
                 if head is None:
-                    head = self._publish(client, message)
+                    head = self._publish(client, message, entry)
                 else:
-                    tasks.append(asyncio.ensure_future(self._publish(client, message)))
+                    tasks.append(asyncio.ensure_future(self._publish(client, message, entry)))
             per_entry.append((entry, tasks))
         delivered: list[int] = []
         try:
@@ -596,6 +853,15 @@ class Publisher:
                     self._offline_seqs.discard(seq)
                 self.delivered_entries += len(delivered)
                 self._progress.set()
+                if self._refusals and delivered[-1] == batch[-1].seq:
+                    self._flowing()
+                if self.on_delivered is not None:
+                    by_seq = {entry.seq: entry for entry, _tasks in per_entry}
+                    for seq in delivered:
+                        try:
+                            self.on_delivered(by_seq[seq])
+                        except Exception:
+                            self.log.exception("on_delivered callback failed", seq=seq)
         if len(batch) > 1:
             self.log.debug(
                 "backlog published",

@@ -2,7 +2,7 @@
 
 The journal is the truth: the live orchestrator and a restarted one build the same
 :class:`Round` by applying the same entries in order, so a round survives a crash with the
-cards already read. Pure: no I/O, no clock.
+cards and decisions already recorded. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.cards import Piece, parse_piece
 from controller.errors import JournalError
-from controller.games.base import DealPlan, Slot
+from controller.live.base import LiveGame, LiveRound
 
 
 class Phase(enum.StrEnum):
@@ -27,7 +27,7 @@ class Phase(enum.StrEnum):
 
 
 class EntryKind(enum.StrEnum):
-    """The kinds of journal entry the orchestrator writes."""
+    """The kinds of journal entry the orchestrator writes (see docs/mqtt.md)."""
 
     ROUND_OPENED = "round_opened"
     BETTING_CLOSED = "betting_closed"
@@ -35,6 +35,12 @@ class EntryKind(enum.StrEnum):
     RESCAN_REQUESTED = "rescan_requested"
     CARD_REFUSED = "card_refused"
     PIT_ALERT = "pit_alert"
+    DECISION_OPEN = "decision_open"
+    DECISION_APPLIED = "decision_applied"
+    CARDS_REVEALED = "cards_revealed"
+    TABLE_INFO = "table_info"
+    ROUND_HALTED = "round_halted"
+    ROUND_RESUMED = "round_resumed"
     ROUND_RESULT = "round_result"
     ROUND_VOIDED = "round_voided"
     DEVICE_STATUS = "device_status"
@@ -54,19 +60,24 @@ class Round:
         round_id: Unique per table.
         round_no: 1, 2, 3... per table.
         game: The game id.
-        plan: The deal plan.
+        live: The game's state machine for this round.
+        table_state: What the previous round left (button, banker...), as journalled.
         phase: Where the round is.
-        dealt: The pieces accepted so far, in plan order.
+        dealt: The pieces accepted so far, in dealing order (for duplicate checks).
         misreads: Consecutive misreads of the slot now waiting.
+        halted: Whether the round waits for the pit boss.
+        result: The ``round_result`` body once settled.
     """
 
     round_id: str
     round_no: int
     game: str
-    plan: DealPlan
+    live: LiveRound
+    table_state: Mapping[str, Any] = field(default_factory=dict)
     phase: Phase = Phase.BETTING_OPEN
     dealt: list[Piece] = field(default_factory=list)
     misreads: int = 0
+    halted: bool = False
     result: Mapping[str, Any] | None = None
 
     @property
@@ -78,17 +89,6 @@ class Round:
     def finished(self) -> bool:
         """Whether the round has a result or was voided."""
         return self.phase in (Phase.SETTLED, Phase.VOIDED)
-
-    @property
-    def next_slot(self) -> Slot | None:
-        """The slot waiting for a card, or ``None`` when every slot is filled."""
-        if len(self.dealt) >= len(self.plan):
-            return None
-        return self.plan.slots[len(self.dealt)]
-
-    def hands(self) -> dict[str, list[Piece]]:
-        """The dealt pieces grouped by hand, each in dealing order."""
-        return self.plan.group(self.dealt)
 
     def apply(self, kind: str, body: Mapping[str, Any]) -> None:
         """Fold one journal entry of this round into the state.
@@ -107,10 +107,22 @@ class Round:
                     index=index,
                     expected=len(self.dealt),
                 )
-            self.dealt.append(parse_piece(str(body["card"])))
+            piece = parse_piece(str(body["card"]))
+            self.live.apply_card(index, piece)
+            self.dealt.append(piece)
             self.misreads = 0
         elif kind == EntryKind.RESCAN_REQUESTED:
             self.misreads = int(body.get("attempt", self.misreads + 1))
+        elif kind == EntryKind.DECISION_APPLIED:
+            self.live.apply_decision(str(body["window"]), body["decision"])
+        elif kind == EntryKind.CARDS_REVEALED:
+            self.live.mark_revealed(str(body["hand"]))
+        elif kind == EntryKind.TABLE_INFO:
+            self.live.mark_info_published()
+        elif kind == EntryKind.ROUND_HALTED:
+            self.halted = True
+        elif kind == EntryKind.ROUND_RESUMED:
+            self.halted = False
         elif kind == EntryKind.ROUND_RESULT:
             self.phase = Phase.SETTLED
             self.result = dict(body)
@@ -119,7 +131,7 @@ class Round:
 
     @classmethod
     def replay(
-        cls, entries: Iterable[tuple[str, Mapping[str, Any]]], plan: DealPlan
+        cls, entries: Iterable[tuple[str, Mapping[str, Any]]], game: LiveGame
     ) -> Round | None:
         """Rebuild a round from its entries (``(kind, body)`` pairs in journal order).
 
@@ -129,11 +141,13 @@ class Round:
         current: Round | None = None
         for kind, body in entries:
             if kind == EntryKind.ROUND_OPENED:
+                table_state = dict(body.get("table_state") or {})
                 current = cls(
                     round_id=str(body["round_id"]),
                     round_no=int(body["round_no"]),
                     game=str(body["game"]),
-                    plan=plan,
+                    live=game.new_round(table_state),
+                    table_state=table_state,
                 )
             elif current is not None:
                 current.apply(kind, body)

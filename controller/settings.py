@@ -66,6 +66,12 @@ class RoundSettings(BaseModel):
         bounce_seconds: A second read of the card just accepted within this window is a
             bounce of the same physical card and is ignored.
         waiting_log_seconds: While a slot waits for a card, log that it is waiting this often.
+        device_halt_seconds: A round whose device is lost this long is halted for the pit boss.
+        wait_for_broker: Open no new round while the broker is unreachable.
+        wait_for_betting_system: Open no new round while the betting system's status topic
+            says it is offline.
+        gate_grace_seconds: How long a closed gate may take to open before the table
+            journals that it is waiting (the broker connection at start-up).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -75,6 +81,10 @@ class RoundSettings(BaseModel):
     rescan_alert_after: int = Field(default=3, ge=1)
     bounce_seconds: float = Field(default=1.0, ge=0.0, le=60.0)
     waiting_log_seconds: float = Field(default=30.0, gt=0.0)
+    device_halt_seconds: float = Field(default=30.0, gt=0.0)
+    wait_for_broker: bool = True
+    wait_for_betting_system: bool = False
+    gate_grace_seconds: float = Field(default=3.0, ge=0.0)
 
 
 class JournalSettings(BaseModel):
@@ -87,6 +97,34 @@ class JournalSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: Path = Path("var/journal.sqlite")
+
+
+class SigningSettings(BaseModel):
+    """Signatures on results (Ed25519).
+
+    Attributes:
+        key_file: The private key (PEM, PKCS8); ``None``: results are not signed.
+        key_id: The id consumers use to pick the public key.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    key_file: Path | None = None
+    key_id: str = "tablectl"
+
+
+class MetricsSettings(BaseModel):
+    """The Prometheus endpoint.
+
+    Attributes:
+        port: TCP port serving ``/metrics``; ``None``: no endpoint.
+        host: Address to listen on.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    host: str = "127.0.0.1"
 
 
 class LoggingSettings(BaseModel):
@@ -115,6 +153,10 @@ class TableSettings(BaseSettings):
         journal: The journal file.
         paytables: Overrides of the game's default pay tables: bet id -> outcome -> ratio
             (``"0.95:1"``, ``"3:2"``, ``"50:1"``).
+        game_options: The game's live options (decision windows, seats, blinds, banker
+            positions...), validated by the game when the table starts.
+        signing: Signatures on results.
+        metrics: The Prometheus endpoint.
         logging: Log output.
     """
 
@@ -132,6 +174,9 @@ class TableSettings(BaseSettings):
     rounds: RoundSettings = Field(default_factory=RoundSettings)
     journal: JournalSettings = Field(default_factory=JournalSettings)
     paytables: dict[str, dict[str, str]] = Field(default_factory=dict)
+    game_options: dict[str, Any] = Field(default_factory=dict)
+    signing: SigningSettings = Field(default_factory=SigningSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
     @field_validator("paytables")

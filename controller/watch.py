@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import ssl
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -111,6 +112,29 @@ def _describe_event(
     if kind == "table_status":
         detail = f" ({data['detail']})" if data.get("detail") else ""
         return f"table: {data.get('state')}{detail}"
+    if kind == "decision_open":
+        seat = f" seat {data['seat']}" if data.get("seat") else ""
+        options = "/".join(str(o) for o in data.get("options") or [])
+        return (
+            f"  decision {data.get('window')}{seat}: {data.get('kind')} [{options}] "
+            f"within {data.get('seconds')} s"
+        )
+    if kind == "decision_applied":
+        how = " (default at the deadline)" if data.get("default") else ""
+        return f"  decision {data.get('window')}: {_fields(data.get('decision') or {})}{how}"
+    if kind == "cards_revealed":
+        return f"  {data.get('hand')} revealed: {' '.join(data.get('cards') or [])}"
+    if kind == "round_halted":
+        return f"{_round_label(envelope, data)} HALTED: {data.get('reason')}"
+    if kind == "round_resumed":
+        return f"{_round_label(envelope, data)} resumed by {data.get('by')}"
+    if kind == "command_received":
+        return f"command {data.get('name')} from {data.get('role')} ({data.get('command_id')})"
+    if kind == "command_answered":
+        verdict = "accepted" if data.get("accepted") else f"refused: {data.get('reason')}"
+        return f"command {data.get('name')} ({data.get('command_id')}) {verdict}"
+    if kind == "table_info" and "data" not in data:
+        return f"table info {data.get('kind')} (secure)"
     return f"{kind.replace('_', ' ')}: {_fields(data)}"
 
 
@@ -141,10 +165,10 @@ def describe(topic: str, envelope: Mapping[str, Any], *, now: datetime | None = 
 
     Returns:
         A line (settlements: a title line and one indented line per bet), or ``None`` for
-        the retained round snapshot, ``secure/`` and ``cmd/`` topics.
+        the retained round snapshot, ``secure/``, ``cmd/`` and ``reply/`` topics.
     """
     levels = topic.split("/")
-    if "secure" in levels or "cmd" in levels:
+    if "secure" in levels or "cmd" in levels or "reply" in levels:
         return None
     leaf = levels[-1]
     if leaf == "status":
@@ -192,10 +216,15 @@ async def watch(
     out: TextIO | None = None,
     stop: asyncio.Event | None = None,
     reconnect_seconds: float = 1.0,
+    username: str | None = None,
+    password: str | None = None,
+    ca_file: str | None = None,
 ) -> None:
     """Print a table's public messages until ``stop`` is set (or forever), reconnecting.
 
-    Subscribes to ``{prefix}/{table}/#`` and skips ``secure/`` and ``cmd/``.
+    Subscribes to ``{prefix}/{table}/#`` and skips ``secure/``, ``cmd/`` and ``reply/``.
+    ``mqtts://`` URLs use TLS (the broker verified against ``ca_file`` or the system trust
+    store); ``username``/``password`` for brokers without anonymous access (``viewer``).
 
     Raises:
         ConfigError: No URL, or a URL that cannot be read.
@@ -221,6 +250,9 @@ async def watch(
                 identifier=f"tablectl-watch-{uuid.uuid4().hex[:10]}",
                 protocol=version,
                 timeout=5.0,
+                username=username,
+                password=password,
+                tls_context=ssl.create_default_context(cafile=ca_file) if address.tls else None,
             ) as client:
                 await client.subscribe(f"{base}/#", qos=1)
                 await _print_messages(client, stream, tracker, stop_event)
@@ -284,9 +316,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--protocol", choices=("5", "3.1.1"), default="5", help="MQTT version (default 5)"
     )
     parser.add_argument("--prefix", default="tables", help="topic prefix (default tables)")
+    parser.add_argument("--username", help="broker user name (e.g. viewer)")
+    parser.add_argument(
+        "--password", help="broker password (prefer TABLECTL_WATCH_PASSWORD in the environment)"
+    )
+    parser.add_argument("--ca-file", metavar="FILE", help="CA of mqtts:// brokers")
     parser.set_defaults(func=_run_watch)
 
 
 def _run_watch(args: argparse.Namespace) -> int:
-    asyncio.run(watch(args.broker, args.table_id, protocol=args.protocol, prefix=args.prefix))
+    import os
+
+    password = args.password or os.environ.get("TABLECTL_WATCH_PASSWORD")
+    asyncio.run(
+        watch(
+            args.broker,
+            args.table_id,
+            protocol=args.protocol,
+            prefix=args.prefix,
+            username=args.username,
+            password=password,
+            ca_file=args.ca_file,
+        )
+    )
     return 0

@@ -74,3 +74,10 @@ class DeviceTimeout(DriverError):
 
 class HeartbeatLost(DeviceTimeout):
     """No heartbeat from the device within ``heartbeat_timeout``."""
+
+
+class DeviceAway(TransportError):
+    """A command could not reach the device: it is away and the supervisor is reconnecting.
+
+    Send it again after the ``recovered`` status.
+    """

@@ -7,19 +7,24 @@ heartbeats stay inside the driver.
 URLs (see ``docs/protocol.md``):
 
 * ``serial:///dev/ttyUSB0?baud=115200`` or a bare ``/dev/ttyUSB0``: a serial port (or pty);
-* ``socket://host:port``: the same protocol over TCP (pyserial's socket handler).
+* ``socket://host:port``: the same protocol over TCP (pyserial's socket handler);
+* ``usb://VID:PID[?serial=SN]``: a USB scanner with a bulk IN and a bulk OUT endpoint that
+  carry the same framed byte stream (pyusb; see ``docs/drivers.md``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drivers.codec import LedColor
 from drivers.errors import UnsupportedUrl
+
+if TYPE_CHECKING:
+    from usb.backend import IBackend
 
 MisreadCauseName = Literal["device", "crc", "malformed", "gap"]
 """Why a read failed: the scanner said so, a frame failed its CRC, a frame was unusable, or
@@ -93,6 +98,12 @@ class DriverSettings(BaseModel):
         heartbeat_timeout: Seconds without a heartbeat after which ``next_read`` raises
             :class:`~drivers.errors.HeartbeatLost`; ``None`` disables the check.
         baud: Baud rate when the URL does not give one.
+        usb_poll_timeout: Seconds one blocking bulk IN read may take in its worker thread
+            (an empty poll just loops); also bounds how long a close waits for that thread.
+        backoff_min: The supervisor's first delay (seconds) before reopening a lost device.
+        backoff_max: The cap of the supervisor's exponential backoff (seconds).
+        backoff_jitter: Share of each delay drawn at random (0: none; 0.5: the delay is
+            uniformly drawn from 50-100 % of its nominal value).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -102,6 +113,16 @@ class DriverSettings(BaseModel):
     read_timeout: float = Field(default=1.0, gt=0)
     heartbeat_timeout: float | None = Field(default=5.0, gt=0)
     baud: int = Field(default=115200, gt=0)
+    usb_poll_timeout: float = Field(default=0.1, gt=0, le=5)
+    backoff_min: float = Field(default=0.2, gt=0)
+    backoff_max: float = Field(default=5.0, gt=0)
+    backoff_jitter: float = Field(default=0.5, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> DriverSettings:
+        if self.backoff_max < self.backoff_min:
+            raise ValueError("backoff_max must not be below backoff_min")
+        return self
 
 
 @runtime_checkable
@@ -183,7 +204,54 @@ class PortSpec:
     baud: int
 
 
-def parse_url(url: str, default_baud: int = 115200) -> PortSpec:
+@dataclass(frozen=True, slots=True)
+class UsbSpec:
+    """What a ``usb://VID:PID[?serial=SN]`` URL resolves to.
+
+    Attributes:
+        vendor_id: USB idVendor.
+        product_id: USB idProduct.
+        serial: The device's serial-number string to match, or ``None`` for the first one.
+        device: ``"vvvv:pppp"`` (plus ``"/SN"``), for logs and errors.
+    """
+
+    vendor_id: int
+    product_id: int
+    serial: str | None
+    device: str
+    kind: Literal["usb"] = "usb"
+
+
+def _parse_usb(url: str, netloc: str, path: str, query: str) -> UsbSpec:
+    ids = netloc.split(":")
+    if len(ids) != 2 or not all(
+        1 <= len(part) <= 4 and all(char in "0123456789abcdefABCDEF" for char in part)
+        for part in ids
+    ):
+        raise UnsupportedUrl(
+            "a usb URL names the device by hexadecimal VID:PID: usb://1209:7ab1",
+            url=url,
+            detail=netloc or "no VID:PID",
+        )
+    if path not in ("", "/"):
+        raise UnsupportedUrl("a usb URL takes no path", url=url, detail=path)
+    options = parse_qs(query, keep_blank_values=True, strict_parsing=False)
+    unknown = sorted(set(options) - {"serial"})
+    if unknown:
+        raise UnsupportedUrl(
+            "unknown option in a usb URL (only serial is known)",
+            url=url,
+            detail=", ".join(unknown),
+        )
+    serial = options["serial"][-1] if "serial" in options else None
+    if serial == "":
+        raise UnsupportedUrl("the serial option of a usb URL is empty", url=url)
+    vendor, product = int(ids[0], 16), int(ids[1], 16)
+    device = f"{vendor:04x}:{product:04x}" + (f"/{serial}" if serial else "")
+    return UsbSpec(vendor, product, serial, device)
+
+
+def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec:
     """Resolve a card-source URL.
 
     Raises:
@@ -227,22 +295,34 @@ def parse_url(url: str, default_baud: int = 115200) -> PortSpec:
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         return PortSpec("socket", f"socket://{host}:{port}", f"{host}:{port}", default_baud)
     if scheme == "usb":
-        raise UnsupportedUrl("no usb:// card-source driver exists yet", url=url)
+        return _parse_usb(url, parts.netloc, parts.path, parts.query)
     raise UnsupportedUrl(
-        "unknown card-source URL scheme (serial://, socket:// or a /dev path)",
+        "unknown card-source URL scheme (serial://, socket://, usb:// or a /dev path)",
         url=url,
         detail=scheme or "no scheme",
     )
 
 
-def open_card_source(url: str, settings: DriverSettings | None = None) -> CardSource:
+def open_card_source(
+    url: str, settings: DriverSettings | None = None, *, usb_backend: IBackend | None = None
+) -> CardSource:
     """Build the card source for a URL (not opened yet: call ``await source.open()``).
+
+    Args:
+        url: ``serial://``, ``socket://``, ``usb://`` or a ``/dev`` path.
+        settings: Timeouts (defaults when ``None``).
+        usb_backend: The pyusb backend for ``usb://`` URLs (``None``: pyusb's default
+            libusb backend). Tests pass :class:`simulators.usb.SimulatedUsbBackend`.
 
     Raises:
         UnsupportedUrl: The URL names no driver we have.
     """
-    from drivers.serial_source import SerialCardSource
-
     effective = settings if settings is not None else DriverSettings()
     spec = parse_url(url, effective.baud)
+    if isinstance(spec, UsbSpec):
+        from drivers.usb_source import UsbCardSource
+
+        return UsbCardSource(url, spec, effective, backend=usb_backend)
+    from drivers.serial_source import SerialCardSource
+
     return SerialCardSource(url, spec, effective)

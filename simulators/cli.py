@@ -16,16 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from simulators.decks import GAME_DECKS
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"a rate is between 0 and 1, not {value}")
-    return value
+from simulators.faults import add_fault_arguments
 
 
 def _seconds(text: str) -> float:
@@ -57,10 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(GAME_DECKS),
         help="game whose deck is dealt (default teen-patti-20-20)",
     )
-    parser.add_argument("--misread-rate", type=_rate, default=0.0, metavar="P")
-    parser.add_argument("--garbage-rate", type=_rate, default=0.0, metavar="P")
-    parser.add_argument("--corrupt-rate", type=_rate, default=0.0, metavar="P")
-    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
+    add_fault_arguments(parser)
+    parser.add_argument("--fault-seed", type=int, default=None, help="seed of the fault draws")
     parser.add_argument(
         "--deal-delay", type=_seconds, default=0.3, metavar="S", help="cue to scan (default 0.3)"
     )
@@ -95,21 +84,24 @@ def run(args: argparse.Namespace) -> int:
     from controller.logs import configure_logging
     from simulators.decks import deck_for_game
     from simulators.errors import SimulatorError
-    from simulators.scanner import FaultPlan, ScannerSimulator
+    from simulators.faults import fault_plan_from_args, scenario_from_args
+    from simulators.scanner import ScannerSimulator
 
     configure_logging(level="INFO", stream=sys.stderr)
 
     try:
+        scenario = scenario_from_args(args)
+        cards = args.cards.replace(",", " ").split() if args.cards is not None else None
+        if scenario is not None:
+            if cards is not None or args.seed is not None:
+                raise SimulatorError("--scenario scripts the deck: drop --cards and --seed")
+            cards = list(scenario.cards)
+        game = args.game if scenario is None or scenario.game is None else scenario.game
         simulator = ScannerSimulator(
-            deck=deck_for_game(args.game),
+            deck=deck_for_game(game),
             seed=args.seed,
-            cards=args.cards.replace(",", " ").split() if args.cards is not None else None,
-            faults=FaultPlan(
-                misread_rate=args.misread_rate,
-                garbage_rate=args.garbage_rate,
-                corrupt_rate=args.corrupt_rate,
-                seed=args.fault_seed,
-            ),
+            cards=cards,
+            faults=fault_plan_from_args(args, scenario=scenario),
             deal_delay=args.deal_delay,
             interval=args.interval or None,
             heartbeat_interval=args.heartbeat,

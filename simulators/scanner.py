@@ -21,10 +21,13 @@ import asyncio
 import contextlib
 import os
 import random
+import tempfile
 import time
 import tty
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import structlog
 
@@ -52,7 +55,17 @@ from drivers.errors import FrameError
 from simulators.decks import GAME_DECKS, deck_for_game
 from simulators.errors import SimulatorConfigError, SimulatorError
 
-__all__ = ["GAME_DECKS", "FaultPlan", "ScannerSimulator", "SimulatorStats", "deck_for_game"]
+if TYPE_CHECKING:
+    from simulators.usb import SimulatedUsbBackend
+
+__all__ = [
+    "GAME_DECKS",
+    "CardFault",
+    "FaultPlan",
+    "ScannerSimulator",
+    "SimulatorStats",
+    "deck_for_game",
+]
 
 _log = structlog.get_logger(__name__)
 
@@ -60,6 +73,90 @@ MAX_BUFFERED = 64 * 1024
 """Bytes the simulator lets pile up towards a host that does not read; beyond, it drops."""
 
 SIM_VERSION = "tablectl-scanner-sim 1"
+
+BYTE_TIME = 10 / 115200
+"""Seconds one byte takes on a 115,200-baud 8N1 line (start + 8 data + stop bits)."""
+
+
+class _Link(Protocol):
+    """The device end of a transport (an asyncio write transport, or the USB IN endpoint)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+    def get_write_buffer_size(self) -> int: ...
+
+
+class _UsbLink:
+    """The simulated USB device's bulk IN endpoint as a :class:`_Link`."""
+
+    def __init__(self, backend: SimulatedUsbBackend) -> None:
+        self.backend = backend
+
+    def write(self, data: bytes) -> None:
+        self.backend.device_write(data)
+
+    def is_closing(self) -> bool:
+        return not self.backend.present
+
+    def get_write_buffer_size(self) -> int:
+        return self.backend.pending_in()
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    """A frame waiting to be sent, with the scripted line faults that apply to it."""
+
+    frame: Frame
+    corrupt: int = 0
+    garbage: int = 0
+    lose: int = 0
+    delay: float = 0.0
+
+
+FaultKind = Literal[
+    "misread", "corrupt", "garbage", "loss", "double_read", "delay", "unplug", "heartbeat_stop"
+]
+"""What a scripted fault does to its card (see :class:`CardFault`)."""
+
+FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
+
+
+@dataclass(frozen=True, slots=True)
+class CardFault:
+    """One scripted fault at a given card (scenarios, ``simulators/scenarios/*.toml``).
+
+    Attributes:
+        at: Card index, 0-based, in the order cards are taken from the shoe or script.
+        kind: ``misread`` (the scan gives ``times`` MISREADs first), ``corrupt`` (the
+            card's first ``times`` transmissions have a flipped bit), ``garbage`` (a burst of
+            garbage before each of its first ``times`` transmissions), ``loss`` (its first
+            ``times`` transmissions never arrive), ``double_read`` (the card is read twice),
+            ``delay`` (its frame leaves ``seconds`` late), ``unplug`` (the link goes away for
+            ``seconds`` as the card is dealt), ``heartbeat_stop`` (heartbeats stop for
+            ``seconds`` once the card is dealt).
+        times: How many times, for the counted kinds.
+        seconds: How long, for ``delay``, ``unplug`` and ``heartbeat_stop``.
+    """
+
+    at: int
+    kind: FaultKind
+    times: int = 1
+    seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise SimulatorConfigError(
+                "unknown fault kind", kind=self.kind, known=", ".join(FAULT_KINDS)
+            )
+        if self.at < 0 or self.times < 1 or not 0 <= self.seconds <= 3600:
+            raise SimulatorConfigError(
+                "a fault needs at >= 0, times >= 1 and 0 <= seconds <= 3600",
+                at=self.at,
+                times=self.times,
+                seconds=self.seconds,
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +172,18 @@ class FaultPlan:
         corrupt_rate: Chance that a transmitted frame has one bit flipped (its CRC fails).
         duplicate_rate: Chance that a sequenced frame is sent twice in a row (a repeat the
             host must drop).
+        loss_rate: Chance that a transmission never arrives (the device retransmits
+            sequenced frames; a lost heartbeat is just missing).
+        double_read_rate: Chance that a card is read twice: a second CARD frame, new seq,
+            same value, right after the first (a bounce, for the orchestrator to ignore).
+        delay: Maximum extra latency in seconds, drawn per transmission (order is kept:
+            a byte stream does not reorder).
+        byte_by_byte: Write every byte on its own, one byte-time (115,200 baud) apart.
+        unplug_every: Pull the cable as every N-th card is dealt (``None``: never).
+        unplug_seconds: How long the cable stays out.
+        heartbeat_stop_after: Heartbeats stop once this many cards were dealt (once).
+        heartbeat_stop_seconds: How long they stay stopped.
+        script: Faults at given cards (scenarios).
         seed: Seed of the fault generators.
     """
 
@@ -83,23 +192,58 @@ class FaultPlan:
     garbage_rate: float = 0.0
     corrupt_rate: float = 0.0
     duplicate_rate: float = 0.0
+    loss_rate: float = 0.0
+    double_read_rate: float = 0.0
+    delay: float = 0.0
+    byte_by_byte: bool = False
+    unplug_every: int | None = None
+    unplug_seconds: float = 1.0
+    heartbeat_stop_after: int | None = None
+    heartbeat_stop_seconds: float = 10.0
+    script: tuple[CardFault, ...] = ()
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("misread_rate", "garbage_rate", "corrupt_rate", "duplicate_rate"):
+        for name in (
+            "misread_rate",
+            "garbage_rate",
+            "corrupt_rate",
+            "duplicate_rate",
+            "loss_rate",
+            "double_read_rate",
+        ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise SimulatorConfigError(f"{name} must be between 0 and 1", **{name: value})
-        if self.misread_rate >= 1.0:
-            raise SimulatorConfigError(
-                "misread_rate must be below 1 or no card is ever read",
-                misread_rate=self.misread_rate,
-            )
+        for name in ("misread_rate", "loss_rate"):
+            if getattr(self, name) >= 1.0:
+                raise SimulatorConfigError(
+                    f"{name} must be below 1 or no card ever arrives", **{name: getattr(self, name)}
+                )
         for index, count in self.misreads_at.items():
             if index < 0 or count < 0:
                 raise SimulatorConfigError(
                     "misreads_at maps card index >= 0 to a count >= 0", index=index, count=count
                 )
+        for name in ("delay", "unplug_seconds", "heartbeat_stop_seconds"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 3600:
+                raise SimulatorConfigError(f"{name} must be 0-3600 seconds", **{name: value})
+        for name in ("unplug_every", "heartbeat_stop_after"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SimulatorConfigError(
+                    f"{name} must be a number of cards >= 1", **{name: value}
+                )
+
+    @property
+    def unplugs(self) -> bool:
+        """Whether the plan ever pulls the cable (the pty is then served behind a link)."""
+        return self.unplug_every is not None or any(f.kind == "unplug" for f in self.script)
+
+    def at_card(self, index: int) -> list[CardFault]:
+        """The scripted faults of one card."""
+        return [fault for fault in self.script if fault.at == index]
 
 
 @dataclass(slots=True)
@@ -120,6 +264,10 @@ class SimulatorStats:
         host_corrupt: Corrupt frames received from the host.
         host_gaps: Host frames the host sequence numbers say were lost.
         ignored: Commands that made no sense in the dealer's state (RESCAN with no card).
+        lost: Transmissions deliberately not sent (``loss_rate``, scripted ``loss``).
+        double_reads: Cards read twice on purpose.
+        unplugs: Times the cable was pulled.
+        heartbeat_stops: Times the heartbeat stopped.
     """
 
     frames_sent: int = 0
@@ -135,6 +283,10 @@ class SimulatorStats:
     host_corrupt: int = 0
     host_gaps: int = 0
     ignored: int = 0
+    lost: int = 0
+    double_reads: int = 0
+    unplugs: int = 0
+    heartbeat_stops: int = 0
 
 
 _Command = ExpectFrame | RescanFrame | RejectFrame | None
@@ -161,7 +313,9 @@ class ScannerSimulator:
         positions: Send the EXPECTed slot name as the CARD frame's position field.
 
     Attributes:
-        dealt: Every value sent in a CARD frame, in order (retransmissions not repeated).
+        drawn: Every card put on the scanner, in order, once (what a host must end up with).
+        dealt: Every value sent in a CARD frame, in order (retransmissions not repeated;
+            a double read appears twice).
         rejected: Values put aside after a REJECT.
         received: Every good host frame, in order of arrival.
         stats: Counters.
@@ -210,6 +364,7 @@ class ScannerSimulator:
         self.max_retransmits = max_retransmits
         self.positions = positions
 
+        self.drawn: list[str] = []
         self.dealt: list[str] = []
         self.rejected: list[str] = []
         self.received: list[Frame] = []
@@ -218,6 +373,15 @@ class ScannerSimulator:
         self._line_rng = random.Random(f"{self.faults.seed}:line")
         self._scan_rng = random.Random(f"{self.faults.seed}:scan")
         self._misreads_left = dict(self.faults.misreads_at)
+        for fault in self.faults.script:
+            if fault.kind == "misread":
+                self._misreads_left[fault.at] = self._misreads_left.get(fault.at, 0) + fault.times
+        self._link_rng = random.Random(f"{self.faults.seed}:link")
+        self._unplug: Callable[[float], Coroutine[Any, Any, None]] | None = None
+        self._line_queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        self._line_due = 0.0
+        self._silent_until = 0.0
+        self._heartbeat_stopped = False
         self._round: int | None = None
         self._shoe: list[str] = []
         self._shoe_pos = 0
@@ -229,8 +393,8 @@ class ScannerSimulator:
         self._empty_reported = False
         self._last_scan_misread = False
 
-        self._link: asyncio.WriteTransport | None = None
-        self._outbox: asyncio.Queue[Frame] = asyncio.Queue()
+        self._link: _Link | None = None
+        self._outbox: asyncio.Queue[_Outgoing] = asyncio.Queue()
         self._commands: asyncio.Queue[_Command] = asyncio.Queue()
         self._acked = asyncio.Event()
         self._outstanding: int | None = None
@@ -239,49 +403,80 @@ class ScannerSimulator:
         self._last_host_seq: int | None = None
         self._started_at = time.monotonic()
         self._tasks: list[asyncio.Task[None]] = []
+        self._side_tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ serving
 
     @contextlib.asynccontextmanager
-    async def serve_pty(self) -> AsyncIterator[str]:
-        """Serve on a new pseudo-terminal; yields the slave path for the driver.
+    async def serve_pty(self, link: str | os.PathLike[str] | None = None) -> AsyncIterator[str]:
+        """Serve on a new pseudo-terminal; yields the path for the driver.
 
         The simulator keeps its own slave descriptor open, so the driver can close and
-        reopen the path freely.
+        reopen the path freely. When the fault plan pulls the cable (or ``link`` is given)
+        the path yielded is a symbolic link to the current pty, as udev makes for a real
+        scanner: an unplug closes the pty (the host's reads fail) and removes the link; the
+        replug opens a new pty and points the link at it.
         """
+        tmpdir: str | None = None
+        if link is None and self.faults.unplugs:
+            tmpdir = tempfile.mkdtemp(prefix="tablectl-sim-")
+            link = Path(tmpdir) / "scanner"
+        port: _PtyPort | None = None
+        try:
+            async with self._running():
+                port = await self._open_pty()
+                if link is not None:
+                    _point_link(Path(link), port.path)
+
+                async def unplug(seconds: float) -> None:
+                    nonlocal port
+                    assert link is not None
+                    self._link = None
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(link)
+                    if port is not None:
+                        await port.close()
+                        port = None
+                    await asyncio.sleep(seconds)
+                    port = await self._open_pty()
+                    _point_link(Path(link), port.path)
+
+                self._unplug = unplug if link is not None else None
+                _log.info("simulator_serving", device=port.path, link=str(link))
+                yield str(link) if link is not None else port.path
+        finally:
+            self._unplug = None
+            self._link = None
+            if port is not None:
+                await port.close()
+            if link is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(link)
+            if tmpdir is not None:
+                with contextlib.suppress(OSError):
+                    os.rmdir(tmpdir)
+
+    async def _open_pty(self) -> _PtyPort:
         master, slave = os.openpty()
         tty.setraw(slave)
-        path = os.ttyname(slave)
+        port = _PtyPort(master, slave, os.ttyname(slave))
         loop = asyncio.get_running_loop()
-        read_transport: asyncio.ReadTransport | None = None
-        write_transport: asyncio.WriteTransport | None = None
         try:
             reader = asyncio.StreamReader()
-            read_transport, _ = await loop.connect_read_pipe(
+            port.read_transport, _ = await loop.connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(reader),
                 os.fdopen(os.dup(master), "rb", buffering=0),
             )
-            write_transport, _ = await loop.connect_write_pipe(
+            port.write_transport, _ = await loop.connect_write_pipe(
                 asyncio.Protocol, os.fdopen(os.dup(master), "wb", buffering=0)
             )
-            async with self._running():
-                self._link = write_transport
-                session = asyncio.create_task(self._session(reader), name=f"sim-pty {path}")
-                _log.info("simulator_serving", device=path)
-                try:
-                    yield path
-                finally:
-                    self._link = None
-                    session.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await session
-        finally:
-            if read_transport is not None:
-                read_transport.close()
-            if write_transport is not None:
-                write_transport.abort()
-            os.close(master)
-            os.close(slave)
+        except BaseException:
+            await port.close()
+            raise
+        self._link = port.write_transport
+        self._last_host_seq = None
+        port.session = asyncio.create_task(self._session(reader), name=f"sim-pty {port.path}")
+        return port
 
     @contextlib.asynccontextmanager
     async def serve_tcp(
@@ -289,7 +484,8 @@ class ScannerSimulator:
     ) -> AsyncIterator[tuple[str, int]]:
         """Serve on TCP; yields the bound ``(host, port)`` (port 0 picks a free one).
 
-        One host at a time: a new connection replaces the previous one.
+        One host at a time: a new connection replaces the previous one. An unplug closes
+        the connection and the listening socket; the replug listens again on the same port.
         """
         clients: set[asyncio.StreamWriter] = set()
 
@@ -307,20 +503,75 @@ class ScannerSimulator:
                     self._link = None
                 writer.close()
 
+        async def stop(server: asyncio.Server) -> None:
+            server.close()
+            for writer in list(clients):
+                writer.transport.abort()
+            self._link = None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2.0):
+                    await server.wait_closed()
+
         async with self._running():
-            server = await asyncio.start_server(on_client, host, port)
+            server = await asyncio.start_server(on_client, host, port, reuse_address=True)
             bound = server.sockets[0].getsockname()
-            _log.info("simulator_serving", host=bound[0], port=bound[1])
+            bound_host, bound_port = str(bound[0]), int(bound[1])
+
+            async def unplug(seconds: float) -> None:
+                nonlocal server
+                await stop(server)
+                await asyncio.sleep(seconds)
+                server = await asyncio.start_server(
+                    on_client, bound_host, bound_port, reuse_address=True
+                )
+
+            self._unplug = unplug
+            _log.info("simulator_serving", host=bound_host, port=bound_port)
             try:
-                yield str(bound[0]), int(bound[1])
+                yield bound_host, bound_port
             finally:
-                server.close()
-                for writer in list(clients):
-                    writer.close()
+                self._unplug = None
+                await stop(server)
+
+    @contextlib.asynccontextmanager
+    async def serve_usb(
+        self, backend: SimulatedUsbBackend | None = None
+    ) -> AsyncIterator[SimulatedUsbBackend]:
+        """Serve as a USB device; yields the pyusb backend to hand to the driver.
+
+        ``open_card_source(f"usb://{vid:04x}:{pid:04x}", settings, usb_backend=backend)``
+        then finds it. An unplug makes it vanish from enumeration for a while.
+        """
+        from simulators.usb import SimulatedUsbBackend
+
+        device = backend if backend is not None else SimulatedUsbBackend()
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+
+        def from_host(data: bytes) -> None:  # called in the driver's worker thread
+            loop.call_soon_threadsafe(reader.feed_data, data)
+
+        async def unplug(seconds: float) -> None:
+            device.unplug()
+            await asyncio.sleep(seconds)
+            self._last_host_seq = None
+            device.replug()
+
+        async with self._running():
+            device.on_host_bytes = from_host
+            self._link = _UsbLink(device)
+            self._unplug = unplug
+            session = asyncio.create_task(self._session(reader), name="sim-usb")
+            _log.info("simulator_serving", usb=f"{device.vendor_id:04x}:{device.product_id:04x}")
+            try:
+                yield device
+            finally:
+                self._unplug = None
                 self._link = None
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(2.0):
-                        await server.wait_closed()
+                device.on_host_bytes = None
+                session.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await session
 
     async def run_pty(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Serve on a pty until cancelled (for a TaskGroup); ``on_ready`` gets the path."""
@@ -349,10 +600,12 @@ class ScannerSimulator:
         self._outbox = asyncio.Queue()
         self._commands = asyncio.Queue()
         self._acked = asyncio.Event()
+        self._line_queue = asyncio.Queue()
         self._tasks = [
             asyncio.create_task(self._sender(), name="sim-sender"),
             asyncio.create_task(self._heartbeats(), name="sim-heartbeat"),
             asyncio.create_task(self._dealer(), name="sim-dealer"),
+            asyncio.create_task(self._line(), name="sim-line"),
         ]
         if self.interval is not None:
             self._tasks.append(asyncio.create_task(self._free_run(), name="sim-free-run"))
@@ -361,6 +614,8 @@ class ScannerSimulator:
             yield
         finally:
             tasks, self._tasks = self._tasks, []
+            tasks += self._side_tasks
+            self._side_tasks = set()
             for task in tasks:
                 task.cancel()
             results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -375,37 +630,79 @@ class ScannerSimulator:
 
     # ------------------------------------------------------------------ line
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, delay: float = 0.0) -> None:
+        faults = self.faults
+        if faults.delay:
+            delay += self._line_rng.uniform(0.0, faults.delay)
+        if delay or faults.byte_by_byte:
+            due = max(time.monotonic() + delay, self._line_due)  # a stream keeps its order
+            self._line_due = due
+            self._line_queue.put_nowait((due, data))
+            return
+        self._put(data)
+
+    def _put(self, data: bytes) -> None:
         link = self._link
         if link is None or link.is_closing() or link.get_write_buffer_size() > MAX_BUFFERED:
             self.stats.dropped_bytes += len(data)
             return
         link.write(data)
 
-    def _transmit(self, frame: Frame) -> None:
+    async def _line(self) -> None:
+        """Writes delayed or byte-by-byte output, in order."""
+        while True:
+            due, data = await self._line_queue.get()
+            wait = due - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if not self.faults.byte_by_byte:
+                self._put(data)
+                continue
+            for index in range(len(data)):
+                self._put(data[index : index + 1])
+                await asyncio.sleep(BYTE_TIME)
+
+    def _transmit(self, frame: Frame, out: _Outgoing | None = None) -> None:
         faults = self.faults
         rng = self._line_rng
-        if faults.garbage_rate and rng.random() < faults.garbage_rate:
+        if (out is not None and out.lose > 0) or (
+            faults.loss_rate and self._link_rng.random() < faults.loss_rate
+        ):
+            if out is not None and out.lose > 0:
+                out.lose -= 1
+            self.stats.lost += 1
+            return
+        garbage = out is not None and out.garbage > 0
+        if garbage or (faults.garbage_rate and rng.random() < faults.garbage_rate):
+            if out is not None and garbage:
+                out.garbage -= 1
             size = rng.randint(1, 24)
             self._write(bytes(rng.randrange(256) for _ in range(size)))
             self.stats.garbage_bursts += 1
         raw = bytearray(encode_raw(frame))
-        if faults.corrupt_rate and rng.random() < faults.corrupt_rate:
+        corrupt = out is not None and out.corrupt > 0
+        if corrupt or (faults.corrupt_rate and rng.random() < faults.corrupt_rate):
+            if out is not None and corrupt:
+                out.corrupt -= 1
             raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
             self.stats.corrupted += 1
-        self._write(wrap(bytes(raw)))
+        delay = out.delay if out is not None else 0.0
+        if out is not None:
+            out.delay = 0.0  # a scripted delay applies to the first transmission only
+        self._write(wrap(bytes(raw)), delay)
         sequenced = not isinstance(frame, HeartbeatFrame)
         if sequenced and faults.duplicate_rate and rng.random() < faults.duplicate_rate:
             self._write(wrap(encode_raw(frame)))
             self.stats.duplicates_sent += 1
 
-    def _enqueue(self, frame: Frame) -> None:
-        self._outbox.put_nowait(frame)
+    def _enqueue(self, frame: Frame, out: _Outgoing | None = None) -> None:
+        self._outbox.put_nowait(out if out is not None else _Outgoing(frame))
 
     async def _sender(self) -> None:
         """Stop-and-wait: one sequenced frame in flight, retransmitted until ACKed."""
         while True:
-            frame = replace(await self._outbox.get(), seq=self._tx_seq)
+            out = await self._outbox.get()
+            frame = replace(out.frame, seq=self._tx_seq)
             self._tx_seq = (self._tx_seq + 1) % 256
             self._outstanding = frame.seq
             self._acked.clear()
@@ -414,7 +711,7 @@ class ScannerSimulator:
             self.stats.frames_sent += 1
             attempts = 0
             while True:
-                self._transmit(frame)
+                self._transmit(frame, out)
                 try:
                     async with asyncio.timeout(self.ack_timeout):
                         await self._acked.wait()
@@ -433,6 +730,8 @@ class ScannerSimulator:
     async def _heartbeats(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
+            if time.monotonic() < self._silent_until:
+                continue
             uptime = int(time.monotonic() - self._started_at) % (1 << 32)
             self._transmit(HeartbeatFrame(uptime_s=uptime, completed=self._completed))
             self.stats.frames_sent += 1
@@ -512,7 +811,9 @@ class ScannerSimulator:
         if self.interval is not None:
             return  # free-running: cues are ignored
         if expect.round_no != self._round:
-            self._start_round(expect.round_no)
+            # A controller resuming a round after a restart cues a slot past the first:
+            # the cards before it were dealt before the crash, the shoe continues there.
+            self._start_round(expect.round_no, start=expect.slot_index)
         key = (expect.round_no, expect.slot_index)
         if key == self._served:
             self.stats.ignored += 1  # a repeated cue for a slot already dealt
@@ -522,6 +823,7 @@ class ScannerSimulator:
             return
         self._served = key
         self._current_slot = expect.slot_name
+        self._card_events()
         self._scan()
 
     async def _free_run(self) -> None:
@@ -535,16 +837,53 @@ class ScannerSimulator:
             self._scan()  # no host to ask for a rescan: the dealer tries again
             return
         if self._draw():
+            self._card_events()
             self._scan()
 
-    def _start_round(self, round_no: int) -> None:
+    def _card_events(self) -> None:
+        """Faults that happen as a card is dealt: the cable is pulled, heartbeats stop."""
+        assert self._current is not None
+        index = self._current[0]
+        faults = self.faults
+        for fault in faults.at_card(index):
+            if fault.kind == "unplug":
+                self._pull_cable(fault.seconds)
+            elif fault.kind == "heartbeat_stop":
+                self._stop_heartbeat(fault.seconds)
+        if faults.unplug_every is not None and (index + 1) % faults.unplug_every == 0:
+            self._pull_cable(faults.unplug_seconds)
+        if (
+            faults.heartbeat_stop_after is not None
+            and index + 1 == faults.heartbeat_stop_after
+            and not self._heartbeat_stopped
+        ):
+            self._heartbeat_stopped = True
+            self._stop_heartbeat(faults.heartbeat_stop_seconds)
+
+    def _stop_heartbeat(self, seconds: float) -> None:
+        self.stats.heartbeat_stops += 1
+        self._silent_until = time.monotonic() + seconds
+        _log.info("simulator_heartbeat_stopped", seconds=seconds)
+
+    def _pull_cable(self, seconds: float) -> None:
+        unplug = self._unplug
+        if unplug is None:
+            _log.warning("simulator_cannot_unplug", reason="this transport has no unplug")
+            return
+        self.stats.unplugs += 1
+        _log.info("simulator_unplugged", seconds=seconds)
+        task = asyncio.create_task(unplug(seconds), name="sim-unplug")
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    def _start_round(self, round_no: int, start: int = 0) -> None:
         self._round = round_no
         self._empty_reported = False
         if self.seed is not None:
             shoe = [str(piece) for piece in self.deck]
             random.Random(f"{self.seed}:{round_no}").shuffle(shoe)
             self._shoe = shoe
-            self._shoe_pos = 0
+            self._shoe_pos = min(start, len(shoe))
 
     def _draw(self) -> bool:
         """Put the next card on the scanner; False (and a STATUS ``empty``) when none is left."""
@@ -570,6 +909,7 @@ class ScannerSimulator:
             return False
         self._current = (self._card_index, value)
         self._card_index += 1
+        self.drawn.append(value)
         return True
 
     def _scan(self) -> None:
@@ -588,10 +928,64 @@ class ScannerSimulator:
             self._enqueue(MisreadFrame(cause=MisreadCause.UNREADABLE, text=f"card #{index}"))
             return
         position = self._current_slot if self.positions else None
-        self._enqueue(CardFrame(value=value, position=position))
+        card = CardFrame(value=value, position=position)
+        out = _Outgoing(card)
+        double = False
+        for fault in self.faults.at_card(index):
+            if fault.kind == "corrupt":
+                out.corrupt += fault.times
+            elif fault.kind == "garbage":
+                out.garbage += fault.times
+            elif fault.kind == "loss":
+                out.lose += fault.times
+            elif fault.kind == "delay":
+                out.delay += fault.seconds
+            elif fault.kind == "double_read":
+                double = True
+        rate = self.faults.double_read_rate
+        if rate and self._scan_rng.random() < rate:
+            double = True
+        self._enqueue(card, out)
+        if double:
+            self.stats.double_reads += 1
+            self._enqueue(card)
 
     # ------------------------------------------------------------------ helpers for tests
 
     def host_commands(self) -> Iterator[Frame]:
         """The host frames received, without the ACKs."""
         return (frame for frame in self.received if not isinstance(frame, AckFrame))
+
+
+@dataclass(slots=True)
+class _PtyPort:
+    """One pseudo-terminal the simulator serves on (replaced at every replug)."""
+
+    master: int
+    slave: int
+    path: str
+    read_transport: asyncio.ReadTransport | None = None
+    write_transport: asyncio.WriteTransport | None = None
+    session: asyncio.Task[None] | None = None
+
+    async def close(self) -> None:
+        if self.session is not None:
+            self.session.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.session
+        if self.read_transport is not None:
+            self.read_transport.close()
+        if self.write_transport is not None:
+            self.write_transport.abort()
+        for fd in (self.master, self.slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _point_link(link: Path, target: str) -> None:
+    """Point the symbolic link ``link`` at ``target`` atomically."""
+    temporary = link.with_name(f".{link.name}.new")
+    with contextlib.suppress(FileNotFoundError):
+        temporary.unlink()
+    temporary.symlink_to(target)
+    temporary.replace(link)

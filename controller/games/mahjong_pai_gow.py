@@ -156,7 +156,8 @@ def describe_hand(tiles: Sequence[Piece]) -> str:
     if key.value == 0:
         return "0 points"
     high = "window" if key.highest == WINDOW_VALUE else str(key.highest)
-    return f"{key.value} points, {high} high"
+    unit = "point" if key.value == 1 else "points"
+    return f"{key.value} {unit}, {high} high"
 
 
 def evaluate_hand(tiles: Sequence[Piece], hand: str = "") -> HandSummary:

@@ -71,6 +71,7 @@ class TlsFiles:
     ca_cert: Path
     server_cert: Path
     server_key: Path
+    ca_key: Path | None = None
 
 
 def _name(common_name: str) -> x509.Name:
@@ -137,7 +138,11 @@ def make_tls(directory: Path, *, ca_name: str = "tablectl test CA") -> TlsFiles:
         ca_cert=directory / "ca.crt",
         server_cert=directory / "server.crt",
         server_key=directory / "server.key",
+        ca_key=directory / "ca.key",
     )
+    assert files.ca_key is not None
+    files.ca_key.write_bytes(_pem_key(ca_key))
+    files.ca_key.chmod(0o600)
     files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     files.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     files.server_key.write_bytes(
@@ -149,6 +154,43 @@ def make_tls(directory: Path, *, ca_name: str = "tablectl test CA") -> TlsFiles:
     )
     files.server_key.chmod(0o600)
     return files
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def make_client_cert(tls: TlsFiles, directory: Path, common_name: str) -> tuple[Path, Path]:
+    """A client certificate (clientAuth, CN=common_name) signed by ``tls``'s CA."""
+    assert tls.ca_key is not None, "make_tls keeps the CA key"
+    ca_key = serialization.load_pem_private_key(tls.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_cert = x509.load_pem_x509_certificate(tls.ca_cert.read_bytes())
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path = directory / f"{common_name}.crt"
+    key_path = directory / f"{common_name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(_pem_key(key))
+    key_path.chmod(0o600)
+    return cert_path, key_path
 
 
 class SecureBroker:

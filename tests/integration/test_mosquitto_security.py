@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -450,3 +451,179 @@ async def test_publish_checked_times_out_without_puback(tmp_path: Path) -> None:
                 frozen.process.send_signal(signal.SIGCONT)
             # The broker is back: the next checked publish goes through.
             await publish_checked(client, "t/ok", b"y", timeout=10)
+
+
+# --- commands, replies and the betting system's presence (ACL) --------------------------------
+
+
+async def test_replay_commands_and_bare_reply_topics(broker: SecureBroker) -> None:
+    async with (
+        connect(broker, "table-tp-01") as table,
+        connect(broker, "betting") as betting,
+        connect(broker, "pitboss") as pit,
+    ):
+        await table.subscribe("tables/tp-01/cmd/#", qos=1)
+        await betting.subscribe("tables/tp-01/reply/#", qos=1)
+        await pit.subscribe("tables/tp-01/reply/#", qos=1)
+        await betting.publish("tables/tp-01/cmd/replay", b"betting-replay", qos=1)
+        with pytest.raises(PublishRefused):  # the pit boss replays on cmd/pit/replay
+            await publish_checked(pit, "tables/tp-01/cmd/replay", b"forged", timeout=10)
+        with pytest.raises(PublishRefused):  # betting cannot send pit commands
+            await publish_checked(betting, "tables/tp-01/cmd/pit/replay", b"forged", timeout=10)
+        control = marker()
+        await pit.publish("tables/tp-01/cmd/pit/replay", control, qos=1)
+        got = await received_until(table, control)
+        assert got == [
+            ("tables/tp-01/cmd/replay", b"betting-replay"),
+            ("tables/tp-01/cmd/pit/replay", control),
+        ]
+        # Answers without a response topic go to the bare reply/<role> topic.
+        await table.publish("tables/tp-01/reply/pit", b"for-pit", qos=1)
+        control = marker()
+        await table.publish("tables/tp-01/reply/betting", control, qos=1)
+        got_betting = await received_until(betting, control)
+        control_pit = marker()
+        await table.publish("tables/tp-01/reply/pit/cli-7", control_pit, qos=1)
+        got_pit = await received_until(pit, control_pit)
+    assert [p for _, p in got_betting] == [control]
+    assert [p for _, p in got_pit] == [b"for-pit", control_pit]
+
+
+async def test_betting_presence_topic(broker: SecureBroker) -> None:
+    async with (
+        connect(broker, "table-tp-01") as table,
+        connect(broker, "pitboss") as pit,
+        connect(broker, "betting") as betting,
+        connect(broker, "viewer") as viewer,
+    ):
+        await table.subscribe("betting/status", qos=1)
+        await pit.subscribe("betting/status", qos=1)
+        for forger in (table, pit, viewer):
+            with pytest.raises(PublishRefused):
+                await publish_checked(forger, "betting/status", b'{"state":"offline"}', timeout=10)
+        control = marker()
+        await publish_checked(betting, "betting/status", control, timeout=10)
+        assert await received_until(table, control) == [("betting/status", control)]
+        assert await received_until(pit, control) == [("betting/status", control)]
+
+
+# --- the outbox notices refused publishes (MQTT v5) --------------------------------------------
+
+
+def _publisher_settings(port: int, user: str) -> Any:
+    from pydantic import SecretStr
+
+    from controller.publisher import MqttSettings
+
+    return MqttSettings(
+        urls=[f"mqtt://127.0.0.1:{port}"],
+        username=user,
+        password=SecretStr(ROLE_PASSWORDS[user]),
+        reconnect_min_seconds=0.05,
+        reconnect_max_seconds=0.4,
+        publish_timeout=3.0,
+    )
+
+
+async def test_publisher_detects_a_credential_publishing_outside_its_table(
+    broker: SecureBroker, tmp_path: Path
+) -> None:
+    """table-tp-01's credential configured for table tp-02: every publish is refused (0x87);
+    the refusal is reported once, nothing is marked delivered, and it keeps retrying."""
+    from structlog.testing import capture_logs
+
+    from controller.journal import Journal
+    from controller.publisher import Publisher
+
+    journal = Journal.open(tmp_path / "j.sqlite")
+    journal.append("table_status", {"state": "ready"})
+    refusals: list[tuple[PublishRefused, Any]] = []
+    publisher = Publisher(
+        _publisher_settings(broker.port, "table-tp-01"),
+        "tp-02",
+        journal,
+        game="g",
+        version="t",
+        on_refused=lambda exc, entry: refusals.append((exc, entry)),
+    )
+    with capture_logs() as logs:
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            task = group.create_task(publisher.run())
+            while publisher.connections < 3:
+                await asyncio.sleep(0.05)
+            await publisher.stop()
+            await task
+    assert len(refusals) == 1  # reported once, not at every retry
+    refusal, entry = refusals[0]
+    assert entry is None  # the birth was the first publish
+    assert (refusal.topic, refusal.reason_code) == ("tables/tp-02/status", 0x87)
+    assert publisher.refused is not None
+    assert not publisher.connected.is_set()
+    assert journal.undelivered_count() == 1
+    errors = [e for e in logs if e["log_level"] == "error"]
+    assert errors and errors[0]["reason_code"] == 0x87
+    assert errors[0]["topic"] == "tables/tp-02/status"
+    journal.close()
+
+
+async def test_refused_entry_is_held_until_the_acl_allows_it(tmp_path: Path) -> None:
+    """An ACL that forgets results: the result entry stays undelivered (and what follows),
+    reported once with its seq; after the ACL is fixed and reloaded (SIGHUP) it goes out."""
+    import signal
+
+    from controller.journal import Journal
+    from controller.publisher import Publisher
+
+    acl = tmp_path / "acl"
+    acl.write_text(
+        "user table-tp-01\n"
+        "topic readwrite tables/tp-01/status\n"
+        "topic readwrite tables/tp-01/events\n"
+        "topic readwrite tables/tp-01/round\n"
+    )
+    passwd = make_password_file(tmp_path / "passwd", ROLE_PASSWORDS)
+    config = (
+        "listener {port} 127.0.0.1\nallow_anonymous false\n"
+        f"password_file {passwd}\nacl_file {acl}\npersistence false\n"
+    )
+    journal = Journal.open(tmp_path / "j.sqlite")
+    refusals: list[tuple[PublishRefused, Any]] = []
+    with SecureBroker(config, tmp_path / "broker") as running:
+        publisher = Publisher(
+            _publisher_settings(running.port, "table-tp-01"),
+            "tp-01",
+            journal,
+            game="g",
+            version="t",
+            on_refused=lambda exc, entry: refusals.append((exc, entry)),
+        )
+        async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+            task = group.create_task(publisher.run())
+            assert await publisher.wait_connected(5)
+            journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+            journal.append(
+                "round_voided",
+                {"reason": "x", "bets": {"A": {"outcome": "refund", "payout": "1"}}},
+                round_id="r-1",
+            )
+            journal.append("table_status", {"state": "after"})
+            while not refusals:
+                await asyncio.sleep(0.02)
+            assert not await publisher.flush(0.5)
+            assert [e.seq for e in journal.undelivered()] == [2, 3]
+            assert publisher.refused is not None
+            assert publisher.refused.topic == "tables/tp-01/results"
+            # Fix the ACL, reload the broker: the outbox flows again on its next attempt.
+            acl.write_text(acl.read_text() + "topic readwrite tables/tp-01/results\n")
+            assert running.process is not None
+            running.process.send_signal(signal.SIGHUP)
+            assert await publisher.flush(10)
+            assert publisher.refused is None
+            await publisher.stop()
+            await task
+    assert len(refusals) == 1
+    refusal, entry = refusals[0]
+    assert entry is not None and entry.seq == 2
+    assert refusal.reason_code == 0x87
+    assert journal.undelivered_count() == 0
+    journal.close()

@@ -418,3 +418,108 @@ async def test_watch_prints_what_a_consumer_sees(mosquitto_session, tmp_path):
         "3.1.1",
         "tables",
     )
+
+
+RESULT_BODY = {
+    "game": "teen-patti-20-20",
+    "round_no": 1,
+    "cards": {"A": ["As", "Ks", "Qs"], "B": ["2c", "3d", "7h"]},
+    "winner": "A",
+    "hands": {"A": {"category": "straight-flush", "description": "Straight flush"}},
+    "bets": {"A": {"outcome": "win", "payout": "1.95"}, "B": {"outcome": "lose", "payout": "0"}},
+}
+
+
+async def test_signed_results_verify_and_replay_resends_them(mosquitto_session, tmp_path):
+    """Results carry a signature a consumer verifies with the public key; a changed one fails.
+    A replay re-sends them with their original seq and ``replayed: true``, still signed."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from controller.signing import Signer, verify_envelope, why_invalid
+
+    broker = mosquitto_session
+    table = f"signed-{uuid.uuid4().hex[:6]}"
+    journal = Journal.open(tmp_path / "j.sqlite")
+    signer = Signer(Ed25519PrivateKey.generate(), "tp-test-1")
+    delivered: list[int] = []
+    sub = Subscriber(broker.host, broker.port, table)
+    publisher = Publisher(
+        settings_for(broker.url, "5"),
+        table,
+        journal,
+        game="g",
+        version="t",
+        signer=signer,
+        on_delivered=lambda entry: delivered.append(entry.seq),
+    )
+    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        run_task = group.create_task(publisher.run())
+        assert await publisher.wait_connected(5)
+        journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+        journal.append("round_result", RESULT_BODY, round_id="r-1")
+        journal.append("round_opened", {"round_no": 2, "game": "g"}, round_id="r-2")
+        journal.append(
+            "round_voided",
+            {"reason": "stopped", "bets": {"A": {"outcome": "refund", "payout": "1"}}},
+            round_id="r-2",
+        )
+        assert await publisher.flush(10)
+        assert publisher.backlog() == 0
+        await sub.wait_until(lambda: len(sub.on("results")) == 2)
+        sent = await publisher.replay(1)
+        assert sent == 2
+        assert await publisher.replay(3, 4) == 1
+        assert await publisher.replay(1, 1) == 0
+        await sub.wait_until(lambda: len(sub.on("results")) == 5)
+        await publisher.stop()
+        await run_task
+        sub_task.cancel()
+
+    assert delivered == [1, 2, 3, 4]
+    public_key = signer.public_key
+    results = sub.on("results")
+    assert [(r["seq"], r["kind"], r.get("replayed")) for r in results] == [
+        (2, "round_result", None),
+        (4, "round_voided", None),
+        (2, "round_result", True),
+        (4, "round_voided", True),
+        (4, "round_voided", True),
+    ]
+    for message in results:
+        assert message["signature"]["key_id"] == "tp-test-1"
+        assert verify_envelope(message, public_key), why_invalid(message, public_key)
+    # The same signed envelope on events; other kinds are not signed.
+    events = sub.on("events")
+    assert verify_envelope(events[1], public_key)
+    assert "signature" not in events[0]
+    # A result changed on the way fails.
+    forged = json.loads(json.dumps(results[0]))
+    forged["data"]["bets"]["B"]["payout"] = "2"
+    assert not verify_envelope(forged, public_key)
+    assert "was changed" in why_invalid(forged, public_key)
+    # The replayed copy is the original envelope plus replayed/delayed.
+    original, replayed = results[0], results[2]
+    strip = ("signature", "replayed", "delayed")
+    assert {k: v for k, v in original.items() if k not in strip} == {
+        k: v for k, v in replayed.items() if k not in strip
+    }
+    assert replayed["delayed"] is True
+    journal.close()
+
+
+async def test_replay_needs_a_connection_and_a_sane_range(tmp_path):
+    from controller.errors import PublishError
+
+    journal = Journal.open(tmp_path / "j.sqlite")
+    publisher = Publisher(
+        settings_for("mqtt://127.0.0.1:1", "5"), "t", journal, game="g", version="t"
+    )
+    with pytest.raises(PublishError, match="not connected"):
+        await publisher.replay(1)
+    with pytest.raises(ValueError, match="bad replay range"):
+        await publisher.replay(5, 2)
+    journal.append("table_status", {"state": "x"})
+    assert publisher.backlog() == 1
+    journal.close()

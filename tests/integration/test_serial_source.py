@@ -135,7 +135,12 @@ def test_url_parsing() -> None:
     "url",
     [
         "loop://",
-        "usb://1234:5678",
+        "usb://1234",
+        "usb://12345:1",
+        "usb://zz12:0001",
+        "usb://1234:5678/x",
+        "usb://1234:5678?iface=1",
+        "usb://1234:5678?serial=",
         "rfc2217://host:1",
         "ttyUSB0",
         "serial://dev/ttyUSB0",

@@ -327,3 +327,56 @@ def test_cli_refuses_bad_options() -> None:
     )
     assert result.returncode == 2
     assert "between 0 and 1" in result.stderr
+
+
+def test_cli_refuses_a_bad_scenario(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text('cards = ["As"]\n\n[[fault]]\nat_card = 1\nkind = "explode"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "simulators.cli", "simulate-scanner", "--scenario", str(scenario)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=_python_with_repo(),
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert f"{scenario}:5 (fault[1].kind): unknown fault kind 'explode'" in result.stderr
+
+
+def _is_link(path: str) -> bool:
+    return os.path.islink(path)
+
+
+async def test_cli_scenario_with_unplug_on_a_pty() -> None:
+    scenario = REPO / "simulators" / "scenarios" / "cable-pulled.toml"
+    args = [sys.executable, "-m", "simulators.cli", "simulate-scanner", "--scenario"]
+    args += [str(scenario), "--unplug-seconds", "0.2", "--deal-delay", "0"]
+    args += ["--ack-timeout", "0.05", "--heartbeat", "0.05"]
+    process = await asyncio.create_subprocess_exec(
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env=_python_with_repo(),
+    )
+    try:
+        async with asyncio.timeout(30):
+            assert process.stdout is not None
+            path = (await process.stdout.readline()).decode().strip()
+            assert _is_link(path), path  # unplugs need a stable link to the pty
+            source = open_card_source(f"serial://{path}", SETTINGS)
+            await source.open()
+            try:
+                cards = await Host(source).deal(1, ["A1", "B1", "C1"])
+            finally:
+                await source.close()
+            assert [card.value for card in cards] == ["Ah", "3s", "Tc"]
+            process.terminate()
+            await process.communicate()
+            assert process.returncode == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

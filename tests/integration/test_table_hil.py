@@ -23,6 +23,7 @@ from controller.app import Simulation, run_table, simulated_scanner
 from controller.cards import parse_cards
 from controller.games.teen_patti import TEEN_PATTI_20_20
 from controller.settings import load_settings
+from simulators.scanner import FaultPlan
 
 pytestmark = pytest.mark.hil
 
@@ -138,7 +139,7 @@ async def test_scripted_round_with_misreads_refusals_and_settlement(mosquitto, t
 
 
 async def test_seeded_rounds_results_follow_the_rules(mosquitto, tmp_path):
-    sim = Simulation(seed=11, deal_delay=0.0, misread_rate=0.2)
+    sim = Simulation(seed=11, deal_delay=0.0, faults=FaultPlan(misread_rate=0.2))
     recorder = Recorder(mosquitto.host, mosquitto.port, "hil-2")
     async with asyncio.timeout(90), asyncio.TaskGroup() as group:
         rec_task = group.create_task(recorder.run(), name="recorder")

@@ -33,7 +33,18 @@ def test_new_file_gets_schema_wal_and_first_session(tmp_path):
     assert _raw(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert _raw(path, "PRAGMA journal_mode") == [("wal",)]
     columns = [row[1] for row in _raw(path, "PRAGMA table_info(entries)")]
-    assert columns == ["seq", "session", "round_id", "kind", "happened_at", "body", "delivered_at"]
+    assert columns == [
+        "seq",
+        "session",
+        "round_id",
+        "kind",
+        "happened_at",
+        "body",
+        "delivered_at",
+        "hash",
+    ]
+    indexes = {row[0] for row in _raw(path, "SELECT name FROM sqlite_master WHERE type='index'")}
+    assert {"entries_round", "entries_kind", "entries_undelivered"} <= indexes
     assert [row[1] for row in _raw(path, "PRAGMA table_info(meta)")] == ["key", "value"]
 
 
@@ -291,3 +302,319 @@ def test_append_returns_only_after_the_entry_is_on_disk(tmp_path):
     assert stored[: len(reported)] == reported
     assert stored == list(range(1, len(stored) + 1))
     assert [json.loads(row[0])["n"] for row in _raw(path, "SELECT body FROM entries")] == stored
+
+
+# -- schema v2: hash chain, read-only access, verify --------------------------------------
+
+V1_DDL = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE entries (
+        seq INTEGER PRIMARY KEY,
+        session INTEGER NOT NULL,
+        round_id TEXT,
+        kind TEXT NOT NULL,
+        happened_at TEXT NOT NULL,
+        body TEXT NOT NULL,
+        delivered_at TEXT
+    )""",
+    "CREATE INDEX entries_round ON entries (round_id, seq)",
+    "CREATE INDEX entries_undelivered ON entries (seq) WHERE delivered_at IS NULL",
+    "INSERT INTO meta (key, value) VALUES ('session', '0')",
+)
+"""The released v1 schema, verbatim (what a journal written by tablectl 0.1 holds)."""
+
+SLOTS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+
+
+def _round_rows(round_id: str, round_no: int, cards: list[str]) -> list[tuple[str, dict]]:
+    rows: list[tuple[str, dict]] = [
+        (
+            "round_opened",
+            {"round_id": round_id, "round_no": round_no, "game": "g", "slots": SLOTS},
+        ),
+        ("betting_closed", {}),
+    ]
+    for index, card in enumerate(cards):
+        rows.append(
+            (
+                "card_dealt",
+                {
+                    "slot": SLOTS[index],
+                    "hand": SLOTS[index][0],
+                    "index": index,
+                    "card": card,
+                    "face": "up",
+                },
+            )
+        )
+    by_hand: dict[str, list[str]] = {}
+    for index, card in enumerate(cards):
+        by_hand.setdefault(SLOTS[index][0], []).append(card)
+    rows.append(("round_result", {"cards": by_hand, "winner": "A"}))
+    return rows
+
+
+def _write_v1_journal(path: Path, sessions: int = 2) -> int:
+    """A v1 file as the v1 code wrote it: DDL, session counter, compact JSON bodies."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("BEGIN IMMEDIATE")
+    for statement in V1_DDL:
+        db.execute(statement)
+    db.execute("PRAGMA user_version = 1")
+    db.execute("COMMIT")
+    seq = 0
+    cards = ["As", "Kd", "2c", "9h", "Td", "3s"]
+    for session in range(1, sessions + 1):
+        db.execute("UPDATE meta SET value = ? WHERE key = 'session'", (str(session),))
+        round_id = f"t-{session:06d}"
+        for kind, body in _round_rows(round_id, session, cards):
+            seq += 1
+            db.execute(
+                "INSERT INTO entries (seq, session, round_id, kind, happened_at, body, "
+                "delivered_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    seq,
+                    session,
+                    round_id,
+                    kind,
+                    f"2026-01-01T00:00:{seq:02d}.000000Z",
+                    json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+                    f"2026-01-01T00:00:{seq:02d}.500000Z" if session == 1 else None,
+                ),
+            )
+    db.close()
+    return seq
+
+
+def _journal_with_rounds(path: Path, rounds: int = 3) -> None:
+    cards = ["As", "Kd", "2c", "9h", "Td", "3s"]
+    with Journal.open(path) as journal:
+        for n in range(1, rounds + 1):
+            for kind, body in _round_rows(f"t-{n:06d}", n, cards):
+                journal.append(kind, body, round_id=f"t-{n:06d}")
+
+
+def test_a_real_v1_file_is_migrated_and_its_chain_computed(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    written = _write_v1_journal(path)
+    before = _raw(
+        path,
+        "SELECT seq, session, round_id, kind, happened_at, body, delivered_at "
+        "FROM entries ORDER BY seq",
+    )
+    with Journal.open(path) as journal:
+        assert journal.schema_version == SCHEMA_VERSION == 2
+        assert journal.session == 3
+        stored = list(journal.entries())
+        assert [e.seq for e in stored] == list(range(1, written + 1))
+        assert all(e.hash is not None and len(e.hash) == 64 for e in stored)
+        report = journal.verify()
+        assert report.ok, report.problems
+        assert (report.entries, report.rounds, report.settled) == (written, 2, 2)
+        assert report.undelivered == written // 2
+        # The chain continues over new appends from the migrated head.
+        new = journal.append("table_status", {"state": "ready"})
+        assert new.seq == written + 1
+        assert journal.verify().ok
+        assert journal.verify().chain_head == new.hash
+    # Nothing of the old rows changed but the new column.
+    after = _raw(
+        path,
+        "SELECT seq, session, round_id, kind, happened_at, body, delivered_at "
+        "FROM entries WHERE seq <= ? ORDER BY seq",
+        written,
+    )
+    assert after == before
+    assert _raw(path, "PRAGMA user_version") == [(2,)]
+
+
+def test_hash_is_the_documented_chain(tmp_path):
+    from controller.journal import GENESIS_HASH, entry_hash
+
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as journal:
+        first = journal.append("x", {"a": "é"}, round_id="r")
+        second = journal.append("y", {})
+    rows = _raw(path, "SELECT seq, session, round_id, kind, happened_at, body, hash FROM entries")
+    prev = GENESIS_HASH
+    for seq, session, round_id, kind, happened_at, body, chain in rows:
+        canonical = json.dumps(
+            [seq, session, round_id, kind, happened_at, body],
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+        import hashlib
+
+        expected = hashlib.sha256(bytes.fromhex(prev) + canonical).hexdigest()
+        assert chain == expected
+        assert (
+            entry_hash(
+                prev,
+                seq=seq,
+                session=session,
+                round_id=round_id,
+                kind=kind,
+                happened_at=happened_at,
+                body=body,
+            )
+            == expected
+        )
+        prev = chain
+    assert (first.hash, second.hash) == (rows[0][6], rows[1][6])
+
+
+def test_verify_is_clean_on_a_sound_journal_and_an_unfinished_last_round(tmp_path):
+    path = tmp_path / "j.sqlite"
+    _journal_with_rounds(path, 3)
+    with Journal.open(path) as journal:
+        journal.append(
+            "round_opened",
+            {"round_id": "t-000004", "round_no": 4, "slots": SLOTS},
+            round_id="t-000004",
+        )
+        journal.append(
+            "card_refused",
+            {"slot": None, "card": "As", "reason": "betting is open"},
+            round_id="t-000004",
+        )
+        journal.append("device_status", {"state": "ready"})
+        report = journal.verify()
+    assert report.ok, [str(p) for p in report.problems]
+    assert (report.rounds, report.settled, report.voided) == (4, 3, 0)
+    assert report.unfinished == ["t-000004"]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "expected"),
+    [
+        (
+            "UPDATE entries SET body = replace(body, '\"Kd\"', '\"Kh\"') WHERE seq = 4",
+            [(4, "hash chain broken"), (9, "result card Kd of hand B was not dealt")],
+        ),
+        (
+            "DELETE FROM entries WHERE seq = 5",
+            [
+                (6, "gap: seq 5 missing"),
+                (6, "hash chain broken"),
+                (9, "result after 5 of 6 cards"),
+                (9, "result card 2c of hand A was not dealt"),
+            ],
+        ),
+        (
+            "UPDATE entries SET session = 7 WHERE seq = 12",
+            [
+                (12, "hash chain broken"),
+                (12, "beyond the meta counter"),
+                (13, "session 1 after session 7"),
+            ],
+        ),
+        (
+            "UPDATE entries SET body = '{not json' WHERE seq = 2",
+            [(2, "hash chain broken"), (2, "body is not JSON"), (3, "before betting closed")],
+        ),
+        (
+            "UPDATE entries SET delivered_at = '2000-01-01T00:00:00.000000Z' WHERE seq = 3",
+            [(3, "is before happened_at")],
+        ),
+    ],
+    ids=["altered-card", "removed-entry", "altered-session", "broken-json", "early-delivery"],
+)
+def test_verify_names_what_was_tampered_and_where(tmp_path, tamper, expected):
+    path = tmp_path / "j.sqlite"
+    _journal_with_rounds(path, 2)
+    with sqlite3.connect(path) as db:
+        db.execute(tamper)
+    with Journal.open_readonly(path) as journal:
+        report = journal.verify()
+    assert not report.ok
+    found = [(problem.seq, problem.what) for problem in report.problems]
+    for seq, text in expected:
+        assert any(s == seq and text in what for s, what in found), (seq, text, found)
+    assert report.problems_total == len(report.problems)
+    assert all(problem.round_id in (None, "t-000001", "t-000002") for problem in report.problems)
+
+
+def test_verify_checks_the_round_order(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as journal:
+        add = journal.append
+        add("round_opened", {"round_id": "t-1", "round_no": 1, "slots": ["A1"]}, round_id="t-1")
+        add("card_dealt", {"hand": "A", "index": 0, "card": "As"}, round_id="t-1")  # 2: early
+        add("round_opened", {"round_id": "t-2", "round_no": 2, "slots": ["A1"]}, round_id="t-2")
+        add("betting_closed", {}, round_id="t-2")
+        add("round_result", {"cards": {}}, round_id="t-2")  # 5: no cards
+        add("round_voided", {"bets": {"a": {"outcome": "refund"}}}, round_id="t-1")
+        add("round_result", {"cards": {}}, round_id="t-1")  # 7: after the void
+        add("card_dealt", {"index": 0, "card": "2c"}, round_id="t-9")  # 8: never opened
+        add("round_opened", {"round_id": "t-3", "round_no": 3}, round_id="t-3")
+        add("round_voided", {"bets": {"a": {"outcome": "lose"}}}, round_id="t-3")  # 10
+        add("round_result", {}, round_id=None)  # 11
+        report = journal.verify()
+    found = {(p.seq, p.round_id): p.what for p in report.problems}
+    assert "card dealt before betting closed" in found[(2, "t-1")]
+    assert "round opened while round t-1 is unfinished" in found[(3, "t-2")]
+    assert "result after 0 of 1 cards" in found[(5, "t-2")]
+    assert "round_result after the round's void" in found[(7, "t-1")]
+    assert "never opened" in found[(8, "t-9")]
+    assert "void without a refund" in found[(10, "t-3")]
+    assert "without a round id" in found[(11, None)]
+    assert report.unfinished == []
+
+
+def test_readonly_open_beside_a_live_writer(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as writer:
+        writer.append("x", {"n": 1})
+        # No lock taken: it opens while the writer holds the journal.
+        with Journal.open_readonly(path) as reader:
+            assert reader.readonly
+            assert reader.session == writer.session == 1
+            assert [e.body for e in reader.entries()] == [{"n": 1}]
+            writer.append("x", {"n": 2})  # the writer is not blocked by the reader
+            assert [e.body["n"] for e in reader.entries()] == [1, 2]
+            assert reader.verify().ok
+            for write in (
+                lambda: reader.append("x", {}),
+                lambda: reader.mark_delivered(1),
+                lambda: reader.set_meta("k", "v"),
+            ):
+                with pytest.raises(JournalError, match="read-only") as info:
+                    write()
+                assert info.value.context["path"] == str(path)
+    with Journal.open(path) as again:
+        assert again.session == 2  # the reader started no session
+
+
+def test_readonly_refuses_what_is_not_a_journal(tmp_path):
+    with pytest.raises(JournalError, match="no journal file") as info:
+        Journal.open_readonly(tmp_path / "missing.sqlite")
+    assert info.value.context["path"] == str(tmp_path / "missing.sqlite")
+    assert not (tmp_path / "missing.sqlite").exists()
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    with pytest.raises(JournalError, match="not a tablectl journal"):
+        Journal.open_readonly(empty)
+    newer = tmp_path / "newer.sqlite"
+    with sqlite3.connect(newer) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(JournalError, match="newer"):
+        Journal.open_readonly(newer)
+
+
+def test_readonly_reads_an_unmigrated_v1_file_without_changing_it(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    written = _write_v1_journal(path)
+    with Journal.open_readonly(path) as journal:
+        assert journal.schema_version == 1
+        assert journal.last_seq == written
+        entries = list(journal.entries(round_id="t-000002"))
+        assert len(entries) == 9
+        assert all(e.hash is None for e in entries)
+        report = journal.verify()
+    assert [p.what for p in report.problems] == [
+        "schema version 1 is older than 2: no hash chain to check (opening it for writing "
+        "migrates it)"
+    ]
+    assert report.settled == 2
+    assert _raw(path, "PRAGMA user_version") == [(1,)]

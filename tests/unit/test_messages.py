@@ -442,3 +442,225 @@ def test_watch_status_lines_and_ignored_topics():
     assert describe(TOPICS.secure_events, card) is None
     assert describe(TOPICS.round, _envelope("round_snapshot", {})) is None
     assert describe(TOPICS.cmd("decision"), {}) is None
+
+
+# --- new kinds: reveal, halts, decisions, table info, commands, signatures ---------------------
+
+
+def test_cards_revealed_shows_hidden_slots_in_the_snapshot():
+    book = Book()
+    entries = [
+        book.entry("round_opened", {"round_no": 1, "game": "texas-holdem"}),
+        book.entry(
+            "card_dealt", {"slot": "P1", "hand": "P", "index": 0, "card": "As", "face": "hidden"}
+        ),
+        book.entry(
+            "card_dealt", {"slot": "P2", "hand": "P", "index": 1, "card": "Kd", "face": "hidden"}
+        ),
+        book.entry(
+            "card_dealt", {"slot": "Q1", "hand": "Q", "index": 2, "card": "2c", "face": "hidden"}
+        ),
+    ]
+    before = RoundSnapshot.replay(entries)
+    assert [c["card"] for c in before.to_wire()["cards"]] == [None, None, None]
+    reveal = book.entry("cards_revealed", {"hand": "P", "cards": ["As", "Kd"]})
+    after = before.apply(reveal)
+    wire = after.to_wire()
+    assert [(c["slot"], c["face"], c["card"]) for c in wire["cards"]] == [
+        ("P1", "up", "As"),
+        ("P2", "up", "Kd"),
+        ("Q1", "hidden", None),
+    ]
+    assert after.hidden_cards == frozenset({"2c"})
+    # The reveal itself is public, and a refusal naming a revealed card is no longer withheld.
+    published = publish_all([*entries, reveal])
+    events = [data for topic, data in published if topic == TOPICS.events]
+    assert events[-1]["data"] == {"hand": "P", "cards": ["As", "Kd"]}
+    refused = book.entry("card_refused", {"slot": "B1", "card": "As", "reason": "duplicate"})
+    (event, *_rest) = messages_for(refused, TOPICS, delayed=False, snapshot=after.apply(refused))
+    assert json.loads(event.payload)["data"]["card"] == "As"
+
+
+def test_halts_and_decision_windows_in_the_snapshot():
+    book = Book()
+    opened = book.entry("round_opened", {"round_no": 1, "game": "texas-holdem"})
+    window = {
+        "window": "w1",
+        "kind": "action",
+        "seat": "1",
+        "seconds": 5.0,
+        "options": ["fold"],
+        "info": {},
+        "closes_at": "2026-01-01T00:00:00.000000Z",
+    }
+    steps = [
+        (book.entry("round_halted", {"reason": "pit"}), True, None),
+        (book.entry("round_resumed", {"by": "pit"}), False, None),
+        (book.entry("decision_open", window), False, "w1"),
+        (
+            book.entry(
+                "decision_applied",
+                {"window": "other", "decision": {}, "default": True, "command_id": None},
+            ),
+            False,
+            "w1",
+        ),
+        (
+            book.entry(
+                "decision_applied",
+                {
+                    "window": "w1",
+                    "decision": {"action": "fold"},
+                    "default": False,
+                    "command_id": "c1",
+                },
+            ),
+            False,
+            None,
+        ),
+    ]
+    snapshot = RoundSnapshot().apply(opened)
+    for entry, halted, open_window in steps:
+        snapshot = snapshot.apply(entry)
+        wire = snapshot.to_wire()
+        assert wire["halted"] is halted, entry.kind
+        assert (wire["decision"] or {}).get("window") == open_window, entry.kind
+        assert wire["state"] == "betting_open"
+        # All of these are public, unchanged, on events.
+        (event, *_rest) = messages_for(entry, TOPICS, delayed=False, snapshot=snapshot)
+        assert json.loads(event.payload)["data"] == entry.body
+
+
+def test_secure_table_info_keeps_its_data_off_public_topics():
+    book = Book()
+    info = book.entry("table_info", {"kind": "equity", "data": {"P": "0.7"}, "secure": True})
+    out = publish_all([info])
+    assert [topic for topic, _ in out] == [TOPICS.events, TOPICS.secure_events, TOPICS.round]
+    assert out[0][1]["data"] == {"kind": "equity", "secure": True}
+    assert out[1][1]["data"]["data"] == {"P": "0.7"}
+    public = book.entry("table_info", {"kind": "odds", "data": {"P": "2"}, "secure": False})
+    out = publish_all([public])
+    assert [topic for topic, _ in out] == [TOPICS.events, TOPICS.round]
+    assert out[0][1]["data"]["data"] == {"P": "2"}
+
+
+def _answered(**extra: Any) -> dict[str, Any]:
+    return {
+        "command_id": "c-1",
+        "role": "pit",
+        "name": "void",
+        "accepted": False,
+        "reason": "no round",
+        "data": {"n": 1},
+        "response_topic": None,
+        "correlation_data": None,
+        **extra,
+    }
+
+
+def test_commands_show_only_who_and_what_on_events():
+    book = Book()
+    received = book.entry(
+        "command_received",
+        {
+            "command_id": "c-1",
+            "role": "pit",
+            "name": "void",
+            "round": "r-1",
+            "data": {"reason": "dealer error"},
+        },
+        round_id=None,
+    )
+    out = publish_all([received])
+    assert [topic for topic, _ in out] == [TOPICS.events, TOPICS.secure_events]
+    assert out[0][1]["data"] == {"command_id": "c-1", "role": "pit", "name": "void"}
+    assert out[1][1]["data"]["data"] == {"reason": "dealer error"}
+
+    answered = book.entry(
+        "command_answered",
+        _answered(response_topic="tables/tp-1/reply/pit/cli-1", correlation_data="AAE="),
+        round_id=None,
+    )
+    messages = messages_for(answered, TOPICS, delayed=False, snapshot=RoundSnapshot())
+    assert [m.topic for m in messages] == [TOPICS.events, "tables/tp-1/reply/pit/cli-1"]
+    assert json.loads(messages[0].payload)["data"] == {
+        "command_id": "c-1",
+        "role": "pit",
+        "name": "void",
+        "accepted": False,
+        "reason": "no round",
+    }
+    reply = messages[1]
+    assert reply.correlation_data == b"\x00\x01"
+    assert not reply.essential
+    assert json.loads(reply.payload)["data"]["data"] == {"n": 1}
+    # No response topic, or one outside the role's tree: the role's reply topic.
+    for topic in (None, "tables/tp-1/events", "tables/tp-1/reply/betting/x", "elsewhere"):
+        entry = book.entry("command_answered", _answered(response_topic=topic), round_id=None)
+        messages = messages_for(entry, TOPICS, delayed=False, snapshot=RoundSnapshot())
+        assert messages[-1].topic == TOPICS.reply("pit") == "tables/tp-1/reply/pit"
+        assert messages[-1].correlation_data is None
+
+
+def test_results_are_signed_on_events_and_results_only():
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from controller.signing import Signer, verify_envelope
+
+    signer = Signer(Ed25519PrivateKey.generate(), "k1")
+    book = Book()
+    voided = book.entry(
+        "round_voided", {"reason": "x", "bets": {"A": {"outcome": "refund", "payout": "1"}}}
+    )
+    card = book.entry(
+        "card_dealt", {"slot": "A1", "hand": "A", "index": 0, "card": "As", "face": "up"}
+    )
+    out = messages_for(voided, TOPICS, delayed=False, snapshot=RoundSnapshot(), signer=signer)
+    events, results, snapshot = (json.loads(m.payload) for m in out)
+    assert events == results
+    assert verify_envelope(results, signer.public_key)
+    assert "signature" not in snapshot
+    out = messages_for(card, TOPICS, delayed=False, snapshot=RoundSnapshot(), signer=signer)
+    assert all("signature" not in json.loads(m.payload) for m in out)
+
+
+def test_watch_describes_the_new_kinds():
+    lines = {
+        "decision_open": describe(
+            TOPICS.events,
+            _envelope(
+                "decision_open",
+                {
+                    "window": "w1",
+                    "kind": "action",
+                    "seat": "2",
+                    "seconds": 8,
+                    "options": ["fold", "call"],
+                },
+            ),
+        ),
+        "decision_applied": describe(
+            TOPICS.events,
+            _envelope(
+                "decision_applied",
+                {"window": "w1", "decision": {"action": "fold"}, "default": True},
+            ),
+        ),
+        "cards_revealed": describe(
+            TOPICS.events, _envelope("cards_revealed", {"hand": "P", "cards": ["As", "Kd"]})
+        ),
+        "round_halted": describe(TOPICS.events, _envelope("round_halted", {"reason": "pit"})),
+        "command_answered": describe(
+            TOPICS.events,
+            _envelope(
+                "command_answered",
+                {"command_id": "c1", "name": "void", "accepted": False, "reason": "no round"},
+            ),
+        ),
+    }
+    assert lines["decision_open"].endswith("decision w1 seat 2: action [fold/call] within 8 s")
+    assert lines["decision_applied"].endswith("decision w1: action=fold (default at the deadline)")
+    assert lines["cards_revealed"].endswith("P revealed: As Kd")
+    assert lines["round_halted"].endswith("HALTED: pit")
+    assert lines["command_answered"].endswith("command void (c1) refused: no round")
+    assert describe("tables/tp-1/reply/pit/events", _envelope("command_answered", {})) is None

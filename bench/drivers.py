@@ -1,0 +1,289 @@
+"""Card-source drivers: reads per second, per-read latency and CPU, against the floor.
+
+    .venv/bin/python bench/drivers.py [--count N] [--transports pty,tcp,usb]
+
+For each transport (a real pty, TCP on loopback, the USB driver on the simulated pyusb
+backend) a device thread writes N CARD frames (12 bytes each on the wire), paced at
+115,200-baud 8N1 (10 bits a byte: 1.04 ms a frame, at most 960 frames/s) and then unpaced
+(as fast as the transport takes them). The driver reads, checks, acknowledges and returns
+them. Latency is from the moment the device thread wrote a frame to the moment
+``next_read()`` returned it. The floor is the same byte stream read raw from the same kind
+of pty, socket or endpoint, counting frames by their delimiters, with no decoding, no ACKs.
+CPU is the whole process's CPU time (device thread included) per 1,000 reads; the floor's
+CPU is measured the same way, so the difference is the driver's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+import tty
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drivers.codec import CardFrame, encode
+from drivers.source import CardRead, DriverSettings, open_card_source
+from simulators.usb import EP_IN, PRODUCT_ID, VENDOR_ID, SimulatedUsbBackend
+
+BAUD = 115_200
+VALUES = [f"{rank}{suit}" for suit in "cdhs" for rank in "23456789TJQKA"]
+SETTINGS = DriverSettings(heartbeat_timeout=None, read_timeout=1.0, usb_poll_timeout=0.05)
+
+
+def frames(count: int) -> list[bytes]:
+    return [encode(CardFrame(seq=(i + 1) % 256, value=VALUES[i % 52])) for i in range(count)]
+
+
+@dataclass
+class Result:
+    reads: int
+    seconds: float
+    cpu: float
+    latencies: list[float]
+
+    def line(self, label: str) -> str:
+        lat = sorted(self.latencies)
+        p50 = statistics.median(lat) * 1000
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+        return (
+            f"  {label:<16} {self.reads / self.seconds:>9.0f} reads/s   "
+            f"p50 {p50:>7.3f} ms   p99 {p99:>7.3f} ms   "
+            f"CPU {self.cpu / self.reads * 1000:>6.3f} s/1000 reads"
+        )
+
+
+class Device:
+    """Writes the frames from a thread, paced or not, recording when each left."""
+
+    def __init__(self, write: Callable[[bytes], None], wire: list[bytes], paced: bool) -> None:
+        self.write = write
+        self.wire = wire
+        self.paced = paced
+        self.sent_at = [0.0] * len(wire)
+        self.thread = threading.Thread(target=self._run, name="bench-device", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        due = start
+        for index, data in enumerate(self.wire):
+            if self.paced:
+                due += len(data) * 10 / BAUD
+                while (left := due - time.monotonic()) > 0:
+                    time.sleep(left if left > 0.0005 else 0)
+            self.sent_at[index] = time.monotonic()
+            self.write(data)
+
+
+# ------------------------------------------------------------------ transports
+
+
+@dataclass
+class Port:
+    url: str
+    write: Callable[[bytes], None]
+    open_raw: Callable[[], contextlib.AbstractAsyncContextManager[asyncio.StreamReader]]
+    backend: SimulatedUsbBackend | None = None
+
+
+def _drain_forever(read: Callable[[], bytes]) -> None:
+    def run() -> None:
+        with contextlib.suppress(OSError):
+            while read():
+                pass
+
+    threading.Thread(target=run, name="bench-drain", daemon=True).start()
+
+
+@contextlib.asynccontextmanager
+async def pty_port() -> AsyncIterator[Port]:
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    path = os.ttyname(slave)
+    _drain_forever(lambda: os.read(master, 4096))  # the host's ACKs
+
+    def write(data: bytes) -> None:
+        os.write(master, data)
+
+    @contextlib.asynccontextmanager
+    async def raw() -> AsyncIterator[asyncio.StreamReader]:
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+        tty.setraw(fd)
+        reader = asyncio.StreamReader()
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+        )
+        try:
+            yield reader
+        finally:
+            transport.close()
+
+    try:
+        yield Port(f"serial://{path}", write, raw)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+@contextlib.asynccontextmanager
+async def tcp_port() -> AsyncIterator[Port]:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    current: dict[str, socket.socket] = {}
+    accepted = threading.Event()
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            current["conn"] = conn
+            _drain_forever(lambda conn=conn: conn.recv(4096))
+            accepted.set()
+
+    threading.Thread(target=accept, name="bench-accept", daemon=True).start()
+
+    def write(data: bytes) -> None:
+        accepted.wait(5)
+        current["conn"].sendall(data)
+
+    @contextlib.asynccontextmanager
+    async def raw() -> AsyncIterator[asyncio.StreamReader]:
+        accepted.clear()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            yield reader
+        finally:
+            writer.close()
+
+    try:
+        yield Port(f"socket://127.0.0.1:{port}", write, raw)
+    finally:
+        server.close()
+        with contextlib.suppress(KeyError, OSError):
+            current["conn"].close()
+
+
+@contextlib.asynccontextmanager
+async def usb_port() -> AsyncIterator[Port]:
+    backend = SimulatedUsbBackend()
+    backend.on_host_bytes = lambda data: None  # the host's ACKs
+
+    @contextlib.asynccontextmanager
+    async def raw() -> AsyncIterator[asyncio.StreamReader]:
+        import usb.core
+        import usb.util
+
+        device = usb.core.find(idVendor=VENDOR_ID, idProduct=PRODUCT_ID, backend=backend)
+        device.set_configuration()
+        usb.util.claim_interface(device, 0)
+        reader = asyncio.StreamReader()
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+
+        def pump() -> None:
+            while not stop.is_set():
+                try:
+                    data = bytes(device.read(EP_IN, 4096, 50))
+                except usb.core.USBTimeoutError:
+                    continue
+                loop.call_soon_threadsafe(reader.feed_data, data)
+
+        thread = threading.Thread(target=pump, name="bench-usb-raw", daemon=True)
+        thread.start()
+        try:
+            yield reader
+        finally:
+            stop.set()
+            thread.join(1)
+            usb.util.dispose_resources(device)
+
+    yield Port(f"usb://{VENDOR_ID:04x}:{PRODUCT_ID:04x}", backend.device_write, raw, backend)
+
+
+PORTS = {"pty": pty_port, "tcp": tcp_port, "usb": usb_port}
+
+
+# ------------------------------------------------------------------ runs
+
+
+async def through_driver(port: Port, wire: list[bytes], paced: bool) -> Result:
+    source = open_card_source(port.url, SETTINGS, usb_backend=port.backend)
+    await source.open()
+    await asyncio.sleep(0.05)
+    device = Device(port.write, wire, paced)
+    latencies = []
+    cpu0, t0 = time.process_time(), time.monotonic()
+    device.start()
+    try:
+        for index in range(len(wire)):
+            read = await source.next_read()
+            now = time.monotonic()
+            assert isinstance(read, CardRead), read
+            assert read.value == VALUES[index % 52], read
+            latencies.append(now - device.sent_at[index])
+    finally:
+        await source.close()
+    return Result(len(wire), time.monotonic() - t0, time.process_time() - cpu0, latencies)
+
+
+async def floor(port: Port, wire: list[bytes], paced: bool) -> Result:
+    async with port.open_raw() as reader:
+        await asyncio.sleep(0.05)
+        device = Device(port.write, wire, paced)
+        latencies = []
+        zeros = 0
+        cpu0, t0 = time.process_time(), time.monotonic()
+        device.start()
+        while len(latencies) < len(wire):
+            data = await reader.read(65536)
+            now = time.monotonic()
+            zeros += data.count(0)
+            while len(latencies) < zeros // 2:  # each frame: a leading and a trailing 0x00
+                latencies.append(now - device.sent_at[len(latencies)])
+        return Result(len(wire), time.monotonic() - t0, time.process_time() - cpu0, latencies)
+
+
+async def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=3000, help="reads per run (default 3000)")
+    parser.add_argument("--transports", default="pty,tcp,usb")
+    args = parser.parse_args()
+    wire = frames(args.count)
+    frame_ms = len(wire[0]) * 10 / BAUD * 1000
+    print(
+        f"{args.count} CARD frames of {len(wire[0])} bytes; paced = 115,200 baud 8N1 "
+        f"({frame_ms:.3f} ms a frame, ceiling {1000 / frame_ms:.0f} reads/s)"
+    )
+    for name in args.transports.split(","):
+        for paced in (True, False):
+            async with PORTS[name]() as port:
+                driver = await through_driver(port, wire, paced)
+            async with PORTS[name]() as port:
+                raw = await floor(port, wire, paced)
+            print(f"{name} {'paced 115200' if paced else 'unpaced'}:")
+            print(driver.line("driver"))
+            print(raw.line("floor (raw)"))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,112 @@
+"""Hold'em live equity: time to compute every seat's win probability, by street and players.
+
+Run: ``.venv/bin/python bench/equity.py [--repeats N] [--samples N] [--deals N]``
+
+For 2, 6 and 9 players, on random deals (seeded), times
+:func:`controller.live.equity.win_probabilities` pre-flop, after the flop, the turn and the
+river, and prints the median and worst time next to the target: under 100 ms for every street;
+pre-flop with 6+ players is Monte Carlo and must also be within 0.5 percentage points (one
+standard error) of the exact figure. The Monte Carlo error is measured against an exact
+pre-flop enumeration of the same deal (slow, done once per deal outside the timing) and the
+reported standard error. Figures only: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.cards import Card
+from controller.live import equity
+from controller.live.equity import DEFAULT_SAMPLES, win_probabilities
+
+TARGET_MS = 100.0
+TARGET_PP = 0.5
+STREETS = (("preflop", 0), ("flop", 3), ("turn", 4), ("river", 5))
+
+
+def deal(players: int, seed: int) -> tuple[dict[str, list[Card]], list[Card]]:
+    cards = [Card(code) for code in range(52)]
+    random.Random(seed).shuffle(cards)
+    hole = {f"seat{i + 1}": cards[2 * i : 2 * i + 2] for i in range(players)}
+    return hole, cards[2 * players : 2 * players + 5]
+
+
+def exact_preflop(hole: dict[str, list[Card]]) -> dict[str, float]:
+    """Exact pre-flop win probabilities (all C(52 - 2n, 5) boards; seconds, not ms)."""
+    saved = equity.EXACT_LIMIT
+    equity.EXACT_LIMIT = 10**9  # type: ignore[misc]
+    try:
+        report = win_probabilities(hole, [])
+    finally:
+        equity.EXACT_LIMIT = saved  # type: ignore[misc]
+    return {seat: e.win for seat, e in report.seats.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timings per deal and street")
+    parser.add_argument("--deals", type=int, default=5, help="random deals per player count")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="pre-flop MC runs")
+    parser.add_argument("--no-exact", action="store_true", help="skip the exact pre-flop check")
+    args = parser.parse_args()
+
+    win_probabilities(*deal(2, 0))  # build the evaluator tables before timing
+    print(f"equity timings, median and worst over {args.deals} deals x {args.repeats} runs")
+    print(
+        f"{'players':>7} {'street':>8} {'method':>12} {'runouts':>9} "
+        f"{'median ms':>10} {'worst ms':>9}  target"
+    )
+    for players in (2, 6, 9):
+        for street, board_size in STREETS:
+            times = []
+            method = ""
+            runouts = 0
+            for number in range(args.deals):
+                hole, board = deal(players, 1000 * players + number)
+                for _ in range(args.repeats):
+                    started = time.perf_counter()
+                    report = win_probabilities(
+                        hole,
+                        board[:board_size],
+                        samples=args.samples if board_size == 0 else None,
+                    )
+                    times.append((time.perf_counter() - started) * 1000)
+                    method, runouts = report.method, report.runouts
+            median, worst = statistics.median(times), max(times)
+            verdict = "ok" if worst < TARGET_MS else "MISSED"
+            print(
+                f"{players:>7} {street:>8} {method:>12} {runouts:>9} "
+                f"{median:>10.1f} {worst:>9.1f}  < {TARGET_MS:.0f} ms {verdict}"
+            )
+    if args.no_exact:
+        return
+    print(
+        f"\npre-flop Monte Carlo ({args.samples} run-outs) against exact enumeration, "
+        f"target |error| and 1 s.e. <= {TARGET_PP} pp"
+    )
+    print(f"{'players':>7} {'deal':>4} {'max |error| pp':>15} {'1 s.e. pp':>10} {'exact s':>8}")
+    for players in (6, 9):
+        for number in range(2):
+            hole, _ = deal(players, 1000 * players + number)
+            started = time.perf_counter()
+            exact = exact_preflop(hole)
+            exact_seconds = time.perf_counter() - started
+            sampled = win_probabilities(hole, [], samples=args.samples)
+            error = max(abs(sampled.seats[s].win - exact[s]) for s in exact) * 100
+            se = sampled.standard_error * 100
+            verdict = "ok" if se <= TARGET_PP and error <= 2 * TARGET_PP else "MISSED"
+            print(
+                f"{players:>7} {number:>4} {error:>15.3f} {se:>10.3f} {exact_seconds:>8.1f}  "
+                f"{verdict}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""Recovery figures: restart-to-resumed with 100,000 rounds journalled; backlog drain rate.
+
+    .venv/bin/python bench/recovery.py                   # both parts
+    .venv/bin/python bench/recovery.py --rounds 20000    # a smaller journal
+    .venv/bin/python bench/recovery.py --journal /tmp/big.sqlite   # keep/reuse the journal
+
+Part 1, restart to resumed. A journal of N rounds (default 100,000) is generated through the
+Journal API (``append`` with realistic entries: round_opened, betting_closed, six
+card_dealt, round_result with the settlement; one round in 20 with a misread and a rescan; the
+file's ``synchronous`` is switched off while generating, which only makes the generation fast
+and changes nothing in the file), every entry marked delivered, the last round interrupted
+after three cards (meta ``round.current`` pointing at it). Then, timed, what a restarted
+controller does before it can cue the next slot: ``Journal.open`` (lock, schema/migration
+check, new session, last seq and chain head) and ``Orchestrator.recover()`` (the round's
+entries through the ``round_id`` index, replayed into the live game). Repeated 20 times;
+median and max printed. Also: ``Journal.verify()`` over the whole file, ``recall`` of one
+round, and ``append`` on the big file.
+
+Part 2, backlog drain. A fresh journal with 1,000 rounds' worth of events (≈ 9,100 entries),
+none delivered (the broker was away), then the real :class:`~controller.publisher.Publisher`
+is started against a real Mosquitto (own port, persistence, ``set_tcp_nodelay``) and timed
+until ``flush()`` reports everything acknowledged. Printed: entries/s and MQTT messages/s
+(the publisher's own count: events + results + the round snapshot per batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from controller.journal import Journal  # noqa: E402
+
+TABLE = "bench-1"
+SLOTS = [("A1", "A"), ("B1", "B"), ("A2", "A"), ("B2", "B"), ("A3", "A"), ("B3", "B")]
+DECK = [rank + suit for rank in "23456789TJQKA" for suit in "cdhs"]
+BETS = ["player_a", "player_b", "pair_plus_a", "pair_plus_b"]
+
+
+def _quiet() -> None:
+    from controller.logs import configure_logging
+
+    configure_logging(level="ERROR", fmt="console", stream=sys.stderr)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+
+
+def _round_entries(n: int, cards: list[str], *, misread: bool) -> list[tuple[str, dict[str, Any]]]:
+    rid = f"{TABLE}-{n:06d}"
+    entries: list[tuple[str, dict[str, Any]]] = [
+        (
+            "round_opened",
+            {
+                "round_id": rid,
+                "round_no": n,
+                "game": "teen-patti-20-20",
+                "betting_seconds": 15.0,
+                "betting_closes_at": "2026-01-01T00:00:15.000000Z",
+                "table_state": {},
+            },
+        ),
+        ("betting_closed", {}),
+    ]
+    for index, (card, (slot, hand)) in enumerate(zip(cards, SLOTS, strict=False)):
+        if misread and index == 2:
+            entries.append(
+                (
+                    "rescan_requested",
+                    {"slot": slot, "cause": "device", "detail": "card #2", "attempt": 1},
+                )
+            )
+        entries.append(
+            (
+                "card_dealt",
+                {"slot": slot, "hand": hand, "index": index, "card": card, "face": "up"},
+            )
+        )
+    if len(cards) == len(SLOTS):
+        entries.append(
+            (
+                "round_result",
+                {
+                    "game": "teen-patti-20-20",
+                    "round_no": n,
+                    "cards": {"A": cards[0::2], "B": cards[1::2]},
+                    "winner": "A",
+                    "hands": {
+                        "A": {"category": "high_card", "description": "high card"},
+                        "B": {"category": "high_card", "description": "high card"},
+                    },
+                    "bets": {
+                        "player_a": {"outcome": "win", "payout": "1.98"},
+                        "player_b": {"outcome": "lose", "payout": "0"},
+                        "pair_plus_a": {"outcome": "lose", "payout": "0"},
+                        "pair_plus_b": {"outcome": "lose", "payout": "0"},
+                    },
+                    "details": {},
+                },
+            )
+        )
+    return entries
+
+
+def generate(path: Path, rounds: int, *, interrupted: bool, delivered: bool) -> int:
+    """Write ``rounds`` rounds through the Journal API; returns the number of entries."""
+    import random
+
+    rng = random.Random(1)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    count = 0
+    with Journal.open(path) as journal:
+        db = journal._connection()  # generation only: no fsync per entry
+        db.execute("PRAGMA synchronous=OFF")
+        started = time.perf_counter()
+        for n in range(1, rounds + 1):
+            cards = rng.sample(DECK, 6)
+            last = n == rounds and interrupted
+            if last:
+                cards = cards[:3]
+                journal.set_meta("round.current", f"{TABLE}-{n:06d}")
+            for kind, body in _round_entries(n, cards, misread=n % 20 == 0):
+                when = start + timedelta(seconds=count * 0.5)
+                journal.append(kind, body, round_id=f"{TABLE}-{n:06d}", happened_at=when)
+                count += 1
+            if n % 10000 == 0:
+                rate = count / (time.perf_counter() - started)
+                print(f"  generated {n} rounds ({count} entries, {rate:,.0f} entries/s)")
+        journal.set_meta("round.next_no", str(rounds + 1))
+        journal.set_meta("round.finished", str(rounds - (1 if interrupted else 0)))
+        if delivered:
+            at = start + timedelta(seconds=count * 0.5 + 1)
+            for first in range(1, count + 1, 10000):
+                journal.mark_delivered_many(range(first, min(count, first + 9999) + 1), at=at)
+        db.execute("PRAGMA synchronous=FULL")
+    return count
+
+
+def _orchestrator(journal: Journal) -> Any:
+    from controller.live.registry import make_live_game
+    from controller.orchestrator import Orchestrator
+    from controller.settings import RoundSettings
+
+    game = make_live_game("teen-patti-20-20", {}, {})
+    return Orchestrator(
+        table_id=TABLE,
+        game=game,
+        source=None,  # type: ignore[arg-type]  # recover() never touches the device
+        journal=journal,
+        settings=RoundSettings(),
+    )
+
+
+def part_restart(path: Path, rounds: int) -> None:
+    print(f"== restart to resumed, {rounds:,} rounds journalled")
+    if path.exists():
+        with Journal.open_readonly(path) as journal:
+            entries = journal.last_seq
+        print(f"  reusing {path} ({entries:,} entries)")
+    else:
+        started = time.perf_counter()
+        entries = generate(path, rounds, interrupted=True, delivered=True)
+        print(f"  generated {entries:,} entries in {time.perf_counter() - started:.1f} s")
+    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+    print(f"  file {size / 1e6:.0f} MB")
+    opens, recovers, totals = [], [], []
+    resumed_cards = None
+    with Journal.open(path) as journal:  # warm-up: imports, page cache
+        _orchestrator(journal).recover()
+    for _ in range(20):
+        t0 = time.perf_counter()
+        journal = Journal.open(path)
+        t1 = time.perf_counter()
+        recovered = _orchestrator(journal).recover()
+        t2 = time.perf_counter()
+        journal.close()
+        opens.append(t1 - t0)
+        recovers.append(t2 - t1)
+        totals.append(t2 - t0)
+        resumed_cards = None if recovered is None else len(recovered.dealt)
+    if resumed_cards is None:
+        print("  !! recover() found no unfinished round")
+    print(
+        "  Journal.open (lock, migration check, new session, head):    "
+        f"median {statistics.median(opens) * 1e3:7.2f} ms  max {max(opens) * 1e3:7.2f} ms"
+    )
+    print(
+        "  Orchestrator.recover() (index read + replay of the round):  "
+        f"median {statistics.median(recovers) * 1e3:7.2f} ms  max {max(recovers) * 1e3:7.2f} ms"
+    )
+    print(
+        f"  restart -> resumed (in process, {resumed_cards} cards kept):        "
+        f"median {statistics.median(totals) * 1e3:7.2f} ms  max {max(totals) * 1e3:7.2f} ms"
+        "   target: < 1 s"
+    )
+    from controller.recall import recall_round
+
+    with Journal.open_readonly(path) as journal:
+        t0 = time.perf_counter()
+        record = recall_round(journal, f"{TABLE}-{rounds // 2:06d}")
+        t1 = time.perf_counter()
+        report = journal.verify()
+        t2 = time.perf_counter()
+    print(
+        f"  recall of round {record.round_id} ({len(record.entries)} entries):  "
+        f"{(t1 - t0) * 1e3:.2f} ms"
+    )
+    print(
+        f"  Journal.verify() of {report.entries:,} entries: {t2 - t1:.1f} s "
+        f"({report.entries / (t2 - t1):,.0f} entries/s), ok={report.ok}, "
+        f"unfinished={report.unfinished}"
+    )
+    with Journal.open(path) as journal:
+        samples = []
+        for _ in range(300):
+            t0 = time.perf_counter()
+            journal.append("table_status", {"state": "ready", "detail": "bench"})
+            samples.append(time.perf_counter() - t0)
+    samples.sort()
+    print(
+        f"  append on the big file: median {statistics.median(samples) * 1e3:.3f} ms, "
+        f"p99 {samples[int(len(samples) * 0.99)] * 1e3:.3f} ms"
+    )
+
+
+async def _drain(workdir: Path, rounds: int) -> None:
+    from controller.mosquitto import MosquittoProcess
+    from controller.publisher import MqttSettings, Publisher
+
+    path = workdir / "backlog.sqlite"
+    entries = generate(path, rounds, interrupted=False, delivered=False)
+    broker = MosquittoProcess(workdir / "mosquitto")
+    broker.start()
+    try:
+        journal = Journal.open(path)
+        settings = MqttSettings(urls=[broker.url], publish_timeout=10.0)
+        publisher = Publisher(settings, TABLE, journal, game="teen-patti-20-20", version="bench")
+        started = time.perf_counter()
+        task = asyncio.create_task(publisher.run(), name="publisher")
+        if not await publisher.wait_connected(timeout=10):
+            raise RuntimeError("publisher did not connect")
+        connected = time.perf_counter()
+        done = await publisher.flush(timeout=300)
+        finished = time.perf_counter()
+        await publisher.stop()
+        await asyncio.gather(task, return_exceptions=True)
+        left = journal.undelivered_count()
+        journal.close()
+    finally:
+        broker.kill()
+    seconds = finished - connected
+    print(
+        f"  {entries:,} entries ({publisher.published_messages:,} MQTT messages) acknowledged "
+        f"in {seconds:.2f} s after connecting ({connected - started:.3f} s to connect); "
+        f"flushed={done}, left={left}"
+    )
+    print(
+        f"  drain rate: {entries / seconds:,.0f} entries/s, "
+        f"{publisher.published_messages / seconds:,.0f} messages/s "
+        f"(window {settings.window}, QoS 1, PUBACK awaited per entry)"
+    )
+
+
+def part_drain(rounds: int) -> None:
+    print(f"== backlog drain after an outage of {rounds:,} rounds")
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(_drain(Path(tmp), rounds))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=100_000, help="rounds in the big journal")
+    parser.add_argument("--backlog-rounds", type=int, default=1000)
+    parser.add_argument("--journal", type=Path, default=None, help="keep/reuse the big journal")
+    parser.add_argument("--skip-restart", action="store_true")
+    parser.add_argument("--skip-drain", action="store_true")
+    args = parser.parse_args()
+    _quiet()
+    if not args.skip_restart:
+        if args.journal is not None:
+            part_restart(args.journal, args.rounds)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                part_restart(Path(tmp) / "big.sqlite", args.rounds)
+    if not args.skip_drain:
+        part_drain(args.backlog_rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

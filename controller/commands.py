@@ -1,0 +1,809 @@
+"""Inbound commands over MQTT: the betting system's decisions and the pit boss's actions.
+
+Wire format (``docs/mqtt.md``, "Commands"): a JSON object on ``{prefix}/{table}/cmd/...``:
+
+===========================  =======  =========  ==============================================
+topic                        role     name       body (besides ``command_id`` and ``round``)
+===========================  =======  =========  ==============================================
+``cmd/decision``             betting  decision   ``window`` (str), ``decision`` (object)
+``cmd/replay``               betting  replay     ``from_seq`` (int >= 1), ``to_seq`` (int|null)
+``cmd/pit/resume``           pit      resume     (nothing)
+``cmd/pit/void``             pit      void       ``reason`` (str)
+``cmd/pit/replay``           pit      replay     ``from_seq``, ``to_seq``
+===========================  =======  =========  ==============================================
+
+The role comes from the topic, which the broker's ACL ties to a credential (docs/security.md):
+the payload cannot claim a role. :class:`CommandRouter` validates, journals
+``command_received``, calls the controller's handler (bounded by a timeout), and journals
+``command_answered``; the outbox publishes the answer on the command's v5 response topic
+(with its correlation data) or on ``{prefix}/{table}/reply/{role}``. A repeated
+``command_id`` (per role) is answered again with the first answer; the handler is not called
+twice.
+
+:class:`StatusWatcher` follows the betting system's retained presence topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.broker import BrokerAddress
+from controller.errors import TablectlError
+from controller.journal import Journal, JournalEntry
+from controller.messages import Role, Topics
+from controller.publisher import MqttSettings, backoff_seconds, client_options, tls_context
+
+if TYPE_CHECKING:
+    import aiomqtt
+
+_log = structlog.get_logger(__name__)
+
+MAX_COMMAND_BYTES = 65536
+"""Larger command payloads are refused unread."""
+
+
+class CommandError(TablectlError):
+    """A command that cannot be accepted as sent (wrong topic, malformed, wrong role)."""
+
+
+# -- the bodies ------------------------------------------------------------------------------
+
+
+class _CommandBody(BaseModel):
+    """Fields every command carries. Unknown fields are refused (a typo must not pass)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command_id: str = Field(
+        min_length=1, max_length=128, description="unique per sender; repeats are idempotent"
+    )
+    round: str | None = Field(default=None, description="the round it is meant for, if any")
+
+
+class DecisionCommand(_CommandBody):
+    """``cmd/decision``: a decision for an open decision window."""
+
+    window: str = Field(min_length=1, description="the window id of decision_open")
+    decision: dict[str, Any] = Field(description="game-specific (e.g. {'action': 'call'})")
+
+
+class ReplayCommand(_CommandBody):
+    """``cmd/replay``, ``cmd/pit/replay``: re-send results with ``from_seq <= seq <= to_seq``."""
+
+    from_seq: int = Field(ge=1)
+    to_seq: int | None = Field(default=None, ge=1, description="null: up to the last")
+
+
+class ResumeCommand(_CommandBody):
+    """``cmd/pit/resume``: continue a halted round."""
+
+
+class VoidCommand(_CommandBody):
+    """``cmd/pit/void``: void the round (refund every bet)."""
+
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class BettingStatusMessage(BaseModel):
+    """The betting system's retained presence (``MqttSettings.betting_status_topic``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    state: Literal["online", "offline"]
+
+
+class AnswerBody(BaseModel):
+    """What the handler's :class:`Answer` becomes (``data`` of ``command_answered``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accepted: bool
+    reason: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Route:
+    """What a command topic means.
+
+    Attributes:
+        role: Who may publish there (tied to a credential by the ACL).
+        name: The command.
+        model: Its body model.
+    """
+
+    role: Role
+    name: str
+    model: type[_CommandBody]
+
+
+ROUTES: dict[str, Route] = {
+    "decision": Route("betting", "decision", DecisionCommand),
+    "replay": Route("betting", "replay", ReplayCommand),
+    "pit/resume": Route("pit", "resume", ResumeCommand),
+    "pit/void": Route("pit", "void", VoidCommand),
+    "pit/replay": Route("pit", "replay", ReplayCommand),
+}
+"""Topic (below ``{base}/cmd/``) -> route. Nothing else is accepted."""
+
+_ROLE_NAMES = {"betting": "a betting-system", "pit": "a pit-boss"}
+_WHAT = {
+    "void": "void a round",
+    "resume": "resume a round",
+    "decision": "send decisions",
+    "replay": "ask for a replay there",
+}
+
+
+@dataclass(frozen=True)
+class Command:
+    """A validated command.
+
+    Attributes:
+        command_id: The sender's id for it.
+        role: ``betting`` or ``pit`` (from the topic).
+        name: ``decision``, ``replay``, ``resume`` or ``void``.
+        round_id: The round it is meant for, or ``None``.
+        data: The body without ``command_id`` and ``round``.
+        response_topic: The MQTT v5 response topic, if the sender gave one.
+        correlation_data: The MQTT v5 correlation data, if given.
+    """
+
+    command_id: str
+    role: Role
+    name: str
+    round_id: str | None
+    data: dict[str, Any]
+    response_topic: str | None = None
+    correlation_data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The controller's verdict on a command.
+
+    Attributes:
+        accepted: Whether it was applied (or will be).
+        reason: Why not (or a note); shown to the sender.
+        data: Anything to report (e.g. ``{"messages": 3}`` for a replay).
+    """
+
+    accepted: bool
+    reason: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an inbound message is not a command we run, and where to answer.
+
+    Attributes:
+        role: Whose reply topic gets the refusal.
+        name: The command name as far as it could be read.
+        command_id: The id, if it could be read.
+        reason: What was wrong and where.
+    """
+
+    role: Role
+    name: str
+    command_id: str | None
+    reason: str
+
+
+def _describe_validation(error: ValidationError, topic: str) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(body)"
+        parts.append(f"field {where!r}: {item['msg']}")
+    return f"invalid command on {topic}: " + "; ".join(parts)
+
+
+def parse_command(
+    topics: Topics,
+    topic: str,
+    payload: bytes,
+    *,
+    response_topic: str | None = None,
+    correlation_data: bytes | None = None,
+) -> Command | Refusal:
+    """Read one inbound message (pure).
+
+    Args:
+        topics: The table's topics.
+        topic: Where it arrived.
+        payload: Its body.
+        response_topic: The v5 response topic, if any.
+        correlation_data: The v5 correlation data, if any.
+
+    Returns:
+        The command, or a :class:`Refusal` naming what was wrong (and the field).
+    """
+    root = topics.cmd_root + "/"
+    suffix = topic[len(root) :] if topic.startswith(root) else topic
+    route = ROUTES.get(suffix)
+    role: Role = "pit" if suffix.startswith("pit/") or suffix == "pit" else "betting"
+    name = suffix.rsplit("/", 1)[-1] or suffix
+    command_id = _peek_id(payload)
+    if route is None:
+        other = next((r for r in ROUTES.values() if r.name == name), None)
+        if other is not None:
+            reason = f"{_ROLE_NAMES[role]} credential cannot {_WHAT[name]} (topic {topic})"
+        else:
+            known = ", ".join(f"cmd/{key}" for key in ROUTES)
+            reason = f"unknown command topic {topic} (known: {known})"
+        return Refusal(role, name, command_id, reason)
+    role, name = route.role, route.name
+    if response_topic is not None and not topics.response_topic_allowed(response_topic, role):
+        return Refusal(
+            role,
+            name,
+            command_id,
+            f"response topic {response_topic!r} is not under {topics.reply(role)}/ "
+            "(the controller answers only inside its own table's reply tree)",
+        )
+    if len(payload) > MAX_COMMAND_BYTES:
+        return Refusal(
+            role, name, command_id, f"command is {len(payload)} bytes; at most {MAX_COMMAND_BYTES}"
+        )
+    try:
+        body = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Refusal(role, name, None, f"command on {topic} is not JSON: {exc}")
+    if not isinstance(body, dict):
+        return Refusal(
+            role, name, None, f"command on {topic} must be a JSON object, not {type(body).__name__}"
+        )
+    try:
+        parsed = route.model.model_validate(body)
+    except ValidationError as exc:
+        return Refusal(role, name, command_id, _describe_validation(exc, topic))
+    if (
+        isinstance(parsed, ReplayCommand)
+        and parsed.to_seq is not None
+        and parsed.to_seq < parsed.from_seq
+    ):
+        return Refusal(
+            role,
+            name,
+            parsed.command_id,
+            f"invalid command on {topic}: field 'to_seq' ({parsed.to_seq}) is below "
+            f"'from_seq' ({parsed.from_seq})",
+        )
+    data = parsed.model_dump(exclude={"command_id", "round"})
+    return Command(
+        command_id=parsed.command_id,
+        role=role,
+        name=name,
+        round_id=parsed.round,
+        data=data,
+        response_topic=response_topic,
+        correlation_data=correlation_data,
+    )
+
+
+def _peek_id(payload: bytes) -> str | None:
+    try:
+        body = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(body, dict):
+        value = body.get("command_id")
+        if isinstance(value, str) and 0 < len(value) <= 128:
+            return value
+    return None
+
+
+# -- the router ------------------------------------------------------------------------------
+
+Handler = Callable[[Command], Awaitable[Answer]]
+
+
+class CommandRouter:
+    """Receives commands, journals them and their answers, and calls the handler.
+
+    Run :meth:`run` as a long-lived task in the controller's task group; end it with
+    :meth:`stop` (or cancel it).
+
+    Args:
+        settings: Broker settings (the controller's credential; the router connects as
+            ``<client_id>-cmd``).
+        table_id: The table.
+        journal: The table's journal (answers go out through its outbox).
+        handler: The controller's decision on a command; must return an :class:`Answer`.
+        handler_timeout: Seconds the handler may take; after that the command is refused.
+        status: A :class:`StatusWatcher` fed from this router's connection (one connection
+            less than running it on its own), if given.
+
+    Attributes:
+        subscribed: Set while connected and subscribed.
+        connections: How many times it connected.
+    """
+
+    def __init__(
+        self,
+        settings: MqttSettings,
+        table_id: str,
+        journal: Journal,
+        handler: Handler,
+        *,
+        handler_timeout: float,
+        status: StatusWatcher | None = None,
+    ) -> None:
+        self.settings = settings
+        self.table_id = table_id
+        self.journal = journal
+        self.handler = handler
+        self.handler_timeout = handler_timeout
+        self.status = status
+        self.topics = Topics(prefix=settings.topic_prefix, table=table_id)
+        self.client_id = f"{settings.client_id or f'tablectl-{table_id}'}-cmd"
+        self.subscribed = asyncio.Event()
+        self.connections = 0
+        self.log = _log.bind(table=table_id)
+        self._answers: dict[tuple[str, str], dict[str, Any]] = {}
+        self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any]]] = {}
+        self._stop = asyncio.Event()
+        self._tls = tls_context(settings) if settings.uses_tls else None
+        self._random = random.Random()
+        self._loaded = False
+
+    # -- idempotence -------------------------------------------------------------------------
+
+    def _load_answers(self) -> None:
+        """Index the journal's earlier answers by (role, command_id).
+
+        Reads the whole journal once at start (the journal has no index on command ids).
+        """
+        if self._loaded:
+            return
+        received: set[tuple[str, str]] = set()
+        for entry in self.journal.entries():
+            key = (str(entry.body.get("role")), str(entry.body.get("command_id")))
+            if entry.kind == "command_received":
+                received.add(key)
+            elif entry.kind == "command_answered" and key in received:
+                # (Answers without a command_received were messages that were no valid
+                # command: not remembered, so a corrected one may reuse the id.)
+                self._remember(entry.body)
+        self._loaded = True
+
+    def _remember(self, body: Mapping[str, Any]) -> None:
+        if body.get("duplicate"):
+            return
+        key = (str(body.get("role")), str(body.get("command_id")))
+        self._answers.setdefault(key, dict(body))
+
+    # -- handling (no network: tests call it directly) ---------------------------------------
+
+    async def handle(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        response_topic: str | None = None,
+        correlation_data: bytes | None = None,
+    ) -> JournalEntry:
+        """Process one inbound message to its journalled answer.
+
+        Returns:
+            The ``command_answered`` entry (the outbox publishes it).
+        """
+        self._load_answers()
+        parsed = parse_command(
+            self.topics,
+            topic,
+            payload,
+            response_topic=response_topic,
+            correlation_data=correlation_data,
+        )
+        if isinstance(parsed, Refusal):
+            self.log.warning(
+                "command refused",
+                topic=topic,
+                role=parsed.role,
+                command=parsed.name,
+                command_id=parsed.command_id,
+                reason=parsed.reason,
+            )
+            return self._answer(
+                role=parsed.role,
+                name=parsed.name,
+                command_id=parsed.command_id or "",
+                answer=AnswerBody(accepted=False, reason=parsed.reason),
+                # Published there only if it is inside the role's reply tree (else reply/role).
+                response_topic=response_topic,
+                correlation_data=correlation_data,
+                remember=False,
+            )
+        command = parsed
+        key = (command.role, command.command_id)
+        clog = self.log.bind(
+            command=command.name,
+            command_id=command.command_id,
+            role=command.role,
+            round=command.round_id,
+        )
+        first = self._answers.get(key)
+        if first is None and key in self._inflight:
+            first = await asyncio.shield(self._inflight[key])
+        if first is not None:
+            clog.info("repeated command answered again with the first answer")
+            return self._answer(
+                role=command.role,
+                name=command.name,
+                command_id=command.command_id,
+                answer=AnswerBody(
+                    accepted=bool(first.get("accepted")),
+                    reason=str(first.get("reason", "")),
+                    data=dict(first.get("data") or {}),
+                ),
+                response_topic=command.response_topic,
+                correlation_data=command.correlation_data,
+                duplicate=True,
+            )
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            self.journal.append(
+                "command_received",
+                {
+                    "command_id": command.command_id,
+                    "role": command.role,
+                    "name": command.name,
+                    "round": command.round_id,
+                    "data": command.data,
+                },
+            )
+            answer = await self._call_handler(command, clog)
+            entry = self._answer(
+                role=command.role,
+                name=command.name,
+                command_id=command.command_id,
+                answer=answer,
+                response_topic=command.response_topic,
+                correlation_data=command.correlation_data,
+            )
+            future.set_result(entry.body)
+            return entry
+        finally:
+            if not future.done():
+                future.cancel()
+            self._inflight.pop(key, None)
+
+    async def _call_handler(self, command: Command, clog: Any) -> AnswerBody:
+        try:
+            async with asyncio.timeout(self.handler_timeout):
+                answer = await self.handler(command)
+        except TimeoutError:
+            clog.error("command handler timed out", seconds=self.handler_timeout)
+            return AnswerBody(
+                accepted=False,
+                reason=f"the controller did not decide within {self.handler_timeout} s",
+            )
+        except TablectlError as exc:
+            clog.warning("command handler refused", error=str(exc))
+            return AnswerBody(accepted=False, reason=exc.message)
+        except Exception as exc:
+            clog.exception("command handler failed")
+            return AnswerBody(accepted=False, reason=f"internal error: {type(exc).__name__}")
+        if not isinstance(answer, Answer):
+            clog.error("command handler returned no Answer", got=type(answer).__name__)
+            return AnswerBody(accepted=False, reason="internal error: no answer")
+        try:
+            body = AnswerBody(accepted=answer.accepted, reason=answer.reason, data=answer.data)
+            json.dumps(body.data)
+        except (ValidationError, TypeError, ValueError) as exc:
+            clog.error("command handler answer is not JSON-able", error=str(exc))
+            return AnswerBody(accepted=False, reason="internal error: answer not JSON-able")
+        clog.info("command answered", accepted=body.accepted, reason=body.reason)
+        return body
+
+    def _answer(
+        self,
+        *,
+        role: Role,
+        name: str,
+        command_id: str,
+        answer: AnswerBody,
+        response_topic: str | None,
+        correlation_data: bytes | None,
+        duplicate: bool = False,
+        remember: bool = True,
+    ) -> JournalEntry:
+        body: dict[str, Any] = {
+            "command_id": command_id,
+            "role": role,
+            "name": name,
+            "accepted": answer.accepted,
+            "reason": answer.reason,
+            "data": answer.data,
+            "response_topic": response_topic,
+            "correlation_data": (
+                base64.b64encode(correlation_data).decode("ascii")
+                if correlation_data is not None
+                else None
+            ),
+        }
+        if duplicate:
+            body["duplicate"] = True
+        entry = self.journal.append("command_answered", body)
+        if command_id and remember and not duplicate:
+            # A message that was not a valid command is not remembered: the sender may fix
+            # it and send it again under the same id.
+            self._remember(body)
+        return entry
+
+    # -- the connection ----------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """End :meth:`run` (commands being handled are finished first, bounded)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Connect, subscribe to ``{base}/cmd/#``, handle commands; reconnect until stopped."""
+        self._load_answers()
+        addresses = self.settings.addresses
+        if not addresses:
+            raise CommandError("no broker URL for the command router", table=self.table_id)
+        failures = 0
+        while not self._stop.is_set():
+            was_up = False
+            for address in addresses:
+                if self._stop.is_set():
+                    return
+                before = self.connections
+                try:
+                    await self._connection(address)
+                except Exception as exc:
+                    self.log.warning(
+                        "command link lost or refused",
+                        url=address.url,
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+                if self._stop.is_set():
+                    return
+                if self.connections != before:
+                    was_up = True
+                    break
+            failures = 1 if was_up else failures + 1
+            delay = backoff_seconds(self.settings, failures, self._random)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._stop.wait()
+
+    def _make_client(self, address: BrokerAddress) -> aiomqtt.Client:
+        import aiomqtt
+
+        version = (
+            aiomqtt.ProtocolVersion.V5
+            if self.settings.protocol == "5"
+            else aiomqtt.ProtocolVersion.V311
+        )
+        # Commands sent while the controller is away are stale: no persistent session.
+        session: dict[str, Any] = (
+            {"clean_start": True} if self.settings.protocol == "5" else {"clean_session": True}
+        )
+        client = aiomqtt.Client(
+            address.host,
+            address.port,
+            identifier=self.client_id,
+            protocol=version,
+            logger=logging.getLogger("tablectl.commands.paho"),
+            **session,
+            **client_options(self.settings, address, self._tls),
+        )
+        client._client.connect_timeout = self.settings.connect_timeout
+        return client
+
+    async def _connection(self, address: BrokerAddress) -> None:
+        client = self._make_client(address)
+        try:
+            async with asyncio.timeout(self.settings.connect_timeout):
+                await client.__aenter__()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                client._client.disconnect()
+            raise
+        try:
+            self.connections += 1
+            await client.subscribe(f"{self.topics.cmd_root}/#", qos=1)
+            if self.status is not None:
+                await client.subscribe(self.status.topic, qos=1)
+            self.subscribed.set()
+            self.log.info("command router subscribed", url=address.url, client_id=self.client_id)
+            error: BaseException | None = None
+            # Commands being handled when the link drops are finished (bounded by the handler
+            # timeout): their answers are journalled and go out with the outbox.
+            async with asyncio.TaskGroup() as handlers:
+                reader = asyncio.ensure_future(self._read(client, handlers))
+                stopper = asyncio.ensure_future(self._stop.wait())
+                try:
+                    done, _ = await asyncio.wait(
+                        {reader, stopper}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    for task in (reader, stopper):
+                        task.cancel()
+                    await asyncio.gather(reader, stopper, return_exceptions=True)
+                if reader in done and not reader.cancelled():
+                    error = reader.exception()
+            if error is not None:
+                raise error
+        finally:
+            self.subscribed.clear()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(min(1.0, self.settings.publish_timeout)):
+                    await client.__aexit__(None, None, None)
+
+    async def _read(self, client: aiomqtt.Client, group: asyncio.TaskGroup) -> None:
+        async for message in client.messages:
+            topic = str(message.topic)
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            if self.status is not None and topic == self.status.topic:
+                self.status.feed(payload)
+                continue
+            properties = message.properties
+            response = getattr(properties, "ResponseTopic", None) if properties else None
+            correlation = getattr(properties, "CorrelationData", None) if properties else None
+            group.create_task(
+                self._handle_logged(topic, payload, response, correlation),
+                name=f"command-{uuid.uuid4().hex[:8]}",
+            )
+
+    async def _handle_logged(
+        self, topic: str, payload: bytes, response: str | None, correlation: bytes | None
+    ) -> None:
+        try:
+            await self.handle(topic, payload, response_topic=response, correlation_data=correlation)
+        except Exception:
+            self.log.exception("command could not be handled", topic=topic)
+
+
+# -- the betting system's presence -----------------------------------------------------------
+
+
+class StatusWatcher:
+    """Follows the betting system's retained presence topic.
+
+    The betting system publishes ``{"state": "online"}`` retained when it connects and
+    registers ``{"state": "offline"}`` as its Last Will (and publishes it when it stops).
+    Until a valid message arrives the state is ``unknown`` (``online`` not set). While this
+    watcher's own link to the broker is down the last known state is kept (the retained
+    message is received again at the reconnect).
+
+    Either run :meth:`run` as a task (its own connection, client id ``<client_id>-status``),
+    or give the watcher to a :class:`CommandRouter` (``status=``), which feeds it from the
+    command connection.
+
+    Args:
+        settings: Broker settings (``betting_status_topic`` names the topic).
+        table_id: The table (for the client id and logs).
+        topic: Overrides ``settings.betting_status_topic``.
+
+    Attributes:
+        topic: The presence topic.
+        online: Set while the betting system is online.
+        state: ``online``, ``offline`` or ``unknown``.
+        since: When the state last changed (UTC), ``None`` before any message.
+        changed: Set at every change (clear it to wait for the next one).
+
+    Raises:
+        CommandError: No topic (``betting_status_topic`` is ``None`` and none given).
+    """
+
+    def __init__(self, settings: MqttSettings, table_id: str, *, topic: str | None = None) -> None:
+        chosen = topic if topic is not None else settings.betting_status_topic
+        if not chosen:
+            raise CommandError(
+                "no betting status topic (mqtt.betting_status_topic is not set)", table=table_id
+            )
+        self.settings = settings
+        self.table_id = table_id
+        self.topic = chosen
+        self.client_id = f"{settings.client_id or f'tablectl-{table_id}'}-status"
+        self.online = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.state: Literal["online", "offline", "unknown"] = "unknown"
+        self.since: datetime | None = None
+        self.log = _log.bind(table=table_id, topic=chosen)
+        self._stop = asyncio.Event()
+
+    def feed(self, payload: bytes) -> None:
+        """Apply one message of the presence topic (a malformed one is logged and ignored)."""
+        try:
+            body = json.loads(payload) if payload else None
+            state = body.get("state") if isinstance(body, dict) else None
+        except (ValueError, UnicodeDecodeError):
+            state = None
+        if state not in ("online", "offline"):
+            self.log.warning(
+                "betting status message ignored: expected {'state': 'online'|'offline'}",
+                payload=payload[:200].decode("utf-8", "replace"),
+            )
+            return
+        if state == self.state:
+            return
+        self.state = state
+        self.since = datetime.now(UTC)
+        if state == "online":
+            self.online.set()
+        else:
+            self.online.clear()
+        self.changed.set()
+        self.log.info("betting system presence changed", state=state)
+
+    async def stop(self) -> None:
+        """End :meth:`run`."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Watch on a connection of its own until :meth:`stop`, reconnecting with back-off."""
+        import aiomqtt
+
+        settings = self.settings
+        context = tls_context(settings) if settings.uses_tls else None
+        rng = random.Random()
+        failures = 0
+        version = (
+            aiomqtt.ProtocolVersion.V5 if settings.protocol == "5" else aiomqtt.ProtocolVersion.V311
+        )
+        while not self._stop.is_set():
+            for address in settings.addresses:
+                client = aiomqtt.Client(
+                    address.host,
+                    address.port,
+                    identifier=self.client_id,
+                    protocol=version,
+                    logger=logging.getLogger("tablectl.commands.paho"),
+                    **client_options(settings, address, context),
+                )
+                try:
+                    async with asyncio.timeout(settings.connect_timeout):
+                        await client.__aenter__()
+                except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+                    with contextlib.suppress(Exception):
+                        client._client.disconnect()
+                    self.log.warning("status link refused", url=address.url, error=str(exc))
+                    continue
+                failures = 0
+                try:
+                    await client.subscribe(self.topic, qos=1)
+                    reader = asyncio.ensure_future(self._read(client))
+                    waiter = asyncio.ensure_future(self._stop.wait())
+                    try:
+                        await asyncio.wait({reader, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for task in (reader, waiter):
+                            task.cancel()
+                        await asyncio.gather(reader, waiter, return_exceptions=True)
+                except aiomqtt.MqttError as exc:
+                    self.log.warning("status link lost", url=address.url, error=str(exc))
+                finally:
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(1.0):
+                            await client.__aexit__(None, None, None)
+                if self._stop.is_set():
+                    return
+                break
+            failures += 1
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(backoff_seconds(settings, failures, rng)):
+                    await self._stop.wait()
+
+    async def _read(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            self.feed(payload)

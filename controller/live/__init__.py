@@ -1,0 +1,1 @@
+"""Live play of each game at the table: the step protocol and one adapter per game."""

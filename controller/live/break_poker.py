@@ -1,0 +1,205 @@
+"""Live form of Break Poker (shared seven-card player hand) as a step machine.
+
+Steps: ``P1-P7`` (up: the shared player hand is on the felt), ``D1-D7`` (hidden), the
+``setting`` window (players set the shared hand in the betting system; ``{"choice":
+"close"}`` closes it early, the deadline's ``{}`` closes it on time), the reveal of the
+dealer's hand, finish. The result lists the main bet's outcome for every legal setting of the
+player hand (:func:`controller.games.break_poker.round_result`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from controller.cards import Card, Deck, Piece
+from controller.errors import IllegalAction, RulesError
+from controller.games import break_poker as rules
+from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.money import PayTables
+
+WINDOW: Final = "setting"
+OPTIONS: Final = ("close",)
+PLAYER: Final = "player"
+DEALER: Final = "dealer"
+
+
+@dataclass
+class BreakPokerLiveRound:
+    """One round of Break Poker at the table.
+
+    Attributes:
+        paytables: The table's pay tables.
+        setting_seconds: How long the setting window stays open.
+        dealt: Cards dealt so far, in plan order.
+        closed: Whether the setting window has closed.
+        revealed: Hands whose reveal was published.
+    """
+
+    paytables: PayTables
+    setting_seconds: float
+    dealt: list[Card] = field(default_factory=list)
+    closed: bool = False
+    revealed: set[str] = field(default_factory=set)
+
+    def _hands(self) -> dict[str, list[Card]]:
+        hands: dict[str, list[Card]] = {PLAYER: [], DEALER: []}
+        for slot, card in zip(rules.DEAL_PLAN.slots, self.dealt, strict=False):
+            hands[slot.hand].append(card)
+        return hands
+
+    def next_step(self) -> Step:
+        """Next card, the setting window, the dealer's reveal, or the finish."""
+        if len(self.dealt) < len(rules.DEAL_PLAN):
+            return DealStep(len(self.dealt), rules.DEAL_PLAN.slots[len(self.dealt)])
+        if not self.closed:
+            player = self._hands()[PLAYER]
+            house = rules.house_way(player)
+            return DecisionStep(
+                window=WINDOW,
+                kind="setting",
+                seconds=self.setting_seconds,
+                seat=None,
+                options=OPTIONS,
+                info={
+                    "player": [str(card) for card in player],
+                    "house_way": house.to_wire(),
+                    "settings": len(rules.legal_settings(player)),
+                },
+                default={},
+            )
+        if DEALER not in self.revealed:
+            return RevealStep(DEALER, tuple(str(card) for card in self._hands()[DEALER]))
+        return FinishStep()
+
+    def apply_card(self, index: int, piece: Piece) -> None:
+        """Accept a card for the waiting slot.
+
+        Raises:
+            RulesError: No card is awaited at ``index``, or the piece is not a card.
+        """
+        step = self.next_step()
+        if not isinstance(step, DealStep) or step.index != index:
+            raise RulesError(
+                "card for a slot that is not waiting",
+                game=rules.GAME_ID,
+                index=index,
+                waiting=step.index if isinstance(step, DealStep) else type(step).__name__,
+            )
+        if not isinstance(piece, Card):
+            raise RulesError("a tile cannot be in Break Poker", game=rules.GAME_ID, index=index)
+        self.dealt.append(piece)
+
+    def apply_decision(self, window: str, decision: JSON) -> JSON:
+        """Close the setting window: ``{"choice": "close"}`` early, ``{}`` at the deadline.
+
+        Raises:
+            IllegalAction: Not the open window, or anything else in the decision.
+        """
+        step = self.next_step()
+        if not isinstance(step, DecisionStep) or step.window != window:
+            open_window = step.window if isinstance(step, DecisionStep) else None
+            raise IllegalAction(
+                "decision",
+                f"window {window!r} is not open (open: {open_window!r})",
+                game=rules.GAME_ID,
+                window=window,
+            )
+        if not isinstance(decision, Mapping):
+            raise IllegalAction("decision", "a decision is a JSON object", window=window)
+        if dict(decision) not in ({}, {"choice": "close"}):
+            raise IllegalAction(
+                "decision",
+                f"the setting window only takes {{'choice': 'close'}} (or {{}}), got "
+                f"{dict(decision)!r}; players set their hands in the betting system",
+                game=rules.GAME_ID,
+                window=window,
+            )
+        self.closed = True
+        return dict(decision)
+
+    def mark_info_published(self) -> None:
+        """Nothing to do: no overlay information in this game."""
+
+    def mark_revealed(self, hand: str) -> None:
+        """The dealer's seven cards were turned over.
+
+        Raises:
+            RulesError: No reveal of ``hand`` is due.
+        """
+        step = self.next_step()
+        if not isinstance(step, RevealStep) or step.hand != hand:
+            raise RulesError("no reveal of this hand is due", game=rules.GAME_ID, hand=hand)
+        self.revealed.add(hand)
+
+    def result(self) -> JSON:
+        """The ``round_result`` body (see ``docs/live-play.md``).
+
+        Raises:
+            RulesError: The round is not finished.
+        """
+        if not isinstance(self.next_step(), FinishStep):
+            raise RulesError("the round is not finished", game=rules.GAME_ID)
+        hands = self._hands()
+        judged = rules.BREAK_POKER.resolve(hands)
+        outcome = rules.round_result(hands[PLAYER], hands[DEALER], self.paytables)
+        details = outcome.to_details()
+        return {
+            "cards": {label: [str(card) for card in cards] for label, cards in hands.items()},
+            "winner": judged.winner,
+            "hands": {
+                label: {"category": summary.category, "description": summary.description}
+                for label, summary in judged.hands.items()
+            },
+            "bets": {
+                "main": {
+                    "default_setting": outcome.default_setting_id,
+                    "default": outcome.default_main.to_wire(),
+                    "by_setting": details["main_by_setting"],
+                },
+                "break_bonus": outcome.break_bonus.to_wire(),
+                "dealer_break_bonus": outcome.dealer_break_bonus.to_wire(),
+            },
+            "details": {key: value for key, value in details.items() if key != "main_by_setting"}
+            | {"house_way": outcome.house_way.to_wire()},
+        }
+
+    def table_state_after(self) -> JSON:
+        """Nothing carries over between rounds."""
+        return {}
+
+
+@dataclass(frozen=True)
+class BreakPokerLiveGame:
+    """Break Poker as a :class:`controller.live.base.LiveGame`.
+
+    Attributes:
+        paytables: Merged pay tables.
+        setting_seconds: The setting window's length.
+    """
+
+    paytables: PayTables
+    setting_seconds: float = 20.0
+
+    @property
+    def id(self) -> str:
+        """``"break-poker"``."""
+        return rules.GAME_ID
+
+    @property
+    def deck(self) -> Deck:
+        """52 cards and the joker."""
+        return Deck.with_joker()
+
+    @property
+    def bet_ids(self) -> tuple[str, ...]:
+        """``main break_bonus dealer_break_bonus``."""
+        return rules.BET_IDS
+
+    def new_round(self, table_state: JSON) -> BreakPokerLiveRound:
+        """A fresh round (nothing carries over)."""
+        return BreakPokerLiveRound(self.paytables, self.setting_seconds)
+
+
+__all__ = ["OPTIONS", "WINDOW", "BreakPokerLiveGame", "BreakPokerLiveRound"]

@@ -1,0 +1,299 @@
+"""Live form of Mahjong Pai Gow as a step machine: bank offers, deal, settlement.
+
+Steps: the bank is offered in rotation (:class:`controller.games.mahjong_pai_gow.BankerRotation`)
+with one ``bank-offer-<pos>`` window per position asked (``accept`` / ``decline``, default
+``accept``); the position that accepts holds the bank and plays the banker box ``B``. Then two
+tiles to each *other* position in the table's dealing order, then the banker's two; finish.
+When every position declines the round is void ("no banker"): no tile is dealt and the
+result refunds every bet (see ``docs/live-play.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from controller.cards import Deck, Piece, Tile
+from controller.errors import IllegalAction, RulesError
+from controller.games import mahjong_pai_gow as rules
+from controller.games.base import DealPlan, Slot
+from controller.games.mahjong_pai_gow import BankerRotation, CommissionMode
+from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
+from controller.live.three_card_mulligan import read_choice
+from controller.money import BetResult, PayTables
+
+CHOICES: Final = ("accept", "decline")
+NO_BANKER: Final = "no banker"
+BANKING: Final = "position holds the bank"
+
+
+def offer_window(position: str) -> str:
+    """The window id of the bank offer to ``position``."""
+    return f"bank-offer-{position}"
+
+
+@dataclass
+class MahjongLiveRound:
+    """One round of Mahjong Pai Gow at the table.
+
+    Attributes:
+        paytables: The table's pay tables.
+        commission: How the banker's commission is charged.
+        dealing_order: The positions in the table's dealing order.
+        bank_seconds: How long each bank offer stays open.
+        rotation: The rotation before this round's offers.
+        declined: Positions that declined the bank this round, in order.
+        banker: The position that accepted, once one has.
+        dealt: Tiles dealt so far, in plan order.
+    """
+
+    paytables: PayTables
+    commission: CommissionMode
+    dealing_order: tuple[str, ...]
+    bank_seconds: float
+    rotation: BankerRotation
+    declined: list[str] = field(default_factory=list)
+    banker: str | None = None
+    dealt: list[Tile] = field(default_factory=list)
+
+    def _offered(self) -> str | None:
+        """The position the bank is offered to now (``None``: taken, or everyone declined)."""
+        if self.banker is not None:
+            return None
+        return self.rotation.next(set(self.declined))
+
+    @property
+    def voided(self) -> bool:
+        """Whether every position declined the bank."""
+        return self.banker is None and self._offered() is None
+
+    @property
+    def playing(self) -> tuple[str, ...]:
+        """The positions dealt this round (every one but the banker's), in dealing order."""
+        return tuple(position for position in self.dealing_order if position != self.banker)
+
+    def plan(self) -> DealPlan:
+        """Two tiles to each playing position in dealing order, then the banker's two."""
+        return DealPlan(
+            tuple(
+                Slot(f"{hand}{suffix}", hand)
+                for hand in (*self.playing, rules.BANKER)
+                for suffix in ("a", "b")
+            )
+        )
+
+    def next_step(self) -> Step:
+        """A bank offer, the next tile, or the finish."""
+        offered = self._offered()
+        if offered is not None:
+            return DecisionStep(
+                window=offer_window(offered),
+                kind="bank",
+                seconds=self.bank_seconds,
+                seat=offered,
+                options=CHOICES,
+                info={
+                    "position": offered,
+                    "order": list(self.rotation.order()),
+                    "declined": list(self.declined),
+                    "previous_banker": self.rotation.current,
+                },
+                default={"choice": "accept"},
+            )
+        if self.banker is None:
+            return FinishStep()
+        plan = self.plan()
+        if len(self.dealt) < len(plan):
+            return DealStep(len(self.dealt), plan.slots[len(self.dealt)])
+        return FinishStep()
+
+    def apply_card(self, index: int, piece: Piece) -> None:
+        """Accept a tile for the waiting slot.
+
+        Raises:
+            RulesError: No tile is awaited at ``index``, or the piece is not a tile.
+        """
+        step = self.next_step()
+        if not isinstance(step, DealStep) or step.index != index:
+            raise RulesError(
+                "tile for a slot that is not waiting",
+                game=rules.GAME_ID,
+                index=index,
+                waiting=step.index if isinstance(step, DealStep) else type(step).__name__,
+            )
+        if not isinstance(piece, Tile):
+            raise RulesError("a card cannot be in Mahjong Pai Gow", game=rules.GAME_ID)
+        self.dealt.append(piece)
+
+    def apply_decision(self, window: str, decision: JSON) -> JSON:
+        """Accept or decline the bank: ``{"choice": "accept" | "decline"}``.
+
+        Raises:
+            IllegalAction: Not the open offer, malformed, or not a choice offered.
+        """
+        step = self.next_step()
+        if not isinstance(step, DecisionStep) or step.window != window:
+            open_window = step.window if isinstance(step, DecisionStep) else None
+            raise IllegalAction(
+                "decision",
+                f"window {window!r} is not open (open: {open_window!r})",
+                game=rules.GAME_ID,
+                window=window,
+            )
+        assert step.seat is not None
+        if isinstance(decision, Mapping) and "position" in decision:
+            if decision["position"] != step.seat:
+                raise IllegalAction(
+                    "decision",
+                    f"the bank is offered to {step.seat}, not {decision['position']!r}",
+                    game=rules.GAME_ID,
+                    window=window,
+                )
+            decision = {key: value for key, value in decision.items() if key != "position"}
+        choice = read_choice(decision, CHOICES, window)
+        if choice == "accept":
+            self.banker = step.seat
+        else:
+            self.declined.append(step.seat)
+        return {"choice": choice, "position": step.seat}
+
+    def mark_info_published(self) -> None:
+        """Nothing to do: no overlay information in this game."""
+
+    def mark_revealed(self, hand: str) -> None:
+        """Nothing is hidden in this game.
+
+        Raises:
+            RulesError: Always (no reveal is ever due).
+        """
+        raise RulesError("nothing is hidden in Mahjong Pai Gow", game=rules.GAME_ID, hand=hand)
+
+    def result(self) -> JSON:
+        """The ``round_result`` body (see ``docs/live-play.md``).
+
+        Raises:
+            RulesError: The round is not finished.
+        """
+        if not isinstance(self.next_step(), FinishStep):
+            raise RulesError("the round is not finished", game=rules.GAME_ID)
+        offers: list[dict[str, str]] = [
+            {"position": position, "choice": "decline"} for position in self.declined
+        ]
+        if self.banker is not None:
+            offers.append({"position": self.banker, "choice": "accept"})
+        details: dict[str, Any] = {
+            "banker": self.banker,
+            "offers": offers,
+            "commission": self.commission.value,
+            "dealing_order": list(self.dealing_order),
+        }
+        if self.banker is None:
+            refund = BetResult.refund(NO_BANKER).to_wire()
+            return {
+                "cards": {},
+                "winner": "void",
+                "hands": {},
+                "bets": {p: {"player": refund, "banker": refund} for p in self.dealing_order},
+                "details": details | {"voided": True, "reason": NO_BANKER},
+            }
+        hands = self.plan().group(self.dealt)
+        results = rules.resolve_positions(hands, self.playing)
+        beaten = [label for label in self.playing if results[label].winner is rules.Winner.PLAYER]
+        bets: dict[str, dict[str, Any]] = {}
+        for position in self.dealing_order:
+            if position == self.banker:
+                refund = BetResult.refund(BANKING).to_wire()
+                bets[position] = {"player": refund, "banker": refund}
+                continue
+            settled = rules.settle_position(results[position], self.paytables, self.commission)
+            bets[position] = {bet: result.to_wire() for bet, result in settled.items()}
+        return {
+            "cards": {label: [str(tile) for tile in tiles] for label, tiles in hands.items()},
+            "winner": "+".join(beaten) if beaten else rules.BANKER,
+            "hands": {label: _summary(tiles, label) for label, tiles in hands.items()},
+            "bets": bets,
+            "details": details
+            | {
+                "voided": False,
+                "positions": {
+                    label: {"winner": r.winner.value, "reason": r.reason.value}
+                    for label, r in results.items()
+                },
+            },
+        }
+
+    def table_state_after(self) -> JSON:
+        """The banker rotation: ``{"banker": position | null}`` (unchanged when all declined).
+
+        Raises:
+            RulesError: The round is not finished.
+        """
+        if not isinstance(self.next_step(), FinishStep):
+            raise RulesError("the round is not finished", game=rules.GAME_ID)
+        after = self.rotation.advance(set(self.declined))
+        return {"banker": after.current}
+
+
+def _summary(tiles: Sequence[Piece], label: str) -> dict[str, str]:
+    summary = rules.evaluate_hand(tiles, label)
+    return {"category": summary.category, "description": summary.description}
+
+
+@dataclass(frozen=True)
+class MahjongLiveGame:
+    """Mahjong Pai Gow as a :class:`controller.live.base.LiveGame`.
+
+    Attributes:
+        paytables: Merged pay tables.
+        positions: The player positions in table order (``P1`` ... ``Pn``).
+        dealing_order: The order tiles are dealt to positions (a permutation of
+            ``positions``; default: table order).
+        commission: Per bet (default) or on the banker's net.
+        bank_seconds: How long each bank offer stays open.
+    """
+
+    paytables: PayTables
+    positions: tuple[str, ...] = rules.position_labels(rules.DEFAULT_POSITIONS)
+    dealing_order: tuple[str, ...] = ()
+    commission: CommissionMode = CommissionMode.PER_BET
+    bank_seconds: float = 10.0
+
+    @property
+    def id(self) -> str:
+        """``"mahjong-pai-gow"``."""
+        return rules.GAME_ID
+
+    @property
+    def deck(self) -> Deck:
+        """The 20 tiles."""
+        return Deck.mahjong_pai_gow()
+
+    @property
+    def bet_ids(self) -> tuple[str, ...]:
+        """``player banker`` (each per position)."""
+        return rules.BET_IDS
+
+    def new_round(self, table_state: JSON) -> MahjongLiveRound:
+        """A fresh round; ``table_state`` carries ``{"banker": position | null}``.
+
+        Raises:
+            RulesError: ``table_state`` names a banker who is not a position of this table.
+        """
+        current = table_state.get("banker") if isinstance(table_state, Mapping) else None
+        if current is not None and current not in self.positions:
+            raise RulesError(
+                f"table state names banker {current!r}, not one of {list(self.positions)}",
+                game=rules.GAME_ID,
+                banker=current,
+            )
+        return MahjongLiveRound(
+            paytables=self.paytables,
+            commission=self.commission,
+            dealing_order=self.dealing_order or self.positions,
+            bank_seconds=self.bank_seconds,
+            rotation=BankerRotation(self.positions, current),
+        )
+
+
+__all__ = ["CHOICES", "NO_BANKER", "MahjongLiveGame", "MahjongLiveRound", "offer_window"]

@@ -1,0 +1,228 @@
+"""Live form of Three Card Mulligan (shared player hand) as a step machine.
+
+Steps: ``P1 P2 P3`` (up), ``D1 D2 D3`` (hidden), the ``mulligan`` decision window (did any
+online player choose to mulligan?), ``PM1-PM3`` (up) only if someone did, the reveal of the
+dealer's hand ``D``, ``DM1-DM3`` (up) when the dealer's first hand is below king-high, finish.
+
+The rules (ranking, the dealer's rule, both paths' settlement) are
+:mod:`controller.games.three_card_mulligan`; this module only sequences them. The result JSON
+is documented in ``docs/live-play.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from controller.cards import Deck, Piece
+from controller.errors import IllegalAction, PieceRefused, RulesError
+from controller.games import three_card_mulligan as rules
+from controller.games.three_card_mulligan import MulliganRound, Path
+from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.money import BetResult, PayTables
+
+WINDOW: Final = "mulligan"
+CHOICES: Final = ("stay", "mulligan")
+DEFAULT_DECISION: Final[Mapping[str, str]] = {"choice": "stay"}
+
+
+@dataclass
+class MulliganLiveRound:
+    """One round of Three Card Mulligan at the table.
+
+    Attributes:
+        paytables: The table's pay tables.
+        decision_seconds: How long the mulligan window stays open.
+        state: The rules' round (cards dealt and the decision).
+        revealed: Hands whose reveal was published.
+    """
+
+    paytables: PayTables
+    decision_seconds: float
+    state: MulliganRound = field(default_factory=rules.THREE_CARD_MULLIGAN.new_round)
+    revealed: set[str] = field(default_factory=set)
+
+    def _dealer_reveal_due(self) -> bool:
+        if rules.DEALER in self.revealed or self.state.player_mulligan is None:
+            return False
+        return self.state.dealer_revealed
+
+    def next_step(self) -> Step:
+        """Next card, the decision window, the dealer's reveal, or the finish."""
+        state = self.state
+        step = state.step
+        if step is rules.Step.DECIDE:
+            player = state.hands().get(rules.PLAYER, ())
+            return DecisionStep(
+                window=WINDOW,
+                kind="mulligan",
+                seconds=self.decision_seconds,
+                seat=None,
+                options=CHOICES,
+                info={
+                    "player": [str(card) for card in player],
+                    "house_way": "stay" if rules.house_way_stays(player) else "mulligan",
+                },
+                default=dict(DEFAULT_DECISION),
+            )
+        if self._dealer_reveal_due():
+            dealer = state.hands()[rules.DEALER]
+            return RevealStep(rules.DEALER, tuple(str(card) for card in dealer))
+        if step is rules.Step.DEAL:
+            slot = state.next_slot
+            assert slot is not None
+            return DealStep(len(state.cards), slot)
+        return FinishStep()
+
+    def apply_card(self, index: int, piece: Piece) -> None:
+        """Accept a card for the waiting slot.
+
+        Raises:
+            RulesError: No card is awaited at ``index`` (or the piece is not a free card).
+        """
+        step = self.next_step()
+        if not isinstance(step, DealStep) or step.index != index:
+            raise RulesError(
+                "card for a slot that is not waiting",
+                game=rules.GAME_ID,
+                index=index,
+                waiting=step.index if isinstance(step, DealStep) else type(step).__name__,
+            )
+        try:
+            self.state = self.state.deal(piece)
+        except PieceRefused as exc:
+            raise RulesError(exc.message, game=rules.GAME_ID, index=index) from exc
+
+    def apply_decision(self, window: str, decision: JSON) -> JSON:
+        """Apply the window's outcome: ``{"choice": "stay" | "mulligan"}``.
+
+        Raises:
+            IllegalAction: Not the open window, a malformed decision or an unknown choice.
+        """
+        step = self.next_step()
+        if not isinstance(step, DecisionStep) or step.window != window:
+            open_window = step.window if isinstance(step, DecisionStep) else None
+            raise IllegalAction(
+                "decision",
+                f"window {window!r} is not open (open: {open_window!r})",
+                game=rules.GAME_ID,
+                window=window,
+            )
+        choice = read_choice(decision, CHOICES, window)
+        self.state = self.state.decide(choice == "mulligan")
+        return {"choice": choice}
+
+    def mark_info_published(self) -> None:
+        """Nothing to do: no overlay information in this game."""
+
+    def mark_revealed(self, hand: str) -> None:
+        """The dealer's hand was turned over.
+
+        Raises:
+            RulesError: No reveal of ``hand`` is due.
+        """
+        step = self.next_step()
+        if not isinstance(step, RevealStep) or step.hand != hand:
+            raise RulesError("no reveal of this hand is due", game=rules.GAME_ID, hand=hand)
+        self.revealed.add(hand)
+
+    def result(self) -> JSON:
+        """The ``round_result`` body (both paths; see ``docs/live-play.md``).
+
+        Raises:
+            RulesError: The round is not finished.
+        """
+        if not isinstance(self.next_step(), FinishStep):
+            raise RulesError(
+                "the round is not finished", game=rules.GAME_ID, dealt=len(self.state.cards)
+            )
+        outcome = self.state.result(self.paytables)
+        hands = self.state.hands()
+        dealt = outcome.mulliganed is not None
+        paths: dict[str, Any] = {Path.STAYED.value: {"winner": outcome.winner(Path.STAYED)}}
+        if dealt:
+            mulliganed_bets = outcome.bets(Path.MULLIGANED)
+            paths[Path.MULLIGANED.value] = {"winner": outcome.winner(Path.MULLIGANED)}
+        else:
+            refund = BetResult.refund("not dealt")
+            mulliganed_bets = dict.fromkeys(rules.BET_IDS, refund)
+            paths[Path.MULLIGANED.value] = "not_dealt"
+        return {
+            "cards": {label: [str(card) for card in cards] for label, cards in hands.items()},
+            "winner": outcome.winner(Path.STAYED),
+            "hands": {
+                label: {"category": summary.category, "description": summary.description}
+                for label, summary in outcome.hands.items()
+            },
+            "bets": {
+                Path.STAYED.value: {b: r.to_wire() for b, r in outcome.bets(Path.STAYED).items()},
+                Path.MULLIGANED.value: {b: r.to_wire() for b, r in mulliganed_bets.items()},
+            },
+            "details": {
+                "mulligan_chosen": bool(self.state.player_mulligan),
+                "mulligan_path": "dealt" if dealt else "not_dealt",
+                "dealer_stands": outcome.dealer_final == rules.DEALER,
+                "dealer_final": outcome.dealer_final,
+                "paths": paths,
+            },
+        }
+
+    def table_state_after(self) -> JSON:
+        """Nothing carries over between rounds."""
+        return {}
+
+
+def read_choice(decision: JSON, options: tuple[str, ...], window: str) -> str:
+    """Read ``{"choice": X}`` with X one of ``options``; raise IllegalAction otherwise."""
+    if not isinstance(decision, Mapping):
+        raise IllegalAction("decision", "a decision is a JSON object", window=window)
+    extra = sorted(set(decision) - {"choice"})
+    if extra:
+        raise IllegalAction(
+            "decision", f"unknown field(s) {extra}; expected only 'choice'", window=window
+        )
+    choice = decision.get("choice")
+    if choice not in options:
+        raise IllegalAction(
+            "decision",
+            f"choice {choice!r} is not offered; options: {list(options)}",
+            window=window,
+            choice=choice,
+        )
+    return str(choice)
+
+
+@dataclass(frozen=True)
+class MulliganLiveGame:
+    """Three Card Mulligan as a :class:`controller.live.base.LiveGame`.
+
+    Attributes:
+        paytables: Merged pay tables.
+        decision_seconds: The mulligan window's length.
+    """
+
+    paytables: PayTables
+    decision_seconds: float = 10.0
+
+    @property
+    def id(self) -> str:
+        """``"three-card-mulligan"``."""
+        return rules.GAME_ID
+
+    @property
+    def deck(self) -> Deck:
+        """One standard deck."""
+        return Deck.standard()
+
+    @property
+    def bet_ids(self) -> tuple[str, ...]:
+        """``ante mulligan pair_plus pair_plus_mulligan``."""
+        return rules.BET_IDS
+
+    def new_round(self, table_state: JSON) -> MulliganLiveRound:
+        """A fresh round (nothing carries over)."""
+        return MulliganLiveRound(self.paytables, self.decision_seconds)
+
+
+__all__ = ["CHOICES", "WINDOW", "MulliganLiveGame", "MulliganLiveRound", "read_choice"]

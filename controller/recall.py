@@ -1,0 +1,435 @@
+"""``tablectl recall`` and ``tablectl journal verify``: a round as recorded, and the proof.
+
+Both read the journal with :meth:`~controller.journal.Journal.open_readonly`, so they run
+beside a live controller (no lock, no new session, nothing written).
+
+``tablectl recall ROUND_ID --journal PATH [--json]`` prints one round as the journal holds
+it: every entry with its ``seq`` and time, the cards by slot, misreads and rescans, refusals,
+decisions, pit alerts, the result and the settlement of every bet (or the void and its
+refunds), and the timing (betting window, deal, time to result). ``tablectl journal verify
+--journal PATH [--json]`` runs :meth:`~controller.journal.Journal.verify`: exit 0 when the
+journal is sound, 1 with every problem listed (seq, round, what).
+
+The lead wires :func:`register` into ``controller/cli.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from controller.errors import JournalError
+from controller.journal import Journal, JournalEntry, VerifyReport, format_time
+
+
+class RoundNotFound(JournalError):
+    """The journal holds no entry of the round asked for (context: ``path``, ``round_id``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How long the parts of a round took, in seconds (``None`` when a part did not happen).
+
+    Attributes:
+        betting_window: ``round_opened`` → ``betting_closed``.
+        betting_seconds: The window the round announced (from ``round_opened``).
+        deal: ``betting_closed`` → the last ``card_dealt``.
+        time_to_result: ``betting_closed`` → ``round_result`` (or the void).
+        total: ``round_opened`` → ``round_result`` or ``round_voided``.
+    """
+
+    betting_window: float | None
+    betting_seconds: float | None
+    deal: float | None
+    time_to_result: float | None
+    total: float | None
+
+    def to_dict(self) -> dict[str, float | None]:
+        """A JSON-able form (seconds, rounded to the microsecond)."""
+        return {
+            name: (None if value is None else round(value, 6))
+            for name, value in (
+                ("betting_window", self.betting_window),
+                ("betting_seconds", self.betting_seconds),
+                ("deal", self.deal),
+                ("time_to_result", self.time_to_result),
+                ("total", self.total),
+            )
+        }
+
+
+@dataclass(slots=True)
+class RoundRecord:
+    """One round as the journal recorded it.
+
+    Attributes:
+        round_id: The round.
+        entries: Its entries, in ``seq`` order.
+        status: ``settled``, ``voided``, ``dealing`` or ``betting_open`` (the last two: the
+            round is unfinished).
+        sessions: The controller runs that journalled it (more than one: resumed after a
+            restart).
+    """
+
+    round_id: str
+    entries: list[JournalEntry]
+    status: str = "betting_open"
+    sessions: list[int] = field(default_factory=list)
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def _of(self, *kinds: str) -> list[JournalEntry]:
+        return [entry for entry in self.entries if entry.kind in kinds]
+
+    def _first(self, kind: str) -> JournalEntry | None:
+        found = self._of(kind)
+        return found[0] if found else None
+
+    @property
+    def opened(self) -> JournalEntry | None:
+        """The ``round_opened`` entry."""
+        return self._first("round_opened")
+
+    @property
+    def cards(self) -> list[JournalEntry]:
+        """The ``card_dealt`` entries, in slot order."""
+        return self._of("card_dealt")
+
+    @property
+    def rescans(self) -> list[JournalEntry]:
+        """Misreads: the ``rescan_requested`` entries."""
+        return self._of("rescan_requested")
+
+    @property
+    def refusals(self) -> list[JournalEntry]:
+        """The ``card_refused`` entries."""
+        return self._of("card_refused")
+
+    @property
+    def alerts(self) -> list[JournalEntry]:
+        """The ``pit_alert`` entries (and any other ``pit_*`` entry)."""
+        return [entry for entry in self.entries if entry.kind.startswith("pit_")]
+
+    @property
+    def decisions(self) -> list[JournalEntry]:
+        """Decisions recorded in the round (player or dealer choices of games that have them)."""
+        return [entry for entry in self.entries if "decision" in entry.kind]
+
+    @property
+    def result(self) -> JournalEntry | None:
+        """The ``round_result`` entry, if the round was settled."""
+        return self._first("round_result")
+
+    @property
+    def void(self) -> JournalEntry | None:
+        """The ``round_voided`` entry, if the round was voided."""
+        return self._first("round_voided")
+
+    @property
+    def settlement(self) -> Any:
+        """The ``bets`` of the result (or the void's refunds); ``None`` while unfinished."""
+        end = self.result or self.void
+        return None if end is None else end.body.get("bets")
+
+    @property
+    def timing(self) -> Timing:
+        """How long its parts took."""
+        opened = self.opened
+        closed = self._first("betting_closed")
+        cards = self.cards
+        end = self.result or self.void
+
+        def seconds(start: JournalEntry | None, stop: JournalEntry | None) -> float | None:
+            if start is None or stop is None:
+                return None
+            return (stop.happened_at - start.happened_at).total_seconds()
+
+        announced = opened.body.get("betting_seconds") if opened is not None else None
+        return Timing(
+            betting_window=seconds(opened, closed),
+            betting_seconds=float(announced) if isinstance(announced, int | float) else None,
+            deal=seconds(closed, cards[-1] if cards else None),
+            time_to_result=seconds(closed, end),
+            total=seconds(opened, end),
+        )
+
+    # -- output --------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as one JSON-able document."""
+        opened = self.opened
+        result = self.result
+        void = self.void
+        return {
+            "round_id": self.round_id,
+            "round_no": opened.body.get("round_no") if opened is not None else None,
+            "game": opened.body.get("game") if opened is not None else None,
+            "status": self.status,
+            "sessions": self.sessions,
+            "entries": [_entry_dict(entry) for entry in self.entries],
+            "cards": [
+                {
+                    "slot": entry.body.get("slot"),
+                    "hand": entry.body.get("hand"),
+                    "index": entry.body.get("index"),
+                    "card": entry.body.get("card"),
+                    "face": entry.body.get("face"),
+                    "seq": entry.seq,
+                    "at": format_time(entry.happened_at),
+                }
+                for entry in self.cards
+            ],
+            "rescans": [_entry_dict(entry) for entry in self.rescans],
+            "refusals": [_entry_dict(entry) for entry in self.refusals],
+            "decisions": [_entry_dict(entry) for entry in self.decisions],
+            "alerts": [_entry_dict(entry) for entry in self.alerts],
+            "result": None
+            if result is None
+            else {
+                "seq": result.seq,
+                "winner": result.body.get("winner"),
+                "hands": result.body.get("hands"),
+                "cards": result.body.get("cards"),
+                "details": result.body.get("details"),
+            },
+            "settlement": self.settlement,
+            "void": None if void is None else {"seq": void.seq, "reason": void.body.get("reason")},
+            "timing": self.timing.to_dict(),
+        }
+
+    def to_text(self) -> str:
+        """The record for people."""
+        opened = self.opened
+        lines = [f"round {self.round_id}"]
+        if opened is not None:
+            lines.append(
+                f"  game {opened.body.get('game')}, round no {opened.body.get('round_no')}, "
+                f"opened {_when(opened.happened_at)}"
+            )
+        lines.append(f"  status: {self.status}")
+        if len(self.sessions) > 1:
+            lines.append(
+                "  journalled by controller sessions "
+                + ", ".join(str(s) for s in self.sessions)
+                + " (resumed after a restart)"
+            )
+        lines.append("")
+        lines.append("entries")
+        for entry in self.entries:
+            delivered = (
+                f"  [delivered {_when(entry.delivered_at)}]"
+                if entry.delivered_at is not None
+                else "  [not delivered yet]"
+            )
+            lines.append(
+                f"  seq {entry.seq:>8}  {_when(entry.happened_at)}  s{entry.session}  "
+                f"{entry.kind:<17} {_brief(entry)}{delivered}"
+            )
+        lines.append("")
+        lines.append("cards")
+        if not self.cards:
+            lines.append("  (none)")
+        for entry in self.cards:
+            body = entry.body
+            lines.append(
+                f"  {body.get('slot')!s:<4} hand {body.get('hand')!s:<3} {body.get('card')!s:<4} "
+                f"{body.get('face', '')!s:<6} seq {entry.seq}  {_when(entry.happened_at)}"
+            )
+        for title, items in (
+            ("misreads and rescans", self.rescans),
+            ("refusals", self.refusals),
+            ("decisions", self.decisions),
+            ("pit alerts", self.alerts),
+        ):
+            if items:
+                lines.append("")
+                lines.append(title)
+                lines.extend(f"  seq {entry.seq}  {_brief(entry)}" for entry in items)
+        result = self.result
+        void = self.void
+        lines.append("")
+        if result is not None:
+            body = result.body
+            lines.append(f"result (seq {result.seq}): winner {body.get('winner')}")
+            hands = body.get("hands") or {}
+            for hand, cards in (body.get("cards") or {}).items():
+                summary = hands.get(hand, {}) if isinstance(hands, dict) else {}
+                lines.append(
+                    f"  {hand}: {' '.join(str(c) for c in cards)}  "
+                    f"{summary.get('description', '') if isinstance(summary, dict) else ''}"
+                )
+        elif void is not None:
+            lines.append(f"voided (seq {void.seq}): {void.body.get('reason')}")
+        else:
+            lines.append("no result yet: the round is unfinished")
+        bets = self.settlement
+        if isinstance(bets, dict):
+            lines.append("")
+            lines.append("settlement (returned per unit staked, stake included)")
+            for bet, outcome in bets.items():
+                if isinstance(outcome, dict):
+                    reason = f"  ({outcome['reason']})" if outcome.get("reason") else ""
+                    lines.append(
+                        f"  {bet:<20} {outcome.get('outcome')!s:<7} {outcome.get('payout')}{reason}"
+                    )
+        timing = self.timing
+        lines.append("")
+        lines.append("timing")
+        announced = (
+            f" (announced {timing.betting_seconds:g} s)"
+            if timing.betting_seconds is not None
+            else ""
+        )
+        lines.append(f"  betting window  {_seconds(timing.betting_window)}{announced}")
+        lines.append(f"  deal            {_seconds(timing.deal)}")
+        lines.append(f"  time to result  {_seconds(timing.time_to_result)}")
+        lines.append(f"  total           {_seconds(timing.total)}")
+        return "\n".join(lines)
+
+
+def _entry_dict(entry: JournalEntry) -> dict[str, Any]:
+    return {
+        "seq": entry.seq,
+        "session": entry.session,
+        "kind": entry.kind,
+        "at": format_time(entry.happened_at),
+        "delivered_at": None if entry.delivered_at is None else format_time(entry.delivered_at),
+        "data": entry.body,
+    }
+
+
+def _when(moment: datetime | None) -> str:
+    return "-" if moment is None else format_time(moment)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
+def _brief(entry: JournalEntry) -> str:
+    body = entry.body
+    kind = entry.kind
+    if kind == "card_dealt":
+        return f"{body.get('slot')} {body.get('card')}"
+    if kind == "rescan_requested":
+        return (
+            f"{body.get('slot')}: {body.get('cause')} (attempt {body.get('attempt')}) "
+            f"{body.get('detail', '')}"
+        ).rstrip()
+    if kind == "card_refused":
+        return f"{body.get('slot') or '-'} {body.get('card')}: {body.get('reason')}"
+    if kind == "round_result":
+        return f"winner {body.get('winner')}"
+    if kind == "round_voided":
+        return str(body.get("reason"))
+    if kind == "round_opened":
+        return f"betting {body.get('betting_seconds')} s"
+    if not body:
+        return ""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def recall_round(journal: Journal, round_id: str) -> RoundRecord:
+    """A round as the journal recorded it (read through the ``round_id`` index).
+
+    Raises:
+        RoundNotFound: The journal holds no entry of this round.
+    """
+    entries = list(journal.entries(round_id=round_id))
+    if not entries:
+        raise RoundNotFound(
+            "no such round in the journal", path=str(journal.path), round_id=round_id
+        )
+    record = RoundRecord(round_id=round_id, entries=entries)
+    kinds = {entry.kind for entry in entries}
+    if "round_result" in kinds:
+        record.status = "settled"
+    elif "round_voided" in kinds:
+        record.status = "voided"
+    elif "betting_closed" in kinds:
+        record.status = "dealing"
+    record.sessions = sorted({entry.session for entry in entries})
+    return record
+
+
+def verify_text(report: VerifyReport) -> str:
+    """A :class:`~controller.journal.VerifyReport` for people."""
+    lines = [
+        f"journal {report.path}: schema v{report.schema_version}, {report.entries} entries "
+        f"(last seq {report.last_seq}), {report.rounds} rounds: {report.settled} settled, "
+        f"{report.voided} voided, {len(report.unfinished)} unfinished"
+        + (f" ({', '.join(report.unfinished)})" if report.unfinished else ""),
+        f"undelivered: {report.undelivered}",
+    ]
+    if report.chain_head is not None:
+        lines.append(f"hash chain head: seq {report.last_seq} {report.chain_head}")
+    if report.ok:
+        lines.append("OK: no problem found")
+    else:
+        lines.append(f"{report.problems_total} problem(s):")
+        lines.extend(f"  {problem}" for problem in report.problems)
+        if report.problems_total > len(report.problems):
+            lines.append(f"  ... and {report.problems_total - len(report.problems)} more")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``recall`` and ``journal`` (``journal verify``) sub-commands."""
+    recall = subparsers.add_parser(
+        "recall",
+        help="print a round as the journal recorded it",
+        description="Print one round as recorded: every entry with its seq and time, the cards "
+        "by slot, misreads and rescans, refusals, decisions, the result and the settlement, "
+        "and the timing. Reads the journal read-only (safe beside a running controller).",
+    )
+    recall.add_argument("round_id", metavar="ROUND_ID", help="round id, e.g. tp-01-000042")
+    recall.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
+    recall.add_argument("--json", action="store_true", help="print one JSON document")
+    recall.set_defaults(func=recall_command)
+
+    journal = subparsers.add_parser(
+        "journal",
+        help="journal tools (verify)",
+        description="Journal tools. They open the journal read-only.",
+    )
+    actions = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
+    verify = actions.add_parser(
+        "verify",
+        help="check the journal's integrity (exit 0 sound, 1 with the problems listed)",
+        description="Check the journal: SQLite integrity, seq contiguous from 1, the hash "
+        "chain, bodies, times, sessions, and every round's entries in a legal order. Exit 0 "
+        "when sound, 1 with every problem listed (seq, round, what).",
+    )
+    verify.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
+    verify.add_argument("--json", action="store_true", help="print one JSON document")
+    verify.set_defaults(func=verify_command)
+
+
+def recall_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl recall`` (errors propagate as ``TablectlError``: exit 2)."""
+    with Journal.open_readonly(args.journal) as journal:
+        record = recall_round(journal, args.round_id)
+    if args.json:
+        print(json.dumps(record.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(record.to_text())
+    return 0
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found."""
+    with Journal.open_readonly(args.journal) as journal:
+        report = journal.verify()
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(verify_text(report), file=sys.stdout)
+    return 0 if report.ok else 1

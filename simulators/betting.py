@@ -1,0 +1,494 @@
+"""A simulated betting system: a seeded decision policy and an MQTT client that applies it.
+
+:class:`BettingPolicy` is pure: ``decide(step_info)`` looks at one ``decision_open`` event's
+data (window, kind, seat, seconds, options, info) and returns the decision to send, or
+``None`` to let the table's deadline default apply. Its randomness is seeded from the policy
+seed, the round id and the window id, so the same window always gets the same answer,
+whatever order windows arrive in.
+
+:func:`run_simulated_betting` is the betting system's side of the wire: it subscribes to
+``{prefix}/{table}/events``, answers each ``decision_open`` envelope after ``think_seconds``
+on ``{prefix}/{table}/cmd/decision`` with ``{"command_id", "round", "window", "decision"}``,
+reads the answers on ``{prefix}/{table}/reply/betting`` (the controller's
+``command_answered`` envelopes; refusals are logged), and keeps its presence retained on
+``betting/status`` (``{"state": "online"}``; ``offline`` on a clean stop and as its Last
+Will), the topic the controller's ``StatusWatcher`` follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+import structlog
+
+from simulators.errors import SimulatorConfigError
+
+log = structlog.get_logger(__name__)
+
+DECISION_OPEN: Final = "decision_open"
+"""The journal kind (and envelope kind on ``events``) of an opened decision window."""
+
+Protocol = Literal["5", "3.1.1"]
+
+
+# --------------------------------------------------------------------------------------------
+# The policy (pure)
+
+_ACTION_WEIGHTS: Final = {
+    "fold": 0.14,
+    "check": 0.34,
+    "call": 0.30,
+    "bet": 0.12,
+    "raise": 0.07,
+    "all_in": 0.03,
+}
+"""How often each Hold'em action is chosen when offered (renormalised over the options)."""
+
+
+def _house_way_mulligans(info: Mapping[str, Any]) -> bool:
+    if info.get("house_way") in ("stay", "mulligan"):
+        return bool(info["house_way"] == "mulligan")
+    from controller.cards import parse_cards
+    from controller.errors import TablectlError
+    from controller.games.three_card_mulligan import house_way_stays
+
+    try:
+        return not house_way_stays(parse_cards(list(info.get("player", []))))
+    except (TablectlError, TypeError, ValueError):  # a malformed hand: stay, the safe default
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class BettingPolicy:
+    """A seeded crowd of online players, as the betting system reports them.
+
+    Attributes:
+        seed: Makes every decision reproducible.
+        abstain: Chance of sending nothing (the table's default applies at the deadline).
+        contrarian_mulligan: Chance that some player mulligans a hand the house way stays on.
+        bank_decline: Chance that an offered banker declines.
+    """
+
+    seed: int = 0
+    abstain: float = 0.08
+    contrarian_mulligan: float = 0.3
+    bank_decline: float = 0.25
+
+    def _rng(self, step_info: Mapping[str, Any]) -> random.Random:
+        return random.Random(f"{self.seed}:{step_info.get('round')}:{step_info.get('window')}")
+
+    def decide(self, step_info: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The decision for one open window, or ``None`` to let the deadline default apply.
+
+        Args:
+            step_info: A ``decision_open`` event's data (``window``, ``kind``, ``seat``,
+                ``options``, ``info``...), optionally with the envelope's ``round``.
+        """
+        rng = self._rng(step_info)
+        options = [str(option) for option in step_info.get("options", ())]
+        info = step_info.get("info") or {}
+        kind = step_info.get("kind")
+        if not options or rng.random() < self.abstain:
+            return None
+        if kind == "mulligan":
+            mulligan = _house_way_mulligans(info) or rng.random() < self.contrarian_mulligan
+            choice = "mulligan" if mulligan and "mulligan" in options else "stay"
+            return {"choice": choice} if choice in options else None
+        if kind == "setting":
+            return {"choice": "close"} if "close" in options else None
+        if kind == "bank":
+            decline = rng.random() < self.bank_decline and "decline" in options
+            return {"choice": "decline" if decline else "accept"}
+        if kind == "action":
+            return self._action(rng, options, info)
+        return None
+
+    def _action(
+        self, rng: random.Random, options: Sequence[str], info: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        weighted = [(name, _ACTION_WEIGHTS.get(name, 0.0)) for name in options]
+        weighted = [(name, weight) for name, weight in weighted if weight > 0]
+        if not weighted:
+            return None
+        names = [name for name, _ in weighted]
+        action = rng.choices(names, weights=[weight for _, weight in weighted])[0]
+        if action == "bet":
+            shares = [b["share"] for b in info.get("bets", ())] or [
+                f"{s}%" for s in info.get("bet_shares", ())
+            ]
+            if not shares:
+                return None
+            return {"action": "bet", "share": rng.choice(shares)}
+        if action == "raise":
+            multiples = [r["multiple"] for r in info.get("raises", ())] or list(
+                info.get("raise_multiples", ())
+            )
+            if not multiples:
+                return None
+            return {"action": "raise", "multiple": rng.choice(multiples)}
+        return {"action": action}
+
+
+# --------------------------------------------------------------------------------------------
+# The MQTT client
+
+
+@dataclass
+class BettingStats:
+    """What a run did.
+
+    Attributes:
+        windows: ``decision_open`` windows seen (each once).
+        sent: Commands published.
+        abstained: Windows left to the deadline default.
+        skipped: Windows already closed (or malformed) when seen.
+        accepted: Answers that accepted a command.
+        refused: Answers that refused one.
+        refusals: ``(command_id, reason)`` of each refusal.
+        commands: Every command sent, in order.
+    """
+
+    windows: int = 0
+    sent: int = 0
+    abstained: int = 0
+    skipped: int = 0
+    accepted: int = 0
+    refused: int = 0
+    refusals: list[tuple[str, str]] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _status(state: str) -> bytes:
+    return json.dumps({"state": state}, separators=(",", ":")).encode()
+
+
+class _Session:
+    """One run's state across connections."""
+
+    def __init__(
+        self,
+        *,
+        base: str,
+        policy: BettingPolicy,
+        think_seconds: float,
+        timeout: float,
+        protocol: Protocol,
+        stop: asyncio.Event,
+        stats: BettingStats,
+        status_topic: str,
+    ) -> None:
+        self.events = f"{base}/events"
+        self.command = f"{base}/cmd/decision"
+        self.reply = f"{base}/reply/betting"
+        self.status = status_topic
+        self.policy = policy
+        self.think_seconds = think_seconds
+        self.timeout = timeout
+        self.protocol = protocol
+        self.stop = stop
+        self.stats = stats
+        self.seen: set[tuple[str | None, str]] = set()
+        self.last_seq = -1
+        self.run_id = uuid.uuid4().hex[:12]
+        self.counter = 0
+        self.pending: set[asyncio.Task[None]] = set()
+
+    async def serve(self, client: Any) -> None:
+        """Birth, subscriptions, then read until ``stop``; offline on the way out."""
+        async with asyncio.timeout(self.timeout):
+            await client.subscribe(self.events, qos=1)
+            await client.subscribe(self.reply, qos=1)
+            # Online once subscribed: a window opened after this is never missed.
+            await client.publish(self.status, _status("online"), qos=1, retain=True)
+        log.info("simulated betting online", topic=self.events)
+        async with asyncio.TaskGroup() as group:
+            reader = group.create_task(self._read(client, group), name="betting-reader")
+            await self.stop.wait()
+            reader.cancel()
+            for task in self.pending:
+                task.cancel()
+        async with asyncio.timeout(self.timeout):
+            await client.publish(self.status, _status("offline"), qos=1, retain=True)
+
+    async def _read(self, client: Any, group: asyncio.TaskGroup) -> None:
+        async for message in client.messages:
+            topic = str(message.topic)
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            if topic == self.events:
+                self._on_event(client, group, payload)
+            elif topic == self.reply:
+                self._on_reply(payload)
+
+    def _on_event(self, client: Any, group: asyncio.TaskGroup, payload: bytes) -> None:
+        from controller.messages import Envelope
+
+        try:
+            envelope = Envelope.model_validate_json(payload)
+        except ValueError as exc:
+            log.warning("unreadable event ignored", error=str(exc)[:200])
+            return
+        if envelope.seq <= self.last_seq:
+            return  # a duplicate (delivery is at least once)
+        self.last_seq = envelope.seq
+        if envelope.kind != DECISION_OPEN:
+            return
+        data = envelope.data
+        window = data.get("window")
+        if not isinstance(window, str):
+            self.stats.skipped += 1
+            log.warning("decision_open without a window", round=envelope.round)
+            return
+        key = (envelope.round, window)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.stats.windows += 1
+        bound = log.bind(round=envelope.round, window=window, table=envelope.table)
+        remaining = _seconds_left(data, float(data.get("seconds") or 0))
+        if remaining is not None and remaining <= 0:
+            self.stats.skipped += 1
+            bound.info("window already closed", delayed=envelope.delayed)
+            return
+        decision = self.policy.decide({**data, "round": envelope.round})
+        if decision is None:
+            self.stats.abstained += 1
+            bound.debug("leaving the window to its default")
+            return
+        delay = self.think_seconds
+        if remaining is not None:
+            delay = min(delay, remaining / 2)
+        self.counter += 1
+        command = {
+            "command_id": f"betting-{self.run_id}-{self.counter}",
+            "round": envelope.round,
+            "window": window,
+            "decision": decision,
+        }
+        task = group.create_task(
+            self._send(client, command, delay), name=f"betting-decide-{self.counter}"
+        )
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def _send(self, client: Any, command: dict[str, Any], delay: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self.stop.wait()
+                return
+        properties = None
+        if self.protocol == "5":
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties
+
+            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            properties.ResponseTopic = self.reply
+            properties.CorrelationData = str(command["command_id"]).encode()
+        payload = json.dumps(command, separators=(",", ":")).encode()
+        async with asyncio.timeout(self.timeout):
+            await client.publish(self.command, payload, qos=1, properties=properties)
+        self.stats.sent += 1
+        self.stats.commands.append(command)
+        log.info(
+            "decision sent",
+            round=command["round"],
+            window=command["window"],
+            decision=command["decision"],
+        )
+
+    def _on_reply(self, payload: bytes) -> None:
+        try:
+            answer = json.loads(payload)
+        except ValueError:
+            log.warning("unreadable reply ignored")
+            return
+        if not isinstance(answer, dict):
+            return
+        if answer.get("kind") == "command_answered" and isinstance(answer.get("data"), dict):
+            answer = answer["data"]  # the controller's answer: an envelope around the verdict
+        command_id = str(answer.get("command_id", ""))
+        if not command_id.startswith(f"betting-{self.run_id}-"):
+            return
+        status = str(answer.get("status") or "")
+        if answer.get("accepted") is True or status == "accepted":
+            self.stats.accepted += 1
+            return
+        reason = str(answer.get("reason") or answer.get("detail") or status or "no reason given")
+        self.stats.refused += 1
+        self.stats.refusals.append((command_id, reason))
+        log.warning("decision refused", command_id=command_id, reason=reason)
+
+
+def _seconds_left(data: Mapping[str, Any], seconds: float) -> float | None:
+    closes_at = data.get("closes_at")
+    if isinstance(closes_at, str):
+        try:
+            moment = datetime.fromisoformat(closes_at.replace("Z", "+00:00"))
+        except ValueError:
+            return seconds or None
+        return (moment - datetime.now(UTC)).total_seconds()
+    return seconds or None
+
+
+def _client(
+    url: str,
+    session: _Session,
+    *,
+    client_id: str,
+    username: str | None,
+    password: str | None,
+) -> Any:
+    import aiomqtt
+
+    from controller.broker import parse_broker_url
+
+    address = parse_broker_url(url)
+    version = (
+        aiomqtt.ProtocolVersion.V5 if session.protocol == "5" else aiomqtt.ProtocolVersion.V311
+    )
+    return aiomqtt.Client(
+        address.host,
+        address.port,
+        identifier=client_id,
+        username=username,
+        password=password,
+        protocol=version,
+        will=aiomqtt.Will(session.status, _status("offline"), qos=1, retain=True),
+        timeout=session.timeout,
+        keepalive=max(5, int(session.timeout * 3)),
+        socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
+    )
+
+
+async def run_simulated_betting(
+    urls: Sequence[str],
+    table_id: str,
+    *,
+    protocol: Protocol = "5",
+    prefix: str = "tables",
+    seed: int = 0,
+    stop: asyncio.Event,
+    think_seconds: float = 0.5,
+    network_timeout: float = 5.0,
+    retry_seconds: float = 1.0,
+    username: str | None = None,
+    password: str | None = None,
+    client_id: str | None = None,
+    policy: BettingPolicy | None = None,
+    stats: BettingStats | None = None,
+    status_topic: str = "betting/status",
+) -> BettingStats:
+    """Play the betting system for one table until ``stop`` is set.
+
+    Connects to the first broker of ``urls`` that answers (trying them in order again after
+    ``retry_seconds`` when none does, or when the link drops), and answers every decision
+    window the table opens with :class:`BettingPolicy`'s choice.
+
+    Args:
+        urls: Broker URLs (``mqtt://host:port``), tried in order.
+        table_id: The table.
+        protocol: ``"5"`` (commands carry a response topic and correlation data) or
+            ``"3.1.1"``.
+        prefix: The tables' topic prefix.
+        seed: The policy's seed (when ``policy`` is not given).
+        stop: Set it to end the run (the offline status is published first).
+        think_seconds: How long a "player" thinks before the decision is sent (never more
+            than half of what is left of the window).
+        network_timeout: Bound of every network wait (connect, subscribe, publish).
+        retry_seconds: Pause between rounds of connection attempts.
+        username: Broker user name (the betting system's credentials), if any.
+        password: Its password.
+        client_id: MQTT client id (default ``betting-sim-{table}``).
+        policy: The policy (default ``BettingPolicy(seed)``).
+        stats: Filled in as the run goes (to watch it live); a fresh one by default.
+        status_topic: The retained presence topic (the controller's
+            ``mqtt.betting_status_topic``, ``betting/status`` by default: not per table).
+
+    Returns:
+        What the run did (:class:`BettingStats`).
+
+    Raises:
+        SimulatorConfigError: No URL, or a bad timing argument.
+    """
+    from controller.errors import ConfigError
+    from controller.messages import Topics
+
+    if not urls:
+        raise SimulatorConfigError("the simulated betting system needs a broker URL", urls=[])
+    if think_seconds < 0 or network_timeout <= 0 or retry_seconds <= 0:
+        raise SimulatorConfigError(
+            "think_seconds must be >= 0, network_timeout and retry_seconds > 0",
+            think_seconds=think_seconds,
+            network_timeout=network_timeout,
+            retry_seconds=retry_seconds,
+        )
+    if not status_topic or any(ch in status_topic for ch in "+#\0"):
+        raise SimulatorConfigError(
+            "status_topic must be a topic without wildcards", status_topic=status_topic
+        )
+    try:
+        base = Topics(prefix=prefix, table=table_id).base
+    except Exception as exc:
+        raise SimulatorConfigError(str(exc), table=table_id, prefix=prefix) from exc
+    session = _Session(
+        base=base,
+        policy=policy or BettingPolicy(seed),
+        think_seconds=think_seconds,
+        timeout=network_timeout,
+        protocol=protocol,
+        stop=stop,
+        stats=BettingStats() if stats is None else stats,
+        status_topic=status_topic,
+    )
+    import aiomqtt
+
+    while not stop.is_set():
+        for url in urls:
+            if stop.is_set():
+                break
+            try:
+                client = _client(
+                    url,
+                    session,
+                    client_id=client_id or f"betting-sim-{table_id}",
+                    username=username,
+                    password=password,
+                )
+            except ConfigError as exc:
+                raise SimulatorConfigError(exc.message, url=url) from exc
+            try:
+                async with asyncio.timeout(network_timeout):
+                    await client.__aenter__()
+            except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+                log.warning("broker unreachable", url=url, error=str(exc))
+                continue
+            try:
+                await session.serve(client)
+            except* (aiomqtt.MqttError, OSError, TimeoutError) as group:
+                log.warning("connection lost", url=url, error=str(group.exceptions[0]))
+            finally:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(network_timeout):
+                        await client.__aexit__(None, None, None)
+            if stop.is_set():
+                return session.stats
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(retry_seconds):
+                await stop.wait()
+    return session.stats
+
+
+__all__ = [
+    "DECISION_OPEN",
+    "BettingPolicy",
+    "BettingStats",
+    "run_simulated_betting",
+]

@@ -1,0 +1,1 @@
+"""The chaos suite: real processes (controller, scanner simulator, Mosquitto), real faults."""

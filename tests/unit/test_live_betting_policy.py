@@ -1,0 +1,112 @@
+"""The simulated betting policy: deterministic, always legal, exercises every action."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from controller.live.base import JSON, DecisionStep
+from controller.live.registry import LIVE_GAME_IDS, make_live_game
+from controller.messages import DecisionOpenData
+from simulators.betting import BettingPolicy
+from tests.unit.test_live_helpers import drive, shuffled
+
+
+def step_info(step: DecisionStep, round_id: str) -> dict[str, Any]:
+    """What a decision_open event carries (plus the envelope's round id)."""
+    data = {
+        "window": step.window,
+        "kind": step.kind,
+        "seat": step.seat,
+        "seconds": step.seconds,
+        "options": list(step.options),
+        "info": json.loads(json.dumps(step.info)),
+        "closes_at": "2026-11-22T02:10:59.123456Z",
+    }
+    DecisionOpenData.model_validate(data)  # what the orchestrator will publish
+    return {
+        "round": round_id,
+        "window": step.window,
+        "kind": step.kind,
+        "seat": step.seat,
+        "seconds": step.seconds,
+        "options": list(step.options),
+        "info": dict(step.info),
+    }
+
+
+def play(game_id: str, rounds: int, seed: int) -> tuple[Counter[str], list[JSON]]:
+    game = make_live_game(
+        game_id, {"equity_samples": 1000} if game_id == "texas-holdem" else {}, {}
+    )
+    policy = BettingPolicy(seed)
+    seen: Counter[str] = Counter()
+    results = []
+    state: JSON = {}
+    for number in range(rounds):
+        rnd = game.new_round(state)
+        round_id = f"t-{number:06d}"
+
+        def decide(step: DecisionStep, round_id: str = round_id) -> JSON | None:
+            decision = policy.decide(step_info(step, round_id))
+            name = None if decision is None else decision.get("action", decision.get("choice"))
+            seen[f"{step.kind}:{name}"] += 1
+            return decision
+
+        drive(rnd, shuffled(game.deck, seed * 1000 + number), decide)
+        results.append(rnd.result())
+        state = rnd.table_state_after()
+    return seen, results
+
+
+@pytest.mark.parametrize("game_id", LIVE_GAME_IDS)
+def test_policy_decisions_are_always_legal_and_reproducible(game_id: str) -> None:
+    first_seen, first = play(game_id, 30, seed=5)
+    again_seen, again = play(game_id, 30, seed=5)
+    assert first == again
+    assert first_seen == again_seen
+
+
+def test_policy_exercises_every_holdem_action() -> None:
+    seen, _ = play("texas-holdem", 60, seed=1)
+    for action in ("fold", "check", "call", "bet", "raise", "all_in"):
+        assert seen[f"action:{action}"] > 0, (action, seen)
+    assert seen["action:None"] > 0  # some windows left to the default
+
+
+def test_policy_mulligans_declines_and_closes() -> None:
+    seen, _ = play("three-card-mulligan", 40, seed=2)
+    assert seen["mulligan:mulligan"] > 0
+    assert seen["mulligan:stay"] > 0
+    seen, _results = play("mahjong-pai-gow", 40, seed=2)
+    assert seen["bank:decline"] > 0
+    assert seen["bank:accept"] > 0
+    seen, _ = play("break-poker", 10, seed=2)
+    assert seen["setting:close"] > 0
+
+
+def test_policy_is_a_function_of_seed_round_and_window() -> None:
+    policy = BettingPolicy(9)
+    info = {
+        "round": "r1",
+        "window": "action-3",
+        "kind": "action",
+        "options": ["check", "bet"],
+        "info": {"bets": [{"share": "50%"}]},
+    }
+    assert all(policy.decide(info) == policy.decide(dict(info)) for _ in range(3))
+    answers = {str(BettingPolicy(seed).decide(info)) for seed in range(40)}
+    assert len(answers) > 1
+    assert BettingPolicy(1).decide({"kind": "unknown", "options": ["x"]}) in (None,)
+    assert BettingPolicy(1, abstain=0).decide(
+        {
+            "kind": "mulligan",
+            "options": ["stay", "mulligan"],
+            "info": {"player": ["Kh", "Td", "2c"]},
+            "window": "w",
+        }
+    ) in ({"choice": "stay"}, {"choice": "mulligan"})
+    assert BettingPolicy(1).decide({"kind": "action", "options": []}) is None
