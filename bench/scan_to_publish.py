@@ -35,6 +35,10 @@ from pathlib import Path
 
 import aiomqtt
 
+# bench/ is first on sys.path when a script here runs, and bench/drivers.py would shadow the
+# drivers package: put the repository first.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from controller.cards import Card
 from controller.mosquitto import MosquittoProcess
 from drivers.codec import (
@@ -91,7 +95,8 @@ class BenchDevice:
     def _readable(self) -> None:
         try:
             data = os.read(self.master, 4096)
-        except OSError:
+        except OSError:  # the controller closed its side
+            asyncio.get_running_loop().remove_reader(self.master)
             return
         for item in self.decoder.feed(data):
             if isinstance(item, CorruptFrame):
@@ -117,7 +122,7 @@ class BenchDevice:
             await asyncio.sleep(0.5)
 
     def close(self) -> None:
-        asyncio.get_running_loop().remove_reader(self.master)
+        asyncio.get_running_loop().remove_reader(self.master)  # idempotent
 
 
 async def measure_controller(broker: MosquittoProcess, workdir: Path, cards: int) -> dict:
@@ -194,6 +199,7 @@ async def measure_controller(broker: MosquittoProcess, workdir: Path, cards: int
             process.kill()
         beats.cancel()
         subscriber.cancel()
+        await asyncio.gather(beats, subscriber, return_exceptions=True)
         device.close()
         os.close(master)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -243,7 +249,11 @@ async def measure_floor(broker: MosquittoProcess, workdir: Path, cards: int) -> 
     ready_byte: asyncio.Future[None] = loop.create_future()
 
     def readable() -> None:
-        with_data = os.read(master, 64)
+        try:
+            with_data = os.read(master, 64)
+        except OSError:  # the worker closed its side
+            loop.remove_reader(master)
+            return
         if with_data and not ready_byte.done():
             ready_byte.set_result(None)
 
@@ -283,6 +293,7 @@ async def measure_floor(broker: MosquittoProcess, workdir: Path, cards: int) -> 
         worker.kill()
         await worker.wait()
         subscriber.cancel()
+        await asyncio.gather(subscriber, return_exceptions=True)
         loop.remove_reader(master)
         os.close(master)
     return latencies

@@ -238,7 +238,7 @@ async def run_table(
                         name="watch",
                     )
                 )
-            if simulated_betting_seed is not None:
+            if simulated_betting_seed is not None and mqtt.betting_status_topic:
                 from simulators.betting import run_simulated_betting
 
                 background.append(
@@ -250,6 +250,7 @@ async def run_table(
                             prefix=mqtt.topic_prefix,
                             seed=simulated_betting_seed,
                             stop=watch_stop,
+                            status_topic=mqtt.betting_status_topic,
                         ),
                         name="simulated-betting",
                     )

@@ -41,6 +41,7 @@ from controller.live.base import (
     FinishStep,
     InfoStep,
     LiveGame,
+    LiveRound,
     RevealStep,
 )
 from controller.metrics import TableMetrics
@@ -150,6 +151,7 @@ class Orchestrator:
         self._last_accept: tuple[str, float] | None = None
         self._pending_read: asyncio.Task[Read] | None = None
         self._device_lost_at: float | None = None
+        self._cued_at = 0.0
         self.waiting_for: str | None = None
 
     # ------------------------------------------------------------------ control
@@ -227,7 +229,9 @@ class Orchestrator:
                 await self._pass_gates()
                 if self._stop.is_set():
                     break
-                summaries.append(await self.play_round())
+                summary = await self.play_round()
+                if summary is not None:
+                    summaries.append(summary)
                 if self.settings.pause_seconds and not self._stop.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop.wait(), self.settings.pause_seconds)
@@ -289,12 +293,36 @@ class Orchestrator:
         )
         return restored
 
-    async def play_round(self) -> RoundSummary:
-        """Open a betting window, close it, play the round through, judge and settle."""
+    async def _new_live_round(self, table_state: Mapping[str, Any]) -> LiveRound | None:
+        """The game's next round; while the game cannot open one, the table idles (says why).
+
+        Returns ``None`` when a stop is requested while idling.
+        """
+        told = False
+        while True:
+            try:
+                return self.game.new_round(table_state)
+            except IllegalAction as exc:
+                if not told:
+                    self._append(EntryKind.TABLE_STATUS, {"state": "idle", "detail": exc.reason})
+                    self._log.warning("no round can open", reason=exc.reason)
+                    told = True
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.settings.idle_retry_seconds)
+                if self._stop.is_set():
+                    return None
+
+    async def play_round(self) -> RoundSummary | None:
+        """Open a betting window, close it, play the round through, judge and settle.
+
+        Returns ``None`` when no round could open before a stop was requested.
+        """
         round_no = int(self.journal.get_meta(META_NEXT_ROUND) or "1")
         round_id = round_id_for(self.table_id, round_no)
         table_state = self.table_state()
-        live = self.game.new_round(table_state)
+        live = await self._new_live_round(table_state)
+        if live is None:
+            return None
         # Meta first: a crash between the two leaves a pointer to a round with no entries,
         # which recovery ignores; the reverse order could lose a round that must be voided.
         self.journal.set_meta(META_NEXT_ROUND, str(round_no + 1))
@@ -448,6 +476,7 @@ class Orchestrator:
     async def _deal(self, current: Round, step: DealStep) -> None:
         slot = step.slot
         rlog = self._log.bind(round=current.round_id, slot=slot.name)
+        self._cued_at = time.monotonic()
         await self._command(self.source.expect(current.round_no, step.index, slot.name))
         waiting_since = time.monotonic()
         loop = asyncio.get_running_loop()
@@ -558,10 +587,23 @@ class Orchestrator:
         return piece
 
     def _is_bounce(self, read: CardRead) -> bool:
+        """Whether ``read`` is the card just accepted passing the reader a second time.
+
+        Within ``bounce_seconds`` of the acceptance, the same value is a bounce when the deck
+        holds one copy of it (a second copy cannot exist), or when it was read before the
+        next slot was even cued. A set with two copies of a tile may deal the second one
+        straight after the first: read after the cue, it is a new tile.
+        """
         if self._last_accept is None:
             return False
         value, at = self._last_accept
-        return read.value == value and read.at - at <= self.settings.bounce_seconds
+        if read.value != value or read.at - at > self.settings.bounce_seconds:
+            return False
+        try:
+            copies = self.game.deck.copies.get(self.game.deck.parse(read.value), 0)
+        except (NotationError, PieceRefused):
+            return False
+        return copies <= 1 or read.at < self._cued_at
 
     def _device_status(self, read: DeviceStatus) -> bool:
         """Journal a device state; returns whether the device just came back."""

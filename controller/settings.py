@@ -70,6 +70,8 @@ class RoundSettings(BaseModel):
         wait_for_broker: Open no new round while the broker is unreachable.
         wait_for_betting_system: Open no new round while the betting system's status topic
             says it is offline.
+        idle_retry_seconds: While the game cannot open a round (Hold'em with fewer than two
+            players with chips), how often to try again.
         gate_grace_seconds: How long a closed gate may take to open before the table
             journals that it is waiting (the broker connection at start-up).
     """
@@ -85,6 +87,7 @@ class RoundSettings(BaseModel):
     wait_for_broker: bool = True
     wait_for_betting_system: bool = False
     gate_grace_seconds: float = Field(default=3.0, ge=0.0)
+    idle_retry_seconds: float = Field(default=5.0, gt=0.0)
 
 
 class JournalSettings(BaseModel):

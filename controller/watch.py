@@ -138,20 +138,52 @@ def _describe_event(
     return f"{kind.replace('_', ' ')}: {_fields(data)}"
 
 
+_MAX_LINES_PER_GROUP = 8
+
+
+def _bet_lines(bets: Mapping[str, Any], indent: str = "    ") -> list[str]:
+    """One line per settled bet; games with several paths or positions nest them in groups.
+
+    A leaf is ``{"outcome", "payout", "reason"?}``; anything else is a group (a path of Three
+    Card Mulligan, a position of Mahjong Pai Gow, the settings of Break Poker). Long groups
+    are cut after a few lines, with the count of the rest.
+    """
+    lines: list[str] = []
+    leaves = {k: v for k, v in bets.items() if isinstance(v, Mapping) and "outcome" in v}
+    width = max((len(str(bet)) for bet in leaves), default=0)
+    for shown, (bet, settled) in enumerate(bets.items()):
+        if shown == _MAX_LINES_PER_GROUP:
+            lines.append(f"{indent}... and {len(bets) - shown} more")
+            break
+        if isinstance(settled, Mapping) and "outcome" in settled:
+            reason = f" ({settled['reason']})" if settled.get("reason") else ""
+            lines.append(
+                f"{indent}{bet:<{width}}  {settled.get('outcome', '?'):<6} pays "
+                f"{settled.get('payout', '?')}{reason}"
+            )
+        elif isinstance(settled, Mapping):
+            lines.append(f"{indent}{bet}:")
+            lines.extend(_bet_lines(settled, indent + "  "))
+        else:
+            lines.append(f"{indent}{bet}: {settled}")
+    return lines
+
+
 def _describe_results(kind: str, envelope: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     bets = data.get("bets") or {}
     title = "refunds" if kind == "round_voided" else "settlement"
     lines = [f"{_round_label(envelope, data)} {title}:"]
-    width = max((len(str(bet)) for bet in bets), default=0)
-    for bet, settled in bets.items():
-        if not isinstance(settled, Mapping):
-            lines.append(f"    {bet}: {settled}")
-            continue
-        reason = f" ({settled['reason']})" if settled.get("reason") else ""
-        lines.append(
-            f"    {bet:<{width}}  {settled.get('outcome', '?'):<6} pays "
-            f"{settled.get('payout', '?')}{reason}"
-        )
+    if isinstance(bets, Mapping):
+        lines.extend(_bet_lines(bets))
+    details = data.get("details")
+    pots = details.get("pots") if isinstance(details, Mapping) else None
+    if isinstance(pots, list):  # player-banked games (Hold'em): the pots and who took them
+        for number, pot in enumerate(pots, 1):
+            if isinstance(pot, Mapping):
+                shares = ", ".join(
+                    f"{seat} {chips}" for seat, chips in dict(pot.get("shares") or {}).items()
+                )
+                lines.append(f"    pot {number}: {pot.get('amount')} chips -> {shares}")
     return "\n".join(lines)
 
 
@@ -196,7 +228,13 @@ class _Tracker:
     def check(self, topic: str, envelope: Mapping[str, Any]) -> tuple[bool, str | None]:
         """Whether to show it, and a gap warning if ``events`` skipped some ``seq``."""
         seq = envelope.get("seq")
-        if not isinstance(seq, int) or not topic.endswith(("/events", "/results")):
+        levels = topic.split("/")
+        # Only the public streams count: secure/events carries a subset of the seqs.
+        if (
+            not isinstance(seq, int)
+            or levels[-1] not in ("events", "results")
+            or ("secure" in levels)
+        ):
             return True, None
         last = self.seen.get(topic)
         if last is not None and seq <= last:
