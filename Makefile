@@ -36,5 +36,9 @@ check: lint typecheck test
 bench: $(STAMP)
 	$(BIN)/python bench/scan_to_publish.py
 
+## make chaos: the full chaos run (200 rounds with crashes, broker restarts, unplugged scanner).
+chaos: $(STAMP)
+	TABLECTL_CHAOS_ROUNDS=200 $(BIN)/pytest tests/chaos -s -p no:cacheprovider
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -71,13 +71,18 @@ def describe(name: str, latencies: list[float]) -> str:
     )
 
 
-def open_pty() -> tuple[int, str]:
+def open_pty() -> tuple[int, int, str]:
+    """A raw pty: master fd, slave fd and the slave's path.
+
+    The bench keeps the slave open (never reading it) until the run ends: while no process
+    has the slave open, Linux reports the master readable with EIO, which the bench takes for
+    "the controller went away" (the controller opens the port only after it has started).
+    """
     master, slave = os.openpty()
     tty.setraw(master)
     tty.setraw(slave)
     path = os.ttyname(slave)
-    os.close(slave)
-    return master, path
+    return master, slave, path
 
 
 class BenchDevice:
@@ -127,7 +132,7 @@ class BenchDevice:
 
 async def measure_controller(broker: MosquittoProcess, workdir: Path, cards: int) -> dict:
     rounds = -(-cards // 6)
-    master, path = open_pty()
+    master, slave, path = open_pty()
     expects: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
 
     def on_frame(frame: Frame) -> None:
@@ -202,6 +207,7 @@ async def measure_controller(broker: MosquittoProcess, workdir: Path, cards: int
         await asyncio.gather(beats, subscriber, return_exceptions=True)
         device.close()
         os.close(master)
+        os.close(slave)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "latencies": latencies,
@@ -244,7 +250,7 @@ async def floor_worker(pty_path: str, broker_url: str, db_path: str) -> None:
 
 
 async def measure_floor(broker: MosquittoProcess, workdir: Path, cards: int) -> list[float]:
-    master, path = open_pty()
+    master, slave, path = open_pty()
     loop = asyncio.get_running_loop()
     ready_byte: asyncio.Future[None] = loop.create_future()
 
@@ -296,6 +302,7 @@ async def measure_floor(broker: MosquittoProcess, workdir: Path, cards: int) -> 
         await asyncio.gather(subscriber, return_exceptions=True)
         loop.remove_reader(master)
         os.close(master)
+        os.close(slave)
     return latencies
 
 

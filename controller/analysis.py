@@ -175,6 +175,41 @@ def standard_error(values_sum: float, squares_sum: float, n: int) -> float:
     return math.sqrt(variance / n)
 
 
+def exact_row(name: str, pays: Fraction | int, count: int, total: int) -> OutcomeRow:
+    """An exactly counted outcome: ``count`` of ``total`` enumerated cases.
+
+    Args:
+        name: The outcome.
+        pays: Profit per unit staked.
+        count: Cases that gave it.
+        total: Every case enumerated.
+    """
+    return OutcomeRow(name, Fraction(pays), Fraction(count, total), count)
+
+
+def sampled_bet(rows: Iterable[tuple[str, Fraction, int]]) -> BetReport:
+    """A bet's Monte Carlo report from ``(outcome, pays, times seen)`` rows.
+
+    The probabilities are the observed frequencies; ``rtp`` is the sample mean of the return
+    (stake included) and ``rtp_se`` its standard error.
+    """
+    named = list(rows)
+    total = sum(count for _, _, count in named)
+    returns = [(float(1 + pays), count) for _, pays, count in named]
+    value_sum = sum(value * count for value, count in returns)
+    square_sum = sum(value * value * count for value, count in returns)
+    return BetReport(
+        [OutcomeRow(name, pays, count / total) for name, pays, count in named],
+        rtp=value_sum / total,
+        rtp_se=standard_error(value_sum, square_sum, total),
+    )
+
+
+def chunk_sizes(samples: int, chunk: int = 100_000) -> list[int]:
+    """``samples`` cut into batches of at most ``chunk`` (for vectorised Monte Carlo)."""
+    return [min(chunk, samples - done) for done in range(0, samples, chunk)]
+
+
 class Progress(Protocol):
     """Something that shows progress: called with the units just completed."""
 

@@ -152,6 +152,8 @@ class Orchestrator:
         self._pending_read: asyncio.Task[Read] | None = None
         self._device_lost_at: float | None = None
         self._cued_at = 0.0
+        self._resumed = False
+        self._card_held = False
         self.waiting_for: str | None = None
 
     # ------------------------------------------------------------------ control
@@ -406,6 +408,8 @@ class Orchestrator:
         self.open_window = None
         self._void_reason = None
         self._last_accept = None
+        self._resumed = False
+        self._card_held = False
         if self.metrics is not None:
             self.metrics.round_finished("settled" if phase is Phase.SETTLED else "voided")
 
@@ -485,6 +489,15 @@ class Orchestrator:
             # (void) or a second signal (cancellation) interrupts it.
             self._wake.clear()
             self._check_void()
+            if self._resumed:
+                self._resumed = False
+                if self._card_held:
+                    self._card_held = False
+                    await self._command(
+                        self.source.request_rescan(slot.name, "round resumed: scan the card again")
+                    )
+                else:
+                    await self._command(self.source.expect(current.round_no, step.index, slot.name))
             timeout = self.settings.waiting_log_seconds
             if self._device_lost_at is not None and not current.halted:
                 halt_at = self._device_lost_at + self.settings.device_halt_seconds
@@ -503,7 +516,17 @@ class Orchestrator:
                     await self._command(self.source.expect(current.round_no, step.index, slot.name))
                 continue
             if current.halted:
-                await self._out_of_turn(read, "round halted: waiting for the pit boss")
+                if isinstance(read, CardRead):
+                    # Not rejected: the dealer keeps the card and rescans it after the resume.
+                    self._append(
+                        EntryKind.CARD_REFUSED,
+                        {
+                            "slot": slot.name,
+                            "card": read.value,
+                            "reason": "round halted: keep the card until the pit boss resumes",
+                        },
+                    )
+                    self._card_held = True
                 continue
             if isinstance(read, Misread):
                 if read.cause in LINK_CAUSES:
@@ -519,6 +542,11 @@ class Orchestrator:
                 await self._rescan(current, slot.name, read)
                 continue
             if await self._accept(current, step, read) is not None:
+                # The card is journalled and the journal's listener has woken the outbox: let
+                # it hand the card to the broker before this task goes on (the next step, or
+                # at a round's end the result and the next round's opening, commits several
+                # entries, each with an fsync, without giving the loop back).
+                await asyncio.sleep(0)
                 return
 
     def _halt(self, current: Round, reason: str) -> None:
@@ -706,6 +734,7 @@ class Orchestrator:
                 return Answer(False, f"round {current.round_id} is not halted")
             self._append(EntryKind.ROUND_RESUMED, {"by": "pit"})
             self._device_lost_at = None
+            self._resumed = True
             self._wake.set()
             return Answer(True, "", {"round": current.round_id})
         return Answer(False, f"unknown command {command.name!r}")

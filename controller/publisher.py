@@ -549,7 +549,38 @@ class Publisher:
         client._client.connect_timeout = self.settings.connect_timeout
         # A backlog keeps many publishes pending by design; do not warn about it.
         client.pending_calls_threshold = 10 * self.settings.window
+        self._write_through(client)
         return client
+
+    def _write_through(self, client: aiomqtt.Client) -> None:
+        """Make paho write a queued packet to the socket at once, in the event loop thread.
+
+        aiomqtt asks the loop to watch the socket for writability when paho queues a packet
+        (``call_soon_threadsafe(add_writer)``): the bytes leave two loop iterations after
+        ``publish()`` returned, after whatever else is ready (the orchestrator journalling
+        the round's next entries, each with an fsync). paho without an external loop writes
+        at once, in ``publish()``; this restores that for calls made in the loop thread. A
+        partial write, or a write that fails, falls back to aiomqtt's callback (the writer
+        watch finishes the write, or reports the broken link as aiomqtt always does). Calls
+        from other threads (paho's connect runs in an executor) keep aiomqtt's callback.
+        """
+        paho = client._client
+        deferred = paho.on_socket_register_write
+        if deferred is None:  # pragma: no cover - aiomqtt always installs one
+            return
+
+        def register_write(paho_client: Any, userdata: Any, sock: Any) -> None:
+            if threading.get_ident() == self._loop_thread:
+                try:
+                    paho_client.loop_write()
+                except Exception:  # aiomqtt's writer callback meets it again and reports it
+                    deferred(paho_client, userdata, sock)
+                    return
+                if not paho_client.want_write():
+                    return
+            deferred(paho_client, userdata, sock)
+
+        paho.on_socket_register_write = register_write
 
     async def _connection(self, address: BrokerAddress) -> None:
         """One connection's life: connect, birth, outbox until the link drops or we stop."""

@@ -38,9 +38,9 @@ from controller.analysis import (
     AnalysisReport,
     BetReport,
     Method,
-    OutcomeRow,
+    exact_row,
     iterate_with_progress,
-    standard_error,
+    sampled_bet,
 )
 from controller.errors import RulesError
 from controller.games._break_hands import (
@@ -528,9 +528,7 @@ def break_bonus_report(table: MultisetTable, paytables: PayTables) -> BetReport:
         pays = (
             Fraction(-1) if line is BreakBonusHand.NONE else paytables["break_bonus"][line.outcome]
         )
-        rows.append(
-            OutcomeRow(BONUS_NAMES[line], pays, Fraction(counts[line], total), counts[line])
-        )
+        rows.append(exact_row(BONUS_NAMES[line], pays, counts[line], total))
     return BetReport(rows)
 
 
@@ -538,21 +536,13 @@ def _exact_report(
     counts: Sequence[int], names: Mapping[int, str], pays: Mapping[int, Odds]
 ) -> BetReport:
     total = sum(counts)
-    rows = [
-        OutcomeRow(names[code], pays[code], Fraction(counts[code], total), counts[code])
-        for code in names
-    ]
-    return BetReport(rows)
+    return BetReport([exact_row(names[code], pays[code], counts[code], total) for code in names])
 
 
 def _sampled_report(
     counts: Sequence[int], names: Mapping[int, str], pays: Mapping[int, Odds]
 ) -> BetReport:
-    total = sum(counts)
-    rows = [OutcomeRow(names[code], pays[code], counts[code] / total) for code in names]
-    values = sum(counts[code] * float(1 + pays[code]) for code in names)
-    squares = sum(counts[code] * float(1 + pays[code]) ** 2 for code in names)
-    return BetReport(rows, rtp=values / total, rtp_se=standard_error(values, squares, total))
+    return sampled_bet((names[code], pays[code], counts[code]) for code in names)
 
 
 def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:

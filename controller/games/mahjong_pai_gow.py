@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from controller.analysis import AnalysisReport, BetReport, Method, OutcomeRow
+from controller.analysis import AnalysisReport, BetReport, Method, OutcomeRow, exact_row
 from controller.cards import WINDOW_VALUE, Deck, Piece, Tile
 from controller.errors import ConfigError, PieceRefused, RulesError
 from controller.games.base import DealPlan, GameResult, HandSummary, Slot
@@ -596,11 +596,10 @@ def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> Analy
             if number == 0:
                 continue
             name = f"{winner.value} wins: {reason.value.replace('_', ' ')}"
-            probability = Fraction(number, total)
             player_pays = odds if winner is Winner.PLAYER else Fraction(-1)
             banker_pays = odds if winner is Winner.BANKER else Fraction(-1)
-            player_rows.append(OutcomeRow(name, player_pays, probability, number))
-            banker_rows.append(OutcomeRow(name, banker_pays, probability, number))
+            player_rows.append(exact_row(name, player_pays, number, total))
+            banker_rows.append(exact_row(name, banker_pays, number, total))
     notes = [
         f"all {total:,} ordered deals of two tiles to the player and two to the banker "
         "(each physical tile distinct); commission per winning bet (0.95:1)",

@@ -37,12 +37,14 @@ from controller.analysis import (
     AnalysisReport,
     BetReport,
     Method,
-    OutcomeRow,
+    chunk_sizes,
+    exact_row,
     iterate_with_progress,
-    standard_error,
+    sampled_bet,
 )
-from controller.cards import RANK_NAMES, Card, Deck, Piece
+from controller.cards import Card, Deck, Piece
 from controller.errors import RulesError
+from controller.games import three_card
 from controller.games.base import DealPlan, GameResult, HandSummary, Slot
 from controller.money import BetResult, Odds, PayTables
 
@@ -58,14 +60,12 @@ BET_IDS: Final = (
     "six_card_bonus",
 )
 HAND_LABELS: Final = ("A", "B")
-CARDS_PER_HAND: Final = 3
+CARDS_PER_HAND: Final = three_card.CARDS_PER_HAND
 
-_LEVEL_SHIFT: Final = 12
-_ACE: Final = 14
+_LEVEL_SHIFT: Final = three_card.LEVEL_SHIFT
+_ACE: Final = three_card.ACE
 
-PLURAL_RANK_NAMES: Final = {
-    rank: ("sixes" if rank == 6 else f"{name}s") for rank, name in RANK_NAMES.items()
-}
+PLURAL_RANK_NAMES: Final = three_card.PLURAL_RANK_NAMES
 
 
 class TeenPattiHand(enum.StrEnum):
@@ -143,14 +143,6 @@ def _sequence_value(high: int, mid: int, low: int) -> int:
     return 0
 
 
-def _kickers(*ranks: int) -> int:
-    """Ranks compared in order, packed so that a higher first rank always wins."""
-    value = 0
-    for rank in ranks:
-        value = value * 15 + rank
-    return value
-
-
 def strength_of_ranks(ranks: Iterable[int], suited: bool) -> int:
     """The strength of a three-card hand given its ranks and whether all three share a suit.
 
@@ -169,14 +161,9 @@ def strength_of_ranks(ranks: Iterable[int], suited: bool) -> int:
     elif sequence := _sequence_value(high, mid, low):
         hand = TeenPattiHand.STRAIGHT_FLUSH if suited else TeenPattiHand.STRAIGHT
         within = sequence
-    elif suited:
-        hand, within = TeenPattiHand.FLUSH, _kickers(high, mid, low)
-    elif high == mid:
-        hand, within = TeenPattiHand.PAIR, _kickers(high, low)
-    elif mid == low:
-        hand, within = TeenPattiHand.PAIR, _kickers(mid, high)
     else:
-        hand, within = TeenPattiHand.HIGH_CARD, _kickers(high, mid, low)
+        category, within = three_card.plain_strength(high, mid, low, suited)
+        hand = TeenPattiHand(category)
     return hand.level << _LEVEL_SHIFT | within
 
 
@@ -185,30 +172,11 @@ def category_of_strength(strength: int) -> TeenPattiHand:
     return TeenPattiHand.from_level(strength >> _LEVEL_SHIFT)
 
 
-def _strength_of_codes(codes: Sequence[int]) -> int:
-    ranks = [code // 4 + 2 for code in codes]
-    suited = len({code % 4 for code in codes}) == 1
-    return strength_of_ranks(ranks, suited)
-
-
-@functools.cache
-def _strength_table() -> list[int]:
-    """Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes.
-
-    Triples that repeat a card hold -1.
-    """
-    table = [-1] * 52**3
-    for combo in itertools.combinations(range(52), CARDS_PER_HAND):
-        strength = _strength_of_codes(combo)
-        for a, b, c in itertools.permutations(combo):
-            table[a * 2704 + b * 52 + c] = strength
-    return table
-
-
-@functools.cache
-def _strength_array() -> IntArray:
-    """The strength table as a numpy array (for vectorised lookups)."""
-    return np.asarray(_strength_table(), dtype=np.int64)
+_strength_table: Final = three_card.lazy_strength_table(strength_of_ranks)
+"""Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes (-1 on a
+repeat), built on first call."""
+_strength_array: Final = three_card.lazy_strength_array(_strength_table)
+"""The strength table as a numpy array (for vectorised lookups)."""
 
 
 def rank_codes(a: int, b: int, c: int) -> int:
@@ -220,35 +188,9 @@ def rank_codes(a: int, b: int, c: int) -> int:
     return _strength_table()[a * 2704 + b * 52 + c]
 
 
-def _check_hand(cards: Sequence[Piece], hand: str = "") -> tuple[Card, ...]:
-    """Check that ``cards`` are three distinct standard cards.
-
-    Raises:
-        RulesError: Wrong count, a tile, the joker or a repeated card.
-    """
-    where = f"hand {hand} " if hand else "a Teen Patti hand "
-    if len(cards) != CARDS_PER_HAND:
-        raise RulesError(
-            f"{where}needs exactly {CARDS_PER_HAND} cards, got {len(cards)}",
-            hand=hand,
-            cards=[str(card) for card in cards],
-        )
-    checked: list[Card] = []
-    for card in cards:
-        if not isinstance(card, Card):
-            raise RulesError(
-                f"{where}holds {card}, which is not a playing card", hand=hand, piece=str(card)
-            )
-        if card.is_joker:
-            raise RulesError(
-                f"{where}holds the joker; Teen Patti is played without one",
-                hand=hand,
-                piece=str(card),
-            )
-        if card in checked:
-            raise RulesError(f"{where}holds {card} twice", hand=hand, piece=str(card))
-        checked.append(card)
-    return tuple(checked)
+_check_hand: Final = three_card.hand_checker("Teen Patti", {})
+"""Check that cards are three distinct standard cards (RulesError: wrong count, a tile, the
+joker or a repeated card)."""
 
 
 def rank_hand(cards: Sequence[Piece]) -> int:
@@ -270,12 +212,6 @@ def hand_category(cards: Sequence[Piece]) -> TeenPattiHand:
     return category_of_strength(rank_hand(cards))
 
 
-def _sequence_words(ranks: Sequence[int]) -> str:
-    high, mid, low = sorted(ranks, reverse=True)
-    order = (_ACE, 2, 3) if (high, mid, low) == (_ACE, 3, 2) else (high, mid, low)
-    return "-".join(RANK_NAMES[rank] for rank in order)
-
-
 def describe_hand(cards: Sequence[Piece]) -> str:
     """A sentence for people: ``"pair of kings, queen kicker"``, ``"straight, ace-two-three"``.
 
@@ -285,21 +221,16 @@ def describe_hand(cards: Sequence[Piece]) -> str:
     checked = _check_hand(cards)
     category = hand_category(checked)
     ranks = sorted((card.rank for card in checked), reverse=True)
-    names = [RANK_NAMES[rank] for rank in ranks]
     if category is TeenPattiHand.TRAIL_OF_ACES:
         return "trail of aces"
     if category is TeenPattiHand.TRAIL:
         return f"trail of {PLURAL_RANK_NAMES[ranks[0]]}"
     if category in (TeenPattiHand.STRAIGHT_FLUSH, TeenPattiHand.STRAIGHT):
         label = "straight flush" if category is TeenPattiHand.STRAIGHT_FLUSH else "straight"
-        return f"{label}, {_sequence_words(ranks)}"
-    if category is TeenPattiHand.FLUSH:
-        return f"flush, {', '.join(names)}"
-    if category is TeenPattiHand.PAIR:
-        pair = ranks[1]
-        kicker = ranks[2] if ranks[0] == pair else ranks[0]
-        return f"pair of {PLURAL_RANK_NAMES[pair]}, {RANK_NAMES[kicker]} kicker"
-    return f"{names[0]} high, {names[1]}, {names[2]}"
+        high, mid, low = ranks
+        order = (_ACE, 2, 3) if (high, mid, low) == (_ACE, 3, 2) else (high, mid, low)
+        return three_card.describe_sequence(label, order)
+    return three_card.describe_plain(category.value, ranks)
 
 
 def evaluate_hand(cards: Sequence[Piece], hand: str = "") -> HandSummary:
@@ -689,12 +620,7 @@ def hands_of(deck_codes: Sequence[int]) -> tuple[IntArray, IntArray]:
     Returns:
         ``(hands, strengths)``: arrays of shape (n, 3) and (n,).
     """
-    codes = sorted(set(deck_codes))
-    hands = np.asarray(list(itertools.combinations(codes, CARDS_PER_HAND)), dtype=np.int64)
-    hands = hands.reshape(-1, CARDS_PER_HAND)
-    table = _strength_array()
-    strengths = table[hands[:, 0] * 2704 + hands[:, 1] * 52 + hands[:, 2]]
-    return hands, strengths
+    return three_card.hands_and_strengths(deck_codes, _strength_array())
 
 
 def _grouped_below_and_equal(groups: IntArray, strengths: IntArray) -> tuple[IntArray, IntArray]:
@@ -822,10 +748,6 @@ def count_six_card_bonus(ranks: Sequence[int], suits: int) -> dict[SixCardBonus,
 # Par sheet
 
 
-def _row(name: str, pays: Odds | int, count: int, total: int) -> OutcomeRow:
-    return OutcomeRow(name, Fraction(pays), Fraction(count, total), count)
-
-
 def _exact_report(progress: bool) -> AnalysisReport:
     started = time.perf_counter()
     paytables = DEFAULT_PAYTABLES
@@ -851,27 +773,27 @@ def _exact_report(progress: bool) -> AnalysisReport:
     ):
         bets[bet] = BetReport(
             [
-                _row("win", paytables[bet]["win"], wins, deals),
-                _row("tie", 0, main.ties, deals),
-                _row("lose", -1, losses, deals),
+                exact_row("win", paytables[bet]["win"], wins, deals),
+                exact_row("tie", 0, main.ties, deals),
+                exact_row("lose", -1, losses, deals),
             ]
         )
     bets["tie"] = BetReport(
         [
-            _row("tie", paytables["tie"]["tie"], main.ties, deals),
-            _row("lose", -1, main.a_wins + main.b_wins, deals),
+            exact_row("tie", paytables["tie"]["tie"], main.ties, deals),
+            exact_row("lose", -1, main.a_wins + main.b_wins, deals),
         ]
     )
     for bet in ("pair_plus_a", "pair_plus_b"):
         rows = []
         for hand, number in categories.items():
             pays = -1 if hand is TeenPattiHand.HIGH_CARD else paytables[bet][hand.value]
-            rows.append(_row(hand.value, pays, number * per_hand, deals))
+            rows.append(exact_row(hand.value, pays, number * per_hand, deals))
         bets[bet] = BetReport(rows)
     sets = sum(bonus.values())
     bets["six_card_bonus"] = BetReport(
         [
-            _row(
+            exact_row(
                 outcome.value,
                 -1 if outcome is SixCardBonus.NO_BONUS else paytables["six_card_bonus"][outcome],
                 number,
@@ -900,49 +822,37 @@ def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisRepo
     paytables = DEFAULT_PAYTABLES
     rng = np.random.default_rng(seed)
     table = _strength_array()
-    chunk = 100_000
-    sizes = [min(chunk, samples - done) for done in range(0, samples, chunk)]
+    sizes = chunk_sizes(samples)
     main_counts = np.zeros(3, dtype=np.int64)  # A wins, tie, B wins
     category_counts = {"A": np.zeros(7, dtype=np.int64), "B": np.zeros(7, dtype=np.int64)}
     bonus_counts = np.zeros(len(SixCardBonus), dtype=np.int64)
     for size in iterate_with_progress(sizes, len(sizes), "teen-patti monte carlo", progress):
         dealt = rng.random((size, 52)).argsort(axis=1)[:, :6]
-        a = table[dealt[:, 0] * 2704 + dealt[:, 2] * 52 + dealt[:, 4]]
-        b = table[dealt[:, 1] * 2704 + dealt[:, 3] * 52 + dealt[:, 5]]
+        a = table[three_card.triple_index(dealt[:, 0], dealt[:, 2], dealt[:, 4])]
+        b = table[three_card.triple_index(dealt[:, 1], dealt[:, 3], dealt[:, 5])]
         main_counts += [int((a > b).sum()), int((a == b).sum()), int((a < b).sum())]
         category_counts["A"] += np.bincount(a >> _LEVEL_SHIFT, minlength=7)
         category_counts["B"] += np.bincount(b >> _LEVEL_SHIFT, minlength=7)
         bonus_counts += np.bincount(six_card_bonus_levels(dealt), minlength=len(SixCardBonus))
 
-    def bet_report(rows: list[tuple[str, Fraction, int]]) -> BetReport:
-        total = sum(count for _, _, count in rows)
-        returns = [(float(1 + pays), count) for _, pays, count in rows]
-        value_sum = sum(value * count for value, count in returns)
-        square_sum = sum(value * value * count for value, count in returns)
-        return BetReport(
-            [OutcomeRow(name, pays, count / total) for name, pays, count in rows],
-            rtp=value_sum / total,
-            rtp_se=standard_error(value_sum, square_sum, total),
-        )
-
     a_wins, ties, b_wins = (int(value) for value in main_counts)
     bets: dict[str, BetReport] = {}
     for bet, wins, losses in (("player_a", a_wins, b_wins), ("player_b", b_wins, a_wins)):
-        bets[bet] = bet_report(
+        bets[bet] = sampled_bet(
             [
                 ("win", paytables[bet]["win"], wins),
                 ("tie", Fraction(0), ties),
                 ("lose", Fraction(-1), losses),
             ]
         )
-    bets["tie"] = bet_report(
+    bets["tie"] = sampled_bet(
         [
             ("tie", paytables["tie"]["tie"], ties),
             ("lose", Fraction(-1), a_wins + b_wins),
         ]
     )
     for label, bet in (("A", "pair_plus_a"), ("B", "pair_plus_b")):
-        bets[bet] = bet_report(
+        bets[bet] = sampled_bet(
             [
                 (
                     hand.value,
@@ -952,7 +862,7 @@ def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisRepo
                 for hand in TeenPattiHand
             ]
         )
-    bets["six_card_bonus"] = bet_report(
+    bets["six_card_bonus"] = sampled_bet(
         [
             (
                 outcome.value,

@@ -6,7 +6,8 @@ with the team's binding decisions and this module's own decisions). In short:
 * Three-card ranking, high to low: straight flush, three of a kind, straight, flush, pair,
   high card. The ace is high, and low only in A-2-3 (the lowest straight); Q-K-A is the
   highest straight. Suits never break ties. (This is *not* the Teen Patti order, which lives
-  in :mod:`controller.games.teen_patti`; nothing is shared.)
+  in :mod:`controller.games.teen_patti`; only the machinery around the ranking is shared,
+  in :mod:`controller.games.three_card`.)
 * The round deals the player's three (face up), the dealer's three (hidden), then, if at least
   one online player chose to mulligan, the player's mulligan hand, then the dealer's cards are
   revealed and, if they are below king-high, the dealer's mulligan hand is dealt.
@@ -23,7 +24,6 @@ Everything here is pure: no I/O, no clock; Monte Carlo takes its seed from the c
 from __future__ import annotations
 
 import enum
-import functools
 import itertools
 import math
 import time
@@ -39,12 +39,14 @@ from controller.analysis import (
     AnalysisReport,
     BetReport,
     Method,
-    OutcomeRow,
+    chunk_sizes,
+    exact_row,
     iterate_with_progress,
-    standard_error,
+    sampled_bet,
 )
-from controller.cards import RANK_NAMES, Card, Deck, Piece
+from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
+from controller.games import three_card
 from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
 from controller.money import BetResult, Odds, PayTables
 
@@ -54,7 +56,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 GAME_ID: Final = "three-card-mulligan"
 BET_IDS: Final = ("ante", "mulligan", "pair_plus", "pair_plus_mulligan")
-CARDS_PER_HAND: Final = 3
+CARDS_PER_HAND: Final = three_card.CARDS_PER_HAND
 
 PLAYER: Final = "P"
 """Hand label of the player's original (shared) hand."""
@@ -65,13 +67,11 @@ PLAYER_MULLIGAN: Final = "PM"
 DEALER_MULLIGAN: Final = "DM"
 """Hand label of the dealer's mulligan hand."""
 
-_LEVEL_SHIFT: Final = 12
-_ACE: Final = 14
+_LEVEL_SHIFT: Final = three_card.LEVEL_SHIFT
+_ACE: Final = three_card.ACE
 _KING: Final = 13
 
-PLURAL_RANK_NAMES: Final = {
-    rank: ("sixes" if rank == 6 else f"{name}s") for rank, name in RANK_NAMES.items()
-}
+PLURAL_RANK_NAMES: Final = three_card.PLURAL_RANK_NAMES
 
 
 class MulliganHand(enum.StrEnum):
@@ -116,14 +116,6 @@ class Path(enum.StrEnum):
 # Three-card evaluator
 
 
-def _kickers(*ranks: int) -> int:
-    """Ranks compared in order, packed so that a higher first rank always wins."""
-    value = 0
-    for rank in ranks:
-        value = value * 15 + rank
-    return value
-
-
 def _straight_top(high: int, mid: int, low: int) -> int:
     """Top rank of a three-card straight (ranks high to low): 14 for Q-K-A, 3 for A-2-3; else 0."""
     if (high, mid, low) == (_ACE, 3, 2):
@@ -150,14 +142,9 @@ def strength_of_ranks(ranks: Iterable[int], suited: bool) -> int:
     elif top := _straight_top(high, mid, low):
         hand = MulliganHand.STRAIGHT_FLUSH if suited else MulliganHand.STRAIGHT
         within = top
-    elif suited:
-        hand, within = MulliganHand.FLUSH, _kickers(high, mid, low)
-    elif high == mid:
-        hand, within = MulliganHand.PAIR, _kickers(high, low)
-    elif mid == low:
-        hand, within = MulliganHand.PAIR, _kickers(mid, high)
     else:
-        hand, within = MulliganHand.HIGH_CARD, _kickers(high, mid, low)
+        category, within = three_card.plain_strength(high, mid, low, suited)
+        hand = MulliganHand(category)
     return hand.level << _LEVEL_SHIFT | within
 
 
@@ -166,30 +153,11 @@ def category_of_strength(strength: int) -> MulliganHand:
     return MulliganHand.from_level(strength >> _LEVEL_SHIFT)
 
 
-def _strength_of_code_triple(codes: Sequence[int]) -> int:
-    ranks = [code // 4 + 2 for code in codes]
-    suited = len({code % 4 for code in codes}) == 1
-    return strength_of_ranks(ranks, suited)
-
-
-@functools.cache
-def _strength_table() -> list[int]:
-    """Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes.
-
-    Triples that repeat a card hold -1.
-    """
-    table = [-1] * 52**3
-    for combo in itertools.combinations(range(52), CARDS_PER_HAND):
-        strength = _strength_of_code_triple(combo)
-        for a, b, c in itertools.permutations(combo):
-            table[a * 2704 + b * 52 + c] = strength
-    return table
-
-
-@functools.cache
-def _strength_array() -> IntArray:
-    """The strength table as a numpy array (for vectorised lookups)."""
-    return np.asarray(_strength_table(), dtype=np.int64)
+_strength_table: Final = three_card.lazy_strength_table(strength_of_ranks)
+"""Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes (-1 on a
+repeat), built on first call."""
+_strength_array: Final = three_card.lazy_strength_array(_strength_table)
+"""The strength table as a numpy array (for vectorised lookups)."""
 
 
 def strength_of_codes(a: int, b: int, c: int) -> int:
@@ -213,40 +181,9 @@ DEALER_STANDS_THRESHOLD: Final = strength_of_ranks((_KING, 3, 2), suited=False)
 """The weakest hand the dealer stands on: K-3-2 of mixed suits (the lowest king-high)."""
 
 
-def _check_hand(cards: Sequence[Piece], hand: str = "") -> tuple[Card, ...]:
-    """Check that ``cards`` are three distinct standard cards.
-
-    Raises:
-        RulesError: Wrong count, a tile, the joker or a repeated card.
-    """
-    where = f"hand {hand} " if hand else "a Three Card Mulligan hand "
-    if len(cards) != CARDS_PER_HAND:
-        raise RulesError(
-            f"{where}needs exactly {CARDS_PER_HAND} cards, got {len(cards)}",
-            game=GAME_ID,
-            hand=hand,
-            cards=[str(card) for card in cards],
-        )
-    checked: list[Card] = []
-    for card in cards:
-        if not isinstance(card, Card):
-            raise RulesError(
-                f"{where}holds {card}, which is not a playing card",
-                game=GAME_ID,
-                hand=hand,
-                piece=str(card),
-            )
-        if card.is_joker:
-            raise RulesError(
-                f"{where}holds the joker; Three Card Mulligan is played without one",
-                game=GAME_ID,
-                hand=hand,
-                piece=str(card),
-            )
-        if card in checked:
-            raise RulesError(f"{where}holds {card} twice", game=GAME_ID, hand=hand, piece=str(card))
-        checked.append(card)
-    return tuple(checked)
+_check_hand: Final = three_card.hand_checker("Three Card Mulligan", {"game": GAME_ID})
+"""Check that cards are three distinct standard cards (RulesError: wrong count, a tile, the
+joker or a repeated card)."""
 
 
 def rank_hand(cards: Sequence[Piece]) -> int:
@@ -277,20 +214,13 @@ def describe_hand(cards: Sequence[Piece]) -> str:
     checked = _check_hand(cards)
     category = hand_category(checked)
     ranks = sorted((card.rank for card in checked), reverse=True)
-    names = [RANK_NAMES[rank] for rank in ranks]
     if category is MulliganHand.THREE_OF_A_KIND:
         return f"three {PLURAL_RANK_NAMES[ranks[0]]}"
     if category in (MulliganHand.STRAIGHT_FLUSH, MulliganHand.STRAIGHT):
         label = "straight flush" if category is MulliganHand.STRAIGHT_FLUSH else "straight"
         order = (_ACE, 2, 3) if ranks == [_ACE, 3, 2] else tuple(reversed(ranks))
-        return f"{label}, {'-'.join(RANK_NAMES[rank] for rank in order)}"
-    if category is MulliganHand.FLUSH:
-        return f"flush, {', '.join(names)}"
-    if category is MulliganHand.PAIR:
-        pair = ranks[1]
-        kicker = ranks[2] if ranks[0] == pair else ranks[0]
-        return f"pair of {PLURAL_RANK_NAMES[pair]}, {RANK_NAMES[kicker]} kicker"
-    return f"{names[0]} high, {names[1]}, {names[2]}"
+        return three_card.describe_sequence(label, order)
+    return three_card.describe_plain(category.value, ranks)
 
 
 def evaluate_hand(cards: Sequence[Piece], hand: str = "") -> HandSummary:
@@ -836,9 +766,7 @@ class _Space:
 
     @classmethod
     def of(cls, codes: Sequence[int]) -> _Space:
-        hands = np.asarray(list(itertools.combinations(sorted(codes), 3)), dtype=np.int64)
-        hands = hands.reshape(-1, 3)
-        strength = _strength_array()[hands[:, 0] * 2704 + hands[:, 1] * 52 + hands[:, 2]]
+        hands, strength = three_card.hands_and_strengths(codes, _strength_array())
         bits = np.left_shift(np.uint64(1), hands.astype(np.uint64))
         masks = np.asarray(bits[:, 0] | bits[:, 1] | bits[:, 2], dtype=np.uint64)
         has = np.zeros((52, len(hands)), dtype=np.bool_)
@@ -1112,18 +1040,13 @@ def _exact_report(progress: bool) -> AnalysisReport:
     started = time.perf_counter()
     ante = count_ante_outcomes(progress=progress)
     ante_rows = [
-        OutcomeRow(
-            f"{path} {result}",
-            pays,
-            Fraction(ante.counts[path, result], ante.total),
-            ante.counts[path, result],
-        )
+        exact_row(f"{path} {result}", pays, ante.counts[path, result], ante.total)
         for path, result, pays in _ante_rows()
     ]
     categories = count_pair_plus()
     hands = sum(categories.values())
     pair_plus_rows = [
-        OutcomeRow(hand.value, _pair_plus_pays(hand), Fraction(number, hands), number)
+        exact_row(hand.value, _pair_plus_pays(hand), number, hands)
         for hand, number in categories.items()
     ]
     bets = {"ante": BetReport(ante_rows), "pair_plus": BetReport(pair_plus_rows)}
@@ -1153,8 +1076,7 @@ def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisRepo
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     table = _strength_array()
-    chunk = 100_000
-    sizes = [min(chunk, samples - done) for done in range(0, samples, chunk)]
+    sizes = chunk_sizes(samples)
     rows = _ante_rows()
     index_of = {(path, result): i for i, (path, result, _) in enumerate(rows)}
     ante_counts = np.zeros(len(rows), dtype=np.int64)
@@ -1166,7 +1088,7 @@ def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisRepo
     }
 
     def strength_at(dealt: IntArray, start: int) -> IntArray:
-        index = dealt[:, start] * 2704 + dealt[:, start + 1] * 52 + dealt[:, start + 2]
+        index = three_card.triple_index(dealt[:, start], dealt[:, start + 1], dealt[:, start + 2])
         return np.asarray(table[index], dtype=np.int64)
 
     for size in iterate_with_progress(
@@ -1189,25 +1111,14 @@ def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisRepo
             ante_counts[index_of[path, "push"]] += int((mine == theirs).sum())
             ante_counts[index_of[path, "lose"]] += int((mine < theirs).sum())
 
-    def bet_report(named: list[tuple[str, Fraction, int]]) -> BetReport:
-        total = sum(count for _, _, count in named)
-        returns = [(float(1 + pays), count) for _, pays, count in named]
-        value_sum = sum(value * count for value, count in returns)
-        square_sum = sum(value * value * count for value, count in returns)
-        return BetReport(
-            [OutcomeRow(name, pays, count / total) for name, pays, count in named],
-            rtp=value_sum / total,
-            rtp_se=standard_error(value_sum, square_sum, total),
-        )
-
     bets = {
-        "ante": bet_report(
+        "ante": sampled_bet(
             [
                 (f"{path} {result}", pays, int(ante_counts[i]))
                 for i, (path, result, pays) in enumerate(rows)
             ]
         ),
-        "pair_plus": bet_report(
+        "pair_plus": sampled_bet(
             [
                 (hand.value, _pair_plus_pays(hand), int(pair_plus_counts[hand.level]))
                 for hand in MulliganHand

@@ -16,6 +16,13 @@ from typing import Final
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games import break_poker as rules
+from controller.live._common import (
+    cards_wire,
+    expect_deal,
+    expect_reveal,
+    expect_window,
+    summaries_wire,
+)
 from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
 from controller.money import PayTables
 
@@ -79,14 +86,7 @@ class BreakPokerLiveRound:
         Raises:
             RulesError: No card is awaited at ``index``, or the piece is not a card.
         """
-        step = self.next_step()
-        if not isinstance(step, DealStep) or step.index != index:
-            raise RulesError(
-                "card for a slot that is not waiting",
-                game=rules.GAME_ID,
-                index=index,
-                waiting=step.index if isinstance(step, DealStep) else type(step).__name__,
-            )
+        expect_deal(self.next_step(), index, rules.GAME_ID)
         if not isinstance(piece, Card):
             raise RulesError("a tile cannot be in Break Poker", game=rules.GAME_ID, index=index)
         self.dealt.append(piece)
@@ -97,15 +97,7 @@ class BreakPokerLiveRound:
         Raises:
             IllegalAction: Not the open window, or anything else in the decision.
         """
-        step = self.next_step()
-        if not isinstance(step, DecisionStep) or step.window != window:
-            open_window = step.window if isinstance(step, DecisionStep) else None
-            raise IllegalAction(
-                "decision",
-                f"window {window!r} is not open (open: {open_window!r})",
-                game=rules.GAME_ID,
-                window=window,
-            )
+        expect_window(self.next_step(), window, rules.GAME_ID)
         if not isinstance(decision, Mapping):
             raise IllegalAction("decision", "a decision is a JSON object", window=window)
         if dict(decision) not in ({}, {"choice": "close"}):
@@ -128,9 +120,7 @@ class BreakPokerLiveRound:
         Raises:
             RulesError: No reveal of ``hand`` is due.
         """
-        step = self.next_step()
-        if not isinstance(step, RevealStep) or step.hand != hand:
-            raise RulesError("no reveal of this hand is due", game=rules.GAME_ID, hand=hand)
+        expect_reveal(self.next_step(), hand, rules.GAME_ID)
         self.revealed.add(hand)
 
     def result(self) -> JSON:
@@ -146,12 +136,9 @@ class BreakPokerLiveRound:
         outcome = rules.round_result(hands[PLAYER], hands[DEALER], self.paytables)
         details = outcome.to_details()
         return {
-            "cards": {label: [str(card) for card in cards] for label, cards in hands.items()},
+            "cards": cards_wire(hands),
             "winner": judged.winner,
-            "hands": {
-                label: {"category": summary.category, "description": summary.description}
-                for label, summary in judged.hands.items()
-            },
+            "hands": summaries_wire(judged.hands),
             "bets": {
                 "main": {
                     "default_setting": outcome.default_setting_id,

@@ -36,6 +36,12 @@ from controller.games.holdem import (
     start_hand,
 )
 from controller.games.poker import category_of, describe
+from controller.live._common import (
+    check_decision_fields,
+    expect_deal,
+    expect_reveal,
+    expect_window,
+)
 from controller.live.base import (
     JSON,
     DealStep,
@@ -230,14 +236,7 @@ class HoldemLiveRound:
         Raises:
             RulesError: No card is awaited at ``index``, or the piece cannot be in the hand.
         """
-        step = self.next_step()
-        if not isinstance(step, DealStep) or step.index != index:
-            raise RulesError(
-                "card for a slot that is not waiting",
-                game=rules.GAME_ID,
-                index=index,
-                waiting=step.index if isinstance(step, DealStep) else type(step).__name__,
-            )
+        expect_deal(self.next_step(), index, rules.GAME_ID)
         if not isinstance(piece, Card):
             raise RulesError("a tile cannot be in Hold'em", game=rules.GAME_ID, index=index)
         try:
@@ -260,15 +259,7 @@ class HoldemLiveRound:
             IllegalAction: Not the open window, the wrong seat, malformed, an action not
                 offered, a size not allowed or below the minimum. Nothing changes.
         """
-        step = self.next_step()
-        if not isinstance(step, DecisionStep) or step.window != window:
-            open_window = step.window if isinstance(step, DecisionStep) else None
-            raise IllegalAction(
-                "decision",
-                f"window {window!r} is not open (open: {open_window!r})",
-                game=rules.GAME_ID,
-                window=window,
-            )
+        step = expect_window(self.next_step(), window, rules.GAME_ID)
         assert step.seat is not None
         action = _parse_action(decision, step, window)
         name = ACTION_NAMES[action.kind]
@@ -321,9 +312,7 @@ class HoldemLiveRound:
         Raises:
             RulesError: No reveal of ``hand`` is due.
         """
-        step = self.next_step()
-        if not isinstance(step, RevealStep) or step.hand != hand:
-            raise RulesError("no reveal of this hand is due", game=rules.GAME_ID, hand=hand)
+        expect_reveal(self.next_step(), hand, rules.GAME_ID)
         self.revealed.add(hand)
 
     # ---- results ---------------------------------------------------------------------------
@@ -418,15 +407,9 @@ def _parse_size(value: object, suffix: str, what: str, window: str) -> int:
 
 def _parse_action(decision: JSON, step: DecisionStep, window: str) -> Action:
     """Read an action decision; IllegalAction on anything malformed or out of turn."""
-    if not isinstance(decision, Mapping):
-        raise IllegalAction("decision", "a decision is a JSON object", window=window)
-    extra = sorted(set(decision) - _DECISION_FIELDS)
-    if extra:
-        raise IllegalAction(
-            "decision",
-            f"unknown field(s) {extra}; expected action, share, multiple (seat, amount)",
-            window=window,
-        )
+    check_decision_fields(
+        decision, _DECISION_FIELDS, window, "action, share, multiple (seat, amount)"
+    )
     name = decision.get("action")
     kind = _KINDS.get(name) if isinstance(name, str) else None
     if kind is None:

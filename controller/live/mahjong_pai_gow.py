@@ -19,8 +19,14 @@ from controller.errors import IllegalAction, RulesError
 from controller.games import mahjong_pai_gow as rules
 from controller.games.base import DealPlan, Slot
 from controller.games.mahjong_pai_gow import BankerRotation, CommissionMode
+from controller.live._common import (
+    cards_wire,
+    expect_deal,
+    expect_window,
+    read_choice,
+    summary_wire,
+)
 from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
-from controller.live.three_card_mulligan import read_choice
 from controller.money import BetResult, PayTables
 
 CHOICES: Final = ("accept", "decline")
@@ -114,14 +120,7 @@ class MahjongLiveRound:
         Raises:
             RulesError: No tile is awaited at ``index``, or the piece is not a tile.
         """
-        step = self.next_step()
-        if not isinstance(step, DealStep) or step.index != index:
-            raise RulesError(
-                "tile for a slot that is not waiting",
-                game=rules.GAME_ID,
-                index=index,
-                waiting=step.index if isinstance(step, DealStep) else type(step).__name__,
-            )
+        expect_deal(self.next_step(), index, rules.GAME_ID, piece="tile")
         if not isinstance(piece, Tile):
             raise RulesError("a card cannot be in Mahjong Pai Gow", game=rules.GAME_ID)
         self.dealt.append(piece)
@@ -132,15 +131,7 @@ class MahjongLiveRound:
         Raises:
             IllegalAction: Not the open offer, malformed, or not a choice offered.
         """
-        step = self.next_step()
-        if not isinstance(step, DecisionStep) or step.window != window:
-            open_window = step.window if isinstance(step, DecisionStep) else None
-            raise IllegalAction(
-                "decision",
-                f"window {window!r} is not open (open: {open_window!r})",
-                game=rules.GAME_ID,
-                window=window,
-            )
+        step = expect_window(self.next_step(), window, rules.GAME_ID)
         assert step.seat is not None
         if isinstance(decision, Mapping) and "position" in decision:
             if decision["position"] != step.seat:
@@ -209,7 +200,7 @@ class MahjongLiveRound:
             settled = rules.settle_position(results[position], self.paytables, self.commission)
             bets[position] = {bet: result.to_wire() for bet, result in settled.items()}
         return {
-            "cards": {label: [str(tile) for tile in tiles] for label, tiles in hands.items()},
+            "cards": cards_wire(hands),
             "winner": "+".join(beaten) if beaten else rules.BANKER,
             "hands": {label: _summary(tiles, label) for label, tiles in hands.items()},
             "bets": bets,
@@ -236,8 +227,7 @@ class MahjongLiveRound:
 
 
 def _summary(tiles: Sequence[Piece], label: str) -> dict[str, str]:
-    summary = rules.evaluate_hand(tiles, label)
-    return {"category": summary.category, "description": summary.description}
+    return summary_wire(rules.evaluate_hand(tiles, label))
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from controller.cards import Deck, Piece
-from controller.errors import IllegalAction, PieceRefused, RulesError
+from controller.errors import PieceRefused, RulesError
 from controller.games import three_card_mulligan as rules
 from controller.games.three_card_mulligan import MulliganRound, Path
+from controller.live._common import (
+    cards_wire,
+    expect_deal,
+    expect_reveal,
+    expect_window,
+    read_choice,
+    summaries_wire,
+)
 from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
 from controller.money import BetResult, PayTables
 
@@ -81,14 +89,7 @@ class MulliganLiveRound:
         Raises:
             RulesError: No card is awaited at ``index`` (or the piece is not a free card).
         """
-        step = self.next_step()
-        if not isinstance(step, DealStep) or step.index != index:
-            raise RulesError(
-                "card for a slot that is not waiting",
-                game=rules.GAME_ID,
-                index=index,
-                waiting=step.index if isinstance(step, DealStep) else type(step).__name__,
-            )
+        expect_deal(self.next_step(), index, rules.GAME_ID)
         try:
             self.state = self.state.deal(piece)
         except PieceRefused as exc:
@@ -100,15 +101,7 @@ class MulliganLiveRound:
         Raises:
             IllegalAction: Not the open window, a malformed decision or an unknown choice.
         """
-        step = self.next_step()
-        if not isinstance(step, DecisionStep) or step.window != window:
-            open_window = step.window if isinstance(step, DecisionStep) else None
-            raise IllegalAction(
-                "decision",
-                f"window {window!r} is not open (open: {open_window!r})",
-                game=rules.GAME_ID,
-                window=window,
-            )
+        expect_window(self.next_step(), window, rules.GAME_ID)
         choice = read_choice(decision, CHOICES, window)
         self.state = self.state.decide(choice == "mulligan")
         return {"choice": choice}
@@ -122,9 +115,7 @@ class MulliganLiveRound:
         Raises:
             RulesError: No reveal of ``hand`` is due.
         """
-        step = self.next_step()
-        if not isinstance(step, RevealStep) or step.hand != hand:
-            raise RulesError("no reveal of this hand is due", game=rules.GAME_ID, hand=hand)
+        expect_reveal(self.next_step(), hand, rules.GAME_ID)
         self.revealed.add(hand)
 
     def result(self) -> JSON:
@@ -149,12 +140,9 @@ class MulliganLiveRound:
             mulliganed_bets = dict.fromkeys(rules.BET_IDS, refund)
             paths[Path.MULLIGANED.value] = "not_dealt"
         return {
-            "cards": {label: [str(card) for card in cards] for label, cards in hands.items()},
+            "cards": cards_wire(hands),
             "winner": outcome.winner(Path.STAYED),
-            "hands": {
-                label: {"category": summary.category, "description": summary.description}
-                for label, summary in outcome.hands.items()
-            },
+            "hands": summaries_wire(outcome.hands),
             "bets": {
                 Path.STAYED.value: {b: r.to_wire() for b, r in outcome.bets(Path.STAYED).items()},
                 Path.MULLIGANED.value: {b: r.to_wire() for b, r in mulliganed_bets.items()},
@@ -171,26 +159,6 @@ class MulliganLiveRound:
     def table_state_after(self) -> JSON:
         """Nothing carries over between rounds."""
         return {}
-
-
-def read_choice(decision: JSON, options: tuple[str, ...], window: str) -> str:
-    """Read ``{"choice": X}`` with X one of ``options``; raise IllegalAction otherwise."""
-    if not isinstance(decision, Mapping):
-        raise IllegalAction("decision", "a decision is a JSON object", window=window)
-    extra = sorted(set(decision) - {"choice"})
-    if extra:
-        raise IllegalAction(
-            "decision", f"unknown field(s) {extra}; expected only 'choice'", window=window
-        )
-    choice = decision.get("choice")
-    if choice not in options:
-        raise IllegalAction(
-            "decision",
-            f"choice {choice!r} is not offered; options: {list(options)}",
-            window=window,
-            choice=choice,
-        )
-    return str(choice)
 
 
 @dataclass(frozen=True)
