@@ -54,6 +54,7 @@ from drivers.codec import (
 )
 
 TABLE = "bench"
+BETTING_SECONDS = 0.0
 DECK = [str(Card(code)) for code in range(52)]
 
 
@@ -145,7 +146,7 @@ async def measure_controller(broker: MosquittoProcess, workdir: Path, cards: int
         f'table_id = "{TABLE}"\n'
         f'[device]\nurl = "serial://{path}"\n'
         f'[mqtt]\nurls = ["{broker.url}"]\n'
-        "[rounds]\nbetting_seconds = 0\npause_seconds = 0\n"
+        f"[rounds]\nbetting_seconds = {BETTING_SECONDS}\npause_seconds = 0\n"
         f'[journal]\npath = "{workdir / "journal.sqlite"}"\n'
         '[logging]\nlevel = "WARNING"\nformat = "json"\n'
     )
@@ -314,7 +315,8 @@ async def main(cards: int) -> int:
             floor = await measure_floor(broker, workdir, cards)
     print(
         f"scan → subscriber latency, {len(table['latencies'])} cards "
-        f"({table['rounds']} Teen Patti rounds), journal synchronous=FULL, QoS 1"
+        f"({table['rounds']} Teen Patti rounds, betting window {BETTING_SECONDS:g} s), "
+        "journal synchronous=FULL, QoS 1"
     )
     print(describe("floor (read+commit+publish)", floor))
     print(describe("tablectl", table["latencies"]))
@@ -336,4 +338,14 @@ if __name__ == "__main__":
         raise SystemExit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cards", type=int, default=1020, help="cards to measure (>= 1000)")
-    raise SystemExit(asyncio.run(main(parser.parse_args().cards)))
+    parser.add_argument(
+        "--betting-seconds",
+        type=float,
+        default=0.0,
+        help="betting window between rounds (default 0: the first card of a round then "
+        "races the publication of the previous result and the new round; a real table "
+        "has seconds there)",
+    )
+    options = parser.parse_args()
+    BETTING_SECONDS = options.betting_seconds
+    raise SystemExit(asyncio.run(main(options.cards)))
