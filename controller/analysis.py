@@ -22,7 +22,7 @@ import enum
 import importlib
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol, TypeVar
@@ -210,18 +210,6 @@ def chunk_sizes(samples: int, chunk: int = 100_000) -> list[int]:
     return [min(chunk, samples - done) for done in range(0, samples, chunk)]
 
 
-class Progress(Protocol):
-    """Something that shows progress: called with the units just completed."""
-
-    def __call__(self, done: int) -> None:
-        """Report ``done`` more units of work."""
-        ...
-
-
-def no_progress(done: int) -> None:
-    """A progress sink that shows nothing."""
-
-
 def iterate_with_progress(
     items: Iterable[T], total: int | None, description: str, enabled: bool
 ) -> Iterator[T]:
@@ -257,7 +245,7 @@ class UnknownGame(TablectlError):
     """A game id we do not have."""
 
 
-def analyzer_for(game: str) -> Callable[..., AnalysisReport]:
+def analyzer_for(game: str) -> AnalyzeFunction:
     """The ``analyze`` function of a game id.
 
     Raises:
@@ -267,5 +255,5 @@ def analyzer_for(game: str) -> Callable[..., AnalysisReport]:
     if module_name is None:
         raise UnknownGame(f"unknown game {game!r}; known: {', '.join(ANALYZERS)}", game=game)
     module = importlib.import_module(module_name)
-    function: Callable[..., AnalysisReport] = module.analyze
+    function: AnalyzeFunction = module.analyze
     return function

@@ -197,11 +197,6 @@ def parse_cards(text: str | Iterable[str]) -> list[Card]:
     return [Card.parse(item) for item in items]
 
 
-def format_pieces(pieces: Iterable[Piece]) -> list[str]:
-    """The notation of each piece, in order."""
-    return [str(piece) for piece in pieces]
-
-
 def standard_cards() -> tuple[Card, ...]:
     """The 52 standard cards, in code order (2c 2d 2h 2s 3c ... As)."""
     return tuple(Card(code) for code in range(52))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from controller.aio import first_completed
 from controller.broker import BrokerAddress
 from controller.errors import TablectlError
 from controller.journal import Journal, JournalEntry
@@ -629,15 +630,7 @@ class CommandRouter:
             # timeout): their answers are journalled and go out with the outbox.
             async with asyncio.TaskGroup() as handlers:
                 reader = asyncio.ensure_future(self._read(client, handlers))
-                stopper = asyncio.ensure_future(self._stop.wait())
-                try:
-                    done, _ = await asyncio.wait(
-                        {reader, stopper}, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    for task in (reader, stopper):
-                        task.cancel()
-                    await asyncio.gather(reader, stopper, return_exceptions=True)
+                done = await first_completed(reader, self._stop.wait())
                 if reader in done and not reader.cancelled():
                     error = reader.exception()
             if error is not None:

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from controller.aio import first_completed
 from controller.cards import Piece
 from controller.commands import Answer, Command
 from controller.errors import IllegalAction, NotationError, PieceRefused, TablectlError
@@ -268,14 +269,7 @@ class Orchestrator:
         self.waiting_for = None
 
     async def _wait_or_stop(self, awaitable: Awaitable[None]) -> None:
-        waiter = asyncio.ensure_future(awaitable)
-        stopper = asyncio.create_task(self._stop.wait(), name="orchestrator-stop-wait")
-        try:
-            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (waiter, stopper):
-                task.cancel()
-            await asyncio.gather(waiter, stopper, return_exceptions=True)
+        await first_completed(awaitable, self._stop.wait())
 
     def recover(self) -> Round | None:
         """The round an earlier run left unfinished, rebuilt from the journal, if any."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from controller.aio import first_completed
 from controller.broker import BrokerAddress, parse_broker_url
 from controller.errors import ConfigError, PublishError
 from controller.journal import Journal, JournalEntry
@@ -640,14 +641,7 @@ class Publisher:
 
         watcher = asyncio.ensure_future(self._watch_link(client))
         outbox = asyncio.ensure_future(self._outbox(client))
-        try:
-            done, _pending = await asyncio.wait(
-                {watcher, outbox}, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for task in (watcher, outbox):
-                task.cancel()
-            await asyncio.gather(watcher, outbox, return_exceptions=True)
+        done = await first_completed(watcher, outbox)
         if outbox in done and not outbox.cancelled():
             error = outbox.exception()
             if isinstance(error, _Stopping):
