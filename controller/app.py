@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import signal
 import sys
 import time
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller import __version__
+from controller import __version__, collector
 from controller.broker import choose_broker
 from controller.errors import ConfigError
 from controller.gates import EventGate
@@ -191,6 +190,8 @@ async def run_table(
             replay=publisher.replay,
             on_card=on_card,
             metrics=metrics,
+            outbox_idle=publisher.wait_idle,
+            between_cards=collector.collect_if_due,
         )
         router = CommandRouter(
             mqtt,
@@ -296,6 +297,7 @@ async def _housekeeping(
             if candidate.exists()
         )
         metrics.set_journal_bytes(size)
+        collector.collect_if_due()  # a table waiting for a card collects too
         await asyncio.sleep(5.0)
 
 
@@ -442,7 +444,7 @@ def run_command(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, **overrides)
     configure_logging(level=settings.logging.level, fmt=settings.logging.format)
     given = bool(settings.mqtt.urls)
-    _freeze_startup_heap()
+    collector.take_over()  # collections between cards, not in the middle of one
     asyncio.run(
         run_table(
             settings,
@@ -453,18 +455,6 @@ def run_command(args: argparse.Namespace) -> int:
         )
     )
     return 0
-
-
-def _freeze_startup_heap() -> None:
-    """Take what start-up built (modules, settings, schemas) out of the cyclic collector.
-
-    Those objects live as long as the process; without this every full collection during
-    play walks them all (tens of milliseconds) while a card may be waiting to be published.
-    Process set-up only: called by ``tablectl run``, never by code that runs in-process in
-    another program (tests), where frozen objects would never be collected.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) -> int:

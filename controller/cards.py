@@ -12,8 +12,10 @@ it is what tells a duplicate or a wrong-game read from a good one.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 from controller.errors import NotationError, PieceRefused
@@ -220,24 +222,30 @@ class Deck:
     """
 
     kind: DeckKind
-    copies: dict[Piece, int]
+    copies: Mapping[Piece, int]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.copies, MappingProxyType):  # read-only: decks are shared
+            object.__setattr__(self, "copies", MappingProxyType(dict(self.copies)))
+
+    def __reduce__(self) -> tuple[type[Deck], tuple[DeckKind, dict[Piece, int]]]:
+        """Copy and pickle as a new deck with the same pieces (a mapping proxy cannot)."""
+        return (Deck, (self.kind, dict(self.copies)))
 
     @classmethod
     def standard(cls) -> Deck:
-        """One standard 52-card deck, no joker."""
-        return cls(DeckKind.STANDARD_52, dict.fromkeys(standard_cards(), 1))
+        """One standard 52-card deck, no joker (one shared, read-only instance)."""
+        return _deck(DeckKind.STANDARD_52)
 
     @classmethod
     def with_joker(cls) -> Deck:
-        """A 52-card deck plus one joker (Break Poker)."""
-        copies: dict[Piece, int] = dict.fromkeys(standard_cards(), 1)
-        copies[JOKER] = 1
-        return cls(DeckKind.WITH_JOKER_53, copies)
+        """A 52-card deck plus one joker (Break Poker; one shared, read-only instance)."""
+        return _deck(DeckKind.WITH_JOKER_53)
 
     @classmethod
     def mahjong_pai_gow(cls) -> Deck:
-        """The 20 tiles of Mahjong Pai Gow: two each of 1-9 dots and two windows."""
-        return cls(DeckKind.MAHJONG_20, {Tile(value): 2 for value in range(1, WINDOW_VALUE + 1)})
+        """The 20 tiles of Mahjong Pai Gow: two each of 1-9 dots and two windows (shared)."""
+        return _deck(DeckKind.MAHJONG_20)
 
     def __len__(self) -> int:
         return sum(self.copies.values())
@@ -286,3 +294,16 @@ class Deck:
             else:
                 reason = f"all {allowed} copies already dealt in this round"
             raise PieceRefused(str(piece), reason, deck=self.kind.value)
+
+
+@functools.cache
+def _deck(kind: DeckKind) -> Deck:
+    """The one shared instance of each deck (read-only: decks are looked up per card)."""
+    copies: dict[Piece, int]
+    if kind is DeckKind.MAHJONG_20:
+        copies = {Tile(value): 2 for value in range(1, WINDOW_VALUE + 1)}
+    else:
+        copies = dict.fromkeys(standard_cards(), 1)
+        if kind is DeckKind.WITH_JOKER_53:
+            copies[JOKER] = 1
+    return Deck(kind, copies)

@@ -153,7 +153,8 @@ def format_time(moment: datetime) -> str:
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise JournalError(f"time {moment.isoformat()} has no time zone", moment=str(moment))
-    return moment.astimezone(UTC).strftime(_TIME_FORMAT)
+    # isoformat pads the year to four digits (strftime's %Y does not below 1000).
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(text: str) -> datetime:
@@ -283,6 +284,7 @@ class VerifyReport:
 _COLUMNS = "seq, session, round_id, kind, happened_at, body, delivered_at, hash"
 _COLUMNS_V1 = "seq, session, round_id, kind, happened_at, body, delivered_at, NULL"
 _INSERT_COLUMNS = "seq, session, round_id, kind, happened_at, body, delivered_at, hash"
+_MARK_DELIVERED = "UPDATE entries SET delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?"
 
 
 def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
@@ -566,6 +568,7 @@ class Journal:
         self._columns = _COLUMNS
         self._last_seq = 0
         self._last_hash = GENESIS_HASH
+        self._pending_marks: list[tuple[str, int]] = []
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -736,6 +739,13 @@ class Journal:
             raise JournalError("journal is closed", path=str(self.path))
         return self._db
 
+    def _reading(self) -> sqlite3.Connection:
+        """The connection, for a read that shows delivery state: noted marks written first."""
+        db = self._connection()
+        if self._pending_marks:
+            self.flush_delivered()
+        return db
+
     def _writable(self) -> sqlite3.Connection:
         if self.readonly:
             raise JournalError("journal is open read-only", path=str(self.path))
@@ -787,9 +797,12 @@ class Journal:
             happened_at=when_text,
             body=body_text,
         )
+        marks = len(self._pending_marks)
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
+                if marks:  # delivery marks noted since the last write ride along for free
+                    db.executemany(_MARK_DELIVERED, self._pending_marks[:marks])
                 db.execute(
                     f"INSERT INTO entries ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
                     (seq, self.session, round_id, kind, when_text, body_text, chain),
@@ -805,12 +818,13 @@ class Journal:
             ) from exc
         self._last_seq = seq
         self._last_hash = chain
+        del self._pending_marks[:marks]
         entry = JournalEntry(
             seq=seq,
             session=self.session,
             round_id=round_id,
             kind=kind,
-            happened_at=parse_time(when_text),
+            happened_at=when.astimezone(UTC),  # == parse_time(when_text): format keeps the µs
             body=json.loads(body_text),
             hash=chain,
         )
@@ -845,31 +859,65 @@ class Journal:
         """Record that the broker acknowledged every entry of ``seqs``, in one transaction.
 
         The commit uses ``synchronous=NORMAL``: losing a delivery mark in a power cut only
-        means the entry is published again, which consumers de-duplicate on ``seq``.
+        means the entry is published again, which consumers de-duplicate on ``seq``. Marks
+        noted with :meth:`note_delivered` and not written yet are written in the same
+        transaction.
 
         Raises:
             JournalError: An entry does not exist, the write failed, or the journal is read-only.
         """
-        db = self._writable()
+        self._writable()
         wanted = sorted(set(seqs))
-        if not wanted:
-            return
         when = format_time(at if at is not None else datetime.now(UTC))
+        for seq in wanted:
+            if not 1 <= seq <= self._last_seq:
+                raise JournalError(f"no journal entry with seq {seq}", path=str(self.path), seq=seq)
+        self._pending_marks.extend((when, seq) for seq in wanted)
+        self.flush_delivered()
+
+    def note_delivered(self, seqs: Iterable[int], *, at: datetime | None = None) -> None:
+        """Note that the broker acknowledged ``seqs``; written with the next write.
+
+        The outbox's way to mark deliveries without a commit of their own on the event loop:
+        the marks ride along in the next :meth:`append` transaction, or are written by
+        :meth:`flush_delivered` (the publisher calls it when the table goes quiet). Every
+        read that shows delivery state (:meth:`undelivered`, :meth:`entries`, ...) and
+        :meth:`close` write them first, so callers never see a noted mark missing. A crash
+        loses at most the unwritten marks: those entries are published again, and consumers
+        de-duplicate on ``seq``.
+
+        Raises:
+            JournalError: An entry does not exist, or the journal is read-only.
+        """
+        self._writable()
+        when = format_time(at if at is not None else datetime.now(UTC))
+        wanted = list(seqs)
+        for seq in wanted:  # all or nothing
+            if not 1 <= seq <= self._last_seq:
+                raise JournalError(f"no journal entry with seq {seq}", path=str(self.path), seq=seq)
+        self._pending_marks.extend((when, seq) for seq in wanted)
+
+    @property
+    def unwritten_marks(self) -> int:
+        """Delivery marks noted with :meth:`note_delivered` and not written yet."""
+        return len(self._pending_marks)
+
+    def flush_delivered(self) -> None:
+        """Write the delivery marks noted so far, in one ``synchronous=NORMAL`` transaction.
+
+        Raises:
+            JournalError: The write failed (the marks stay noted).
+        """
+        if not self._pending_marks or self._db is None or self.readonly:
+            return
+        db = self._db
+        marks = len(self._pending_marks)
         try:
             db.execute("PRAGMA synchronous=NORMAL")
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    for seq in wanted:
-                        cursor = db.execute(
-                            "UPDATE entries SET delivered_at = COALESCE(delivered_at, ?) "
-                            "WHERE seq = ?",
-                            (when, seq),
-                        )
-                        if cursor.rowcount != 1:
-                            raise JournalError(
-                                f"no journal entry with seq {seq}", path=str(self.path), seq=seq
-                            )
+                    db.executemany(_MARK_DELIVERED, self._pending_marks[:marks])
                     db.execute("COMMIT")
                 except BaseException:
                     with contextlib.suppress(sqlite3.Error):
@@ -879,19 +927,23 @@ class Journal:
                 db.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
             raise JournalError(
-                f"cannot mark delivered: {exc}", path=str(self.path), seq=wanted[0]
+                f"cannot mark delivered: {exc}", path=str(self.path), seq=self._pending_marks[0][1]
             ) from exc
+        del self._pending_marks[:marks]
 
     # -- reading ---------------------------------------------------------------------------
 
-    def undelivered(self, *, limit: int = 500) -> list[JournalEntry]:
-        """Up to ``limit`` entries not yet acknowledged by the broker, in ``seq`` order."""
-        db = self._connection()
+    def undelivered(self, *, limit: int = 500, from_seq: int = 1) -> list[JournalEntry]:
+        """Up to ``limit`` entries with ``seq >= from_seq`` not yet acknowledged by the broker.
+
+        In ``seq`` order.
+        """
+        db = self._reading()
         try:
             rows = db.execute(
-                f"SELECT {self._columns} FROM entries WHERE delivered_at IS NULL "
+                f"SELECT {self._columns} FROM entries WHERE delivered_at IS NULL AND seq >= ? "
                 "ORDER BY seq LIMIT ?",
-                (limit,),
+                (from_seq, limit),
             ).fetchall()
         except sqlite3.Error as exc:
             raise JournalError(f"cannot read journal: {exc}", path=str(self.path)) from exc
@@ -899,7 +951,7 @@ class Journal:
 
     def undelivered_count(self) -> int:
         """How many entries the broker has not acknowledged yet."""
-        db = self._connection()
+        db = self._reading()
         try:
             row = db.execute("SELECT COUNT(*) FROM entries WHERE delivered_at IS NULL").fetchone()
         except sqlite3.Error as exc:
@@ -908,7 +960,7 @@ class Journal:
 
     def get(self, seq: int) -> JournalEntry | None:
         """The entry ``seq``, or ``None`` if there is none."""
-        db = self._connection()
+        db = self._reading()
         try:
             row = db.execute(
                 f"SELECT {self._columns} FROM entries WHERE seq = ?", (seq,)
@@ -924,7 +976,7 @@ class Journal:
 
         Read in pages, so appending while iterating is safe (new entries are included).
         """
-        db = self._connection()
+        db = self._reading()
         after = from_seq - 1
         while True:
             try:
@@ -952,7 +1004,7 @@ class Journal:
 
     def last_of_kind(self, kind: str, *, before_seq: int | None = None) -> JournalEntry | None:
         """The most recent entry of ``kind`` (with ``seq < before_seq`` if given), or ``None``."""
-        db = self._connection()
+        db = self._reading()
         limit = before_seq if before_seq is not None else self._last_seq + 1
         try:
             row = db.execute(
@@ -995,7 +1047,7 @@ class Journal:
         Raises:
             JournalError: The file cannot be read at all.
         """
-        db = self._connection()
+        db = self._reading()
         report = VerifyReport(path=str(self.path), schema_version=self.schema_version)
         try:
             db.execute("BEGIN")
@@ -1039,23 +1091,43 @@ class Journal:
         Raises:
             JournalError: The write failed, or ``key`` is one the journal manages itself.
         """
-        if key == "session":
-            raise JournalError("the session counter is managed by the journal", key=key)
+        self.set_metas({key: value})
+
+    def set_metas(self, values: Mapping[str, str]) -> None:
+        """Store several ``meta`` values in one transaction (one durable commit, not one each).
+
+        Raises:
+            JournalError: The write failed (nothing is stored), or a key is one the journal
+                manages itself.
+        """
+        if "session" in values:
+            raise JournalError("the session counter is managed by the journal", key="session")
         db = self._writable()
         try:
-            db.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, str(value)),
-            )
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    [(key, str(value)) for key, value in values.items()],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
         except sqlite3.Error as exc:
-            raise JournalError(f"cannot write meta: {exc}", path=str(self.path), key=key) from exc
+            raise JournalError(
+                f"cannot write meta: {exc}", path=str(self.path), keys=",".join(values)
+            ) from exc
 
     # -- closing ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the file and release the lock (idempotent)."""
+        """Close the file and release the lock (idempotent); noted marks are written first."""
         if self._db is not None:
+            with contextlib.suppress(JournalError):
+                self.flush_delivered()
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None

@@ -86,7 +86,7 @@ def utc_text(moment: datetime) -> str:
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise TablectlError(f"time {moment.isoformat()} has no time zone", moment=str(moment))
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def _compact(data: Any) -> bytes:
@@ -250,8 +250,9 @@ class Envelope(BaseModel):
         return data
 
     def to_bytes(self) -> bytes:
-        """Compact UTF-8 JSON."""
-        return _compact(self.to_wire())
+        """Compact UTF-8 JSON (serialized by pydantic-core: on every card's path)."""
+        unset = {name for name in ("replayed", "signature") if getattr(self, name) is None}
+        return self.model_dump_json(exclude=unset or None).encode()
 
     def signed_bytes(self, signer: Signer | None) -> bytes:
         """Compact UTF-8 JSON, with a signature member when ``signer`` is given."""
@@ -826,8 +827,15 @@ def _opt_str(value: Any) -> str | None:
 _SAFE_REFUSAL_KEYS = ("slot", "hand", "index", "face")
 
 
-def public_view(entry: JournalEntry, snapshot: RoundSnapshot) -> tuple[dict[str, Any], bool]:
+SNAPSHOT_VIEW_KINDS = frozenset({"card_refused"})
+"""Kinds whose public view depends on the round snapshot (a refusal may name a hidden card)."""
+
+
+def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[dict[str, Any], bool]:
     """The body as the public may see it, and whether something was withheld.
+
+    ``snapshot`` (the round after ``entry``) may be ``None`` for a kind not in
+    :data:`SNAPSHOT_VIEW_KINDS`.
 
     Withheld: the value of a card dealt face down; a refused card (and the refusal reason)
     when the slot is hidden or the card is one of the round's hidden cards, since naming the
@@ -848,6 +856,10 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot) -> tuple[dict[str,
         keys = ("command_id", "role", "name", "accepted", "reason")
         return {key: body.get(key) for key in keys}, False
     if entry.kind == "card_refused":
+        if snapshot is None:
+            raise TablectlError(
+                "the public view of a refusal needs the round snapshot", seq=entry.seq
+            )
         card = body.get("card")
         if body.get("face") == "hidden" or (card is not None and card in snapshot.hidden_cards):
             redacted = {key: body[key] for key in _SAFE_REFUSAL_KEYS if key in body}
@@ -878,7 +890,7 @@ def messages_for(
     topics: Topics,
     *,
     delayed: bool,
-    snapshot: RoundSnapshot,
+    snapshot: RoundSnapshot | None,
     with_snapshot: bool = True,
     signer: Signer | None = None,
 ) -> list[Outbound]:
@@ -888,9 +900,11 @@ def messages_for(
         entry: The journal entry.
         topics: The table's topics.
         delayed: Whether the entry is published late (sets ``delayed`` in every envelope).
-        snapshot: The round snapshot *after* folding ``entry`` in (``snapshot.apply(entry)``).
-        with_snapshot: ``False`` leaves out the retained round snapshot (the outbox does so
-            for all but the last entry of a backlog batch, whose snapshot supersedes them).
+        snapshot: The round snapshot *after* folding ``entry`` in (``snapshot.apply(entry)``);
+            may be ``None`` when ``with_snapshot`` is ``False`` and the kind is not in
+            :data:`SNAPSHOT_VIEW_KINDS`.
+        with_snapshot: ``False`` leaves out the retained round snapshot (the outbox publishes
+            it on its own, once for entries handed off together).
         signer: Signs ``round_result`` and ``round_voided`` (on ``events`` and ``results``).
 
     Returns:
@@ -912,6 +926,8 @@ def messages_for(
     if entry.kind == "command_answered":
         out.append(answer_message(entry, topics, delayed=delayed))
     if with_snapshot and entry.round_id is not None:
+        if snapshot is None:
+            raise TablectlError("the round snapshot message needs the snapshot", seq=entry.seq)
         out.append(round_snapshot_message(snapshot, topics, entry=entry, delayed=delayed))
     return out
 

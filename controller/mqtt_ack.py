@@ -73,7 +73,7 @@ class _PubackTracker:
         reason_code: ReasonCode,
         properties: Properties | None,
     ) -> None:
-        future = self.pending.get(mid)
+        future = self.pending.pop(mid, None)
         if future is not None and not future.done():
             future.set_result(reason_code)
         if self.original is not None:
@@ -94,6 +94,68 @@ def _tracker(client: aiomqtt.Client) -> _PubackTracker:
         tracker = _PubackTracker(paho_client)
         setattr(paho_client, _TRACKER_ATTRIBUTE, tracker)
     return tracker
+
+
+def hand_off(
+    client: aiomqtt.Client,
+    topic: str,
+    payload: str | bytes | bytearray | None,
+    qos: int = 1,
+    *,
+    retain: bool = False,
+    properties: Properties | None = None,
+) -> asyncio.Future[ReasonCode] | None:
+    """Give one publish to paho now; return the future of its PUBACK's reason code.
+
+    paho writes the packet at once (or queues it behind its in-flight limit); nothing is
+    awaited, so a caller can pipeline many publishes and check each acknowledgement later.
+    MQTT 3.1.1 acknowledgements resolve with a success code (3.1.1 has no reason codes).
+
+    Args:
+        client: A connected ``aiomqtt.Client``.
+        topic: Topic to publish to.
+        payload: The message body.
+        qos: 1, or 0 (no acknowledgement: ``None`` is returned).
+        retain: Retain flag.
+        properties: MQTT v5 properties (paho ``Properties`` of packet type PUBLISH).
+
+    Returns:
+        The PUBACK's reason code, when it comes (``None`` for QoS 0). The future is never
+        resolved if the link drops first: bound the wait.
+
+    Raises:
+        PublishError: ``qos`` is 2, or the client could not take the publish (not connected...).
+    """
+    import paho.mqtt.client as mqtt
+
+    if qos not in (0, 1):
+        raise PublishError(
+            "QoS 2 is not supported (paho drops the reason code of a QoS 2 PUBREC)",
+            topic=topic,
+            qos=qos,
+        )
+    tracker = _tracker(client)
+    # paho's network I/O runs in this event loop (aiomqtt's socket callbacks), so the PUBACK
+    # cannot be handled between publish() returning and the future being registered.
+    info = client._client.publish(topic, payload, qos, retain, properties)
+    if info.rc != mqtt.MQTT_ERR_SUCCESS:
+        raise PublishError(
+            f"could not send the publish to {topic!r}: {mqtt.error_string(info.rc)}",
+            topic=topic,
+            rc=int(info.rc),
+        )
+    if qos == 0:
+        return None
+    future: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
+    tracker.pending[info.mid] = future
+    return future
+
+
+def refusal(topic: str, reason_code: ReasonCode, **context: Any) -> PublishRefused | None:
+    """The :class:`PublishRefused` a PUBACK reason code means, or ``None`` for a success."""
+    if not reason_code.is_failure:
+        return None
+    return PublishRefused(topic, int(reason_code.value), reason_code.getName(), **context)
 
 
 async def publish_checked(
@@ -122,8 +184,6 @@ async def publish_checked(
         PublishError: ``qos`` is not 1, the client could not send (not connected...), or no
             PUBACK came within ``timeout`` seconds.
     """
-    import paho.mqtt.client as mqtt
-
     if qos != 1:
         raise PublishError(
             "publish_checked supports QoS 1 only (QoS 0 has no PUBACK; paho drops the "
@@ -131,19 +191,8 @@ async def publish_checked(
             topic=topic,
             qos=qos,
         )
-    tracker = _tracker(client)
-    loop = asyncio.get_running_loop()
-    # paho's network I/O runs in this event loop (aiomqtt's socket callbacks), so the PUBACK
-    # cannot be handled between publish() returning and the future being registered.
-    info = client._client.publish(topic, payload, qos, retain, properties)
-    if info.rc != mqtt.MQTT_ERR_SUCCESS:
-        raise PublishError(
-            f"could not send the publish to {topic!r}: {mqtt.error_string(info.rc)}",
-            topic=topic,
-            rc=int(info.rc),
-        )
-    future: asyncio.Future[ReasonCode] = loop.create_future()
-    tracker.pending[info.mid] = future
+    future = hand_off(client, topic, payload, qos, retain=retain, properties=properties)
+    assert future is not None  # QoS 1
     try:
         async with asyncio.timeout(timeout):
             reason_code = await future
@@ -151,12 +200,8 @@ async def publish_checked(
         raise PublishError(
             f"no PUBACK for the publish to {topic!r} within {timeout} s",
             topic=topic,
-            mid=info.mid,
             timeout=timeout,
         ) from exc
-    finally:
-        tracker.pending.pop(info.mid, None)
-    if reason_code.is_failure:
-        raise PublishRefused(
-            topic, int(reason_code.value), reason_code.getName(), mid=info.mid, qos=qos
-        )
+    refused = refusal(topic, reason_code, qos=qos)
+    if refused is not None:
+        raise refused

@@ -104,6 +104,13 @@ class _RoundVoided(TablectlError):
     """Internal: the pit boss voided the round in progress."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """Internal: the card source raised ``error`` (handed through the inbox)."""
+
+    error: Exception
+
+
 class Orchestrator:
     """Runs the rounds of one table.
 
@@ -118,6 +125,12 @@ class Orchestrator:
         on_card: Called with each accepted card's journal entry and the monotonic time its
             bytes arrived (metrics: scan-to-publish latency).
         metrics: Counters and gauges of the table (rounds, misreads, refusals, device).
+        outbox_idle: Waits (at most the given seconds) until the broker has acknowledged
+            everything published; awaited after each card and before each cue
+            (``settle_seconds``).
+        between_cards: Called after each card and before each cue, when no card is in
+            flight (the process's garbage collection:
+            :func:`controller.collector.collect_if_due`).
     """
 
     def __init__(
@@ -132,6 +145,8 @@ class Orchestrator:
         replay: Callable[[int, int | None], Awaitable[int]] | None = None,
         on_card: Callable[[JournalEntry, float], None] | None = None,
         metrics: TableMetrics | None = None,
+        outbox_idle: Callable[[float], Awaitable[bool]] | None = None,
+        between_cards: Callable[[], object] | None = None,
     ) -> None:
         self.table_id = table_id
         self.game = game
@@ -142,6 +157,8 @@ class Orchestrator:
         self._replay = replay
         self._on_card = on_card
         self.metrics = metrics
+        self._outbox_idle = outbox_idle
+        self._between_cards = between_cards
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._log = log.bind(table=table_id, game=game.id)
@@ -150,7 +167,8 @@ class Orchestrator:
         self._window_done = False
         self._void_reason: str | None = None
         self._last_accept: tuple[str, float] | None = None
-        self._pending_read: asyncio.Task[Read] | None = None
+        self._inbox: asyncio.Queue[Read | _Failed | None] = asyncio.Queue()
+        self._pump: asyncio.Task[None] | None = None
         self._device_lost_at: float | None = None
         self._cued_at = 0.0
         self._resumed = False
@@ -165,7 +183,7 @@ class Orchestrator:
         A round that has started is completed first: the operator's rule.
         """
         self._stop.set()
-        self._wake.set()
+        self._poke()
 
     @property
     def stopping(self) -> bool:
@@ -239,11 +257,11 @@ class Orchestrator:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop.wait(), self.settings.pause_seconds)
         finally:
-            if self._pending_read is not None:
-                self._pending_read.cancel()
+            if self._pump is not None:
+                self._pump.cancel()
                 with contextlib.suppress(BaseException):
-                    await self._pending_read
-                self._pending_read = None
+                    await self._pump
+                self._pump = None
         return summaries
 
     async def _pass_gates(self) -> None:
@@ -321,8 +339,7 @@ class Orchestrator:
             return None
         # Meta first: a crash between the two leaves a pointer to a round with no entries,
         # which recovery ignores; the reverse order could lose a round that must be voided.
-        self.journal.set_meta(META_NEXT_ROUND, str(round_no + 1))
-        self.journal.set_meta(META_CURRENT_ROUND, round_id)
+        self.journal.set_metas({META_NEXT_ROUND: str(round_no + 1), META_CURRENT_ROUND: round_id})
         self.current = Round(round_id, round_no, self.game.id, live, table_state)
         self._void_reason = None
         closes_at = datetime.now(UTC) + timedelta(seconds=self.settings.betting_seconds)
@@ -377,8 +394,8 @@ class Orchestrator:
             **current.live.result(),
         }
         self._append(EntryKind.ROUND_RESULT, body)
-        self.journal.set_meta(META_TABLE_STATE, json.dumps(dict(current.live.table_state_after())))
-        self._finish(current, Phase.SETTLED)
+        table_state = json.dumps(dict(current.live.table_state_after()))
+        self._finish(current, Phase.SETTLED, {META_TABLE_STATE: table_state})
         rlog.info("round settled", winner=body.get("winner"))
         return RoundSummary(current.round_id, Phase.SETTLED, body)
 
@@ -395,9 +412,14 @@ class Orchestrator:
         self._log.warning("round voided", round=current.round_id, reason=reason)
         return RoundSummary(current.round_id, Phase.VOIDED, None)
 
-    def _finish(self, current: Round, phase: Phase) -> None:
-        self.journal.set_meta(META_FINISHED, str(self.finished_rounds() + 1))
-        self.journal.set_meta(META_CURRENT_ROUND, "")
+    def _finish(self, current: Round, phase: Phase, meta: Mapping[str, str] | None = None) -> None:
+        self.journal.set_metas(
+            {
+                **(meta or {}),
+                META_FINISHED: str(self.finished_rounds() + 1),
+                META_CURRENT_ROUND: "",
+            }
+        )
         self.current = None
         self.open_window = None
         self._void_reason = None
@@ -409,32 +431,74 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ waiting
 
+    async def _settle(self) -> None:
+        """Let the broker acknowledge what was published, then do the between-cards work.
+
+        Waits ``settle_seconds`` at most (without suspending when the outbox is idle already),
+        then runs what is best done with no card in flight (``between_cards``: garbage
+        collection). Without an outbox to ask, it yields once so the outbox task can run.
+        """
+        if self._outbox_idle is not None and self.settings.settle_seconds > 0:
+            await self._outbox_idle(self.settings.settle_seconds)
+        else:
+            await asyncio.sleep(0)  # the outbox task runs at least once
+        if self._between_cards is not None:
+            self._between_cards()
+
+    def _poke(self) -> None:
+        """Wake the waiting loop up (a command or a stop changed what it waits for)."""
+        self._wake.set()
+        self._inbox.put_nowait(None)
+
+    async def _pump_reads(self) -> None:
+        """Move the card source's reads into the inbox, in order, as they arrive.
+
+        One ``next_read`` is always pending, so a read never waits for the orchestrator to
+        ask and none is lost to a timeout. A failure is handed over and ends the pump; the
+        next :meth:`_next` starts a new one.
+        """
+        while True:
+            try:
+                read = await self.source.next_read()
+            except Exception as exc:
+                self._inbox.put_nowait(_Failed(exc))
+                return
+            self._inbox.put_nowait(read)
+
     async def _next(self, timeout: float) -> Read | None:  # noqa: ASYNC109
         """The next read; ``None`` when ``timeout`` passes or something woke us up.
 
-        One read is kept pending across calls, so no read is ever lost to a timeout.
+        The reads come through the inbox (:meth:`_pump_reads`), where :meth:`_poke` also
+        drops its wake-ups: one queue, one wait, no helper task per call. A wake-up whose
+        cause the caller has already seen (``_wake`` cleared since) is skipped.
 
         Raises:
             DriverError: The card source failed (an unsupervised source lost its device).
         """
-        if self._pending_read is None:
-            self._pending_read = asyncio.create_task(
-                self.source.next_read(), name="card-source-read"
-            )
-        reader = self._pending_read
-        waker = asyncio.create_task(self._wake.wait(), name="orchestrator-wake")
-        try:
-            await asyncio.wait(
-                {reader, waker}, timeout=max(timeout, 0.0), return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            waker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waker
-        if reader.done():
-            self._pending_read = None
-            return reader.result()
-        return None
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._pump_reads(), name="card-source-read")
+        inbox = self._inbox
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while True:
+            if inbox.empty():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return None
+                try:
+                    async with asyncio.timeout(remaining):
+                        item = await inbox.get()
+                except TimeoutError:
+                    return None
+            else:
+                item = inbox.get_nowait()
+            if item is None:
+                if self._wake.is_set():
+                    return None
+                continue
+            if isinstance(item, _Failed):
+                raise item.error
+            return item
 
     def _check_void(self) -> None:
         if self._void_reason is not None:
@@ -474,6 +538,9 @@ class Orchestrator:
     async def _deal(self, current: Round, step: DealStep) -> None:
         slot = step.slot
         rlog = self._log.bind(round=current.round_id, slot=slot.name)
+        # What was just published (a round's opening) is acknowledged before the dealer is
+        # cued: the card that follows finds the loop idle instead of racing those PUBACKs.
+        await self._settle()
         self._cued_at = time.monotonic()
         await self._command(self.source.expect(current.round_no, step.index, slot.name))
         waiting_since = time.monotonic()
@@ -536,11 +603,10 @@ class Orchestrator:
                 await self._rescan(current, slot.name, read)
                 continue
             if await self._accept(current, step, read) is not None:
-                # The card is journalled and the journal's listener has woken the outbox: let
-                # it hand the card to the broker before this task goes on (the next step, or
-                # at a round's end the result and the next round's opening, commits several
-                # entries, each with an fsync, without giving the loop back).
-                await asyncio.sleep(0)
+                # The card is journalled and already handed to the broker (the journal's
+                # listener did it). What comes next (the next cue; the result, or a Hold'em
+                # equity, computed and journalled with fsyncs) waits for its PUBACK.
+                await self._settle()
                 return
 
     def _halt(self, current: Round, reason: str) -> None:
@@ -719,7 +785,7 @@ class Orchestrator:
             if not reason:
                 return Answer(False, "a void needs a reason")
             self._void_reason = f"voided by the pit boss: {reason}"
-            self._wake.set()
+            self._poke()
             return Answer(True, "", {"round": current.round_id})
         if command.name == "resume":
             if command.role != "pit":
@@ -729,7 +795,7 @@ class Orchestrator:
             self._append(EntryKind.ROUND_RESUMED, {"by": "pit"})
             self._device_lost_at = None
             self._resumed = True
-            self._wake.set()
+            self._poke()
             return Answer(True, "", {"round": current.round_id})
         return Answer(False, f"unknown command {command.name!r}")
 
@@ -762,7 +828,7 @@ class Orchestrator:
             fold=False,
         )
         self._window_done = True
-        self._wake.set()
+        self._poke()
         return Answer(True, "", {"decision": dict(normalised)})
 
     async def _replay_command(self, command: Command) -> Answer:

@@ -18,8 +18,9 @@ import random
 import socket
 import ssl
 import threading
-import time
-from collections.abc import Callable, Coroutine
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,9 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from controller.aio import first_completed
 from controller.broker import BrokerAddress, parse_broker_url
-from controller.errors import ConfigError, PublishError
+from controller.errors import ConfigError, JournalError, PublishError
 from controller.journal import Journal, JournalEntry
 from controller.messages import (
+    SNAPSHOT_VIEW_KINDS,
     Outbound,
     RoundSnapshot,
     Topics,
@@ -39,16 +41,25 @@ from controller.messages import (
     messages_for,
     offline_message,
     replay_message,
+    round_snapshot_message,
 )
-from controller.mqtt_ack import PublishRefused, publish_checked
+from controller.mqtt_ack import PublishRefused, hand_off, publish_checked, refusal
 
 if TYPE_CHECKING:
     import aiomqtt
+    from paho.mqtt.reasoncodes import ReasonCode
 
     from controller.signing import Signer
 
 MAX_REPLAY_MESSAGES = 10_000
 """At most this many messages are re-sent by one :meth:`Publisher.replay` call."""
+
+MARK_BATCH = 1000
+"""Delivery marks are written at the latest once this many are noted (a long backlog)."""
+
+MARK_FLUSH_SECONDS = 0.25
+"""Delivery marks are written on their own once the journal was quiet this long (until then,
+each append writes the marks noted before it, in its own transaction)."""
 
 _log = structlog.get_logger(__name__)
 
@@ -220,6 +231,46 @@ class _Stopping(Exception):
     """Internal: the outbox was asked to stop."""
 
 
+@dataclass(slots=True)
+class _Sent:
+    """One entry handed to paho: the PUBACK future of each of its messages, and its deadline.
+
+    Attributes:
+        entry: The journal entry.
+        acks: Each message with the future of its PUBACK (``None`` for QoS 0).
+        deadline: ``loop.time()`` by which every PUBACK must have come.
+    """
+
+    entry: JournalEntry
+    acks: list[tuple[Outbound, asyncio.Future[ReasonCode] | None]]
+    deadline: float
+    retired: bool = False
+
+
+class _Flow:
+    """The outbox of one connection: the next ``seq`` to hand off and what awaits its PUBACK.
+
+    Attributes:
+        client: The connected client.
+        cursor: The ``seq`` of the next entry to hand to paho.
+        sent: Entries handed off and not yet acknowledged, in ``seq`` order.
+        failure: Set when an essential publish was refused: the connection must end.
+        open: ``False`` once the connection's outbox ended (late PUBACKs are ignored).
+        snapshot_due: The entry whose round snapshot is to be published (the latest one
+            handed off), with its ``delayed`` flag.
+        snapshot_scheduled: Whether :meth:`Publisher._publish_snapshot` is scheduled.
+    """
+
+    def __init__(self, client: aiomqtt.Client, cursor: int) -> None:
+        self.client = client
+        self.cursor = cursor
+        self.sent: deque[_Sent] = deque()
+        self.failure: PublishRefused | None = None
+        self.open = True
+        self.snapshot_due: tuple[_Sent, bool] | None = None
+        self.snapshot_scheduled = False
+
+
 class Publisher:
     """Publishes a table's journal to MQTT. Run :meth:`run` as a task; end it with :meth:`stop`.
 
@@ -285,7 +336,11 @@ class Publisher:
         self._delayed_upto = 0
         self._snapshot = RoundSnapshot()
         self._snapshots: dict[int, RoundSnapshot] = {}
+        self._unfolded: deque[JournalEntry] = deque()
         self._snapshot_ready = False
+        self._flow: _Flow | None = None
+        self._mark_timer: asyncio.TimerHandle | None = None
+        self._mark_seen_seq = 0
         self._random = random.Random()
         # Counters, for logs, tests and benchmarks.
         self.connections = 0
@@ -304,9 +359,32 @@ class Publisher:
         if loop is None:
             return  # not running yet: run() starts from the journal anyway
         if threading.get_ident() == self._loop_thread:
-            self._wake.set()
+            self._take(entry)
         else:
-            loop.call_soon_threadsafe(self._wake.set)
+            loop.call_soon_threadsafe(self._take, entry)
+
+    def _take(self, entry: JournalEntry) -> None:
+        """A new entry (loop thread): hand it to paho at once if the outbox is caught up.
+
+        This is the live card's path: its messages reach the socket inside the journal's
+        append, before the appending task goes on. Otherwise (a backlog, a full window, no
+        connection, a stop) the outbox task is woken and takes the entry from the journal.
+        """
+        flow = self._flow
+        if (
+            flow is not None
+            and flow.open
+            and flow.failure is None
+            and entry.seq == flow.cursor
+            and len(flow.sent) < self.settings.window
+            and not self._stop_requested.is_set()
+        ):
+            try:
+                self._hand_off(flow, [entry])
+                return
+            except Exception as exc:  # the outbox task meets it again and handles it
+                self.log.debug("direct hand-off failed", seq=entry.seq, error=str(exc))
+        self._wake.set()
 
     # -- public API --------------------------------------------------------------------------
 
@@ -402,6 +480,38 @@ class Publisher:
         except TimeoutError:
             return False
 
+    async def wait_idle(self, timeout: float) -> bool:  # noqa: ASYNC109
+        """Wait until nothing handed to the broker awaits its PUBACK, at most ``timeout`` s.
+
+        Returns at once (``False``) while not connected: there is nothing to wait for then.
+
+        Returns:
+            Whether the outbox is connected and idle.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if not self.connected.is_set():
+                return False
+            flow = self._flow  # None for a moment after connecting: the outbox is starting
+            if (
+                flow is not None
+                and flow.open
+                and not flow.sent
+                and not flow.snapshot_scheduled
+                and flow.cursor > self.journal.last_seq
+            ):
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._progress.clear()
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._progress.wait()
+            except TimeoutError:
+                return False
+
     async def stop(self) -> None:
         """Publish the retained offline status, disconnect cleanly, and end :meth:`run`.
 
@@ -472,6 +582,9 @@ class Publisher:
             self.connected.clear()
             self.current_url = None
             self.journal.remove_listener(self._on_entry)
+            if self._mark_timer is not None:
+                self._mark_timer.cancel()
+            self._flush_marks()
             self._finished.set()
 
     def _log_failure(self, address: BrokerAddress, exc: Exception) -> None:
@@ -623,6 +736,7 @@ class Publisher:
             clean_exit = True
         finally:
             self.connected.clear()
+            self._progress.set()  # wake wait_idle: nothing to wait for without a link
             self._client = None
             if clean_exit:
                 with contextlib.suppress(Exception):
@@ -787,13 +901,25 @@ class Publisher:
         self._snapshot_ready = True
 
     def _snapshot_for(self, entry: JournalEntry) -> RoundSnapshot:
+        """The round snapshot after ``entry``: entries handed off before it are folded first.
+
+        Folding is lazy (the live card's event needs no snapshot; its snapshot message is
+        built after the event left), and each entry's snapshot is kept until it is delivered,
+        for a re-send after a reconnect.
+        """
         cached = self._snapshots.get(entry.seq)
         if cached is not None:
             return cached
+        unfolded = self._unfolded
+        while unfolded and unfolded[0].seq <= entry.seq:
+            self._fold(unfolded.popleft())
+        self._fold(entry)
+        return self._snapshots.get(entry.seq, self._snapshot)
+
+    def _fold(self, entry: JournalEntry) -> None:
         if entry.seq > self._snapshot.last_seq:
             self._snapshot = self._snapshot.apply(entry)
-        self._snapshots[entry.seq] = self._snapshot
-        return self._snapshot
+            self._snapshots[entry.seq] = self._snapshot
 
     def _is_delayed(self, entry: JournalEntry, now: datetime) -> bool:
         if (
@@ -806,92 +932,251 @@ class Publisher:
         return late > self.settings.delayed_after_seconds
 
     async def _outbox(self, client: aiomqtt.Client) -> None:
-        while True:
-            if self._stop_requested.is_set():
-                raise _Stopping
-            self._wake.clear()
-            batch = self.journal.undelivered(limit=self.settings.window)
-            if not batch:
-                if self._refusals:
-                    self._flowing()
-                self._offline_seqs.clear()
-                self._progress.set()
-                await self._wake.wait()
-                continue
-            await self._publish_batch(client, batch)
+        """Hand every undelivered entry to paho, in ``seq`` order, and see each acknowledged.
 
-    async def _publish_batch(self, client: aiomqtt.Client, batch: list[JournalEntry]) -> None:
-        """Publish entries in order (pipelined), mark each delivered once all its PUBACKs came.
+        Publishing is pipelined: up to ``window`` entries are out at once, and an entry is
+        never held back waiting for an earlier PUBACK. Entries are marked delivered in
+        ``seq`` order as their acknowledgements come (:meth:`_settle`). While the outbox is
+        caught up, a new entry is handed off by the journal listener itself (:meth:`_take`);
+        this task serves the backlog, enforces the PUBACK deadline and ends the connection
+        on a refusal or a stop.
 
-        The first message is handed to paho at once (awaited inline: aiomqtt gives it to paho
-        before its first suspension), which spares the live card one loop iteration. Every
-        other message becomes a task; asyncio starts tasks in creation order and aiomqtt hands
-        the message to paho in the task's first step, so the wire order is the ``seq`` order.
+        Raises:
+            TimeoutError: An entry's PUBACK did not come within ``publish_timeout``.
+            PublishRefused: The broker refused an essential publish.
+            _Stopping: A stop was requested (after the PUBACKs still awaited came).
         """
+        loop = asyncio.get_running_loop()
+        pending = self.journal.undelivered(limit=1)
+        flow = _Flow(client, pending[0].seq if pending else self.journal.last_seq + 1)
+        self._flow = flow
+        window = self.settings.window
+        try:
+            while True:
+                self._wake.clear()
+                if flow.failure is not None:
+                    raise flow.failure
+                stopping = self._stop_requested.is_set()
+                if stopping and not flow.sent:
+                    raise _Stopping
+                room = window - len(flow.sent)
+                if not stopping and room > 0 and flow.cursor <= self.journal.last_seq:
+                    batch = self.journal.undelivered(limit=room, from_seq=flow.cursor)
+                    if batch:
+                        self._hand_off(flow, batch)
+                        continue
+                    flow.cursor = self.journal.last_seq + 1  # delivered meanwhile
+                if not flow.sent:
+                    if self._refusals:
+                        self._flowing()
+                    self._offline_seqs.clear()
+                    self._progress.set()
+                    await self._wake.wait()
+                    continue
+                remaining = flow.sent[0].deadline - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await self._wake.wait()
+        finally:
+            flow.open = False
+            if self._flow is flow:
+                self._flow = None
+
+    def _hand_off(self, flow: _Flow, batch: list[JournalEntry]) -> None:
+        """Give the messages of ``batch`` (entries from ``flow.cursor`` on) to paho.
+
+        The retained round snapshot is not published with each entry: it is built and
+        published once the current loop step ends (:meth:`_publish_snapshot`), for the latest
+        entry handed off by then. The live card's event thus reaches the socket without
+        waiting for its snapshot to be built, and entries journalled in a row (a round's end,
+        a backlog) publish one snapshot, not one each: the round topic is retained, the
+        earlier ones would be overwritten at once.
+
+        Raises:
+            PublishError: paho did not take a publish (not connected...).
+        """
+        loop = asyncio.get_running_loop()
         now = datetime.now(UTC)
-        started = time.perf_counter()
-        # The round topic is retained: in a backlog only the last snapshot matters, the
-        # earlier ones would be overwritten at once. Skip them (halves a backlog's messages).
-        last_in_round = max(
-            (i for i, entry in enumerate(batch) if entry.round_id is not None), default=-1
-        )
-        per_entry: list[tuple[JournalEntry, list[asyncio.Task[None]]]] = []
-        head: Coroutine[Any, Any, None] | None = None
-        for index, entry in enumerate(batch):
+        deadline = loop.time() + self.settings.publish_timeout
+        awaited = False
+
+        def settle(_future: asyncio.Future[ReasonCode]) -> None:
+            self._settle(flow)
+
+        for entry in batch:
+            delayed = self._is_delayed(entry, now)
+            snapshot = None
+            if entry.kind in SNAPSHOT_VIEW_KINDS or entry.round_id is None:
+                snapshot = self._snapshot_for(entry)  # needed now, or nothing would fold it
+            elif entry.seq > self._snapshot.last_seq and (
+                not self._unfolded or entry.seq > self._unfolded[-1].seq
+            ):
+                self._unfolded.append(entry)  # folded when its snapshot is needed
             messages = messages_for(
                 entry,
                 self.topics,
-                delayed=self._is_delayed(entry, now),
-                snapshot=self._snapshot_for(entry),
-                with_snapshot=index == last_in_round,
+                delayed=delayed,
+                snapshot=snapshot,
+                with_snapshot=False,
                 signer=self.signer,
             )
-            tasks = []
-            for message in messages:
-                if head is None:
-                    head = self._publish(client, message, entry)
-                else:
-                    tasks.append(asyncio.ensure_future(self._publish(client, message, entry)))
-            per_entry.append((entry, tasks))
-        delivered: list[int] = []
+            acks = [(message, self._hand_message(flow.client, message)) for message in messages]
+            sent = _Sent(entry, acks, deadline)
+            flow.sent.append(sent)
+            flow.cursor = entry.seq + 1
+            if entry.round_id is not None:
+                flow.snapshot_due = (sent, delayed)
+            for _message, future in acks:
+                if future is not None:
+                    future.add_done_callback(settle)
+                    awaited = True
+        if flow.snapshot_due is not None and not flow.snapshot_scheduled:
+            flow.snapshot_scheduled = True
+            loop.call_soon(self._publish_snapshot, flow)
+        if not awaited:
+            self._settle(flow)  # QoS 0 only: nothing to wait for
+
+    def _publish_snapshot(self, flow: _Flow) -> None:
+        """Publish the retained round snapshot of the latest entry handed off.
+
+        Scheduled by :meth:`_hand_off` to run after the current loop step, so it always runs
+        before any acknowledgement of that step's publishes is read (I/O callbacks queue
+        behind it): the snapshot's PUBACK joins its entry's before the entry can be settled.
+        The snapshot is not essential: a failure is logged, the entry still delivers.
+        """
+        flow.snapshot_scheduled = False
+        due, flow.snapshot_due = flow.snapshot_due, None
+        if due is None or not flow.open:
+            return
+        sent, delayed = due
         try:
-            if head is not None:
-                await head
-            for entry, tasks in per_entry:
-                for task in tasks:
-                    await task
-                delivered.append(entry.seq)
-        finally:
-            for _entry, tasks in per_entry:
-                for task in tasks:
-                    if not task.done():
-                        task.cancel()
-            # Retrieve exceptions of failed tasks so asyncio does not warn about them.
-            for _entry, tasks in per_entry:
-                for task in tasks:
-                    if task.done() and not task.cancelled():
-                        task.exception()
-            if delivered:
-                self.journal.mark_delivered_many(delivered)
-                for seq in delivered:
-                    self._snapshots.pop(seq, None)
-                    self._offline_seqs.discard(seq)
-                self.delivered_entries += len(delivered)
-                self._progress.set()
-                if self._refusals and delivered[-1] == batch[-1].seq:
-                    self._flowing()
-                if self.on_delivered is not None:
-                    by_seq = {entry.seq: entry for entry, _tasks in per_entry}
-                    for seq in delivered:
-                        try:
-                            self.on_delivered(by_seq[seq])
-                        except Exception:
-                            self.log.exception("on_delivered callback failed", seq=seq)
-        if len(batch) > 1:
-            self.log.debug(
-                "backlog published",
-                entries=len(batch),
-                first_seq=batch[0].seq,
-                last_seq=batch[-1].seq,
-                ms=round((time.perf_counter() - started) * 1000, 2),
+            snapshot = self._snapshot_for(sent.entry)
+            message = round_snapshot_message(
+                snapshot, self.topics, entry=sent.entry, delayed=delayed
             )
+            future = self._hand_message(flow.client, message)
+        except Exception as exc:
+            self.log.warning("round snapshot not published", seq=sent.entry.seq, error=str(exc))
+            return
+        if future is not None and not sent.retired:
+            sent.acks.append((message, future))
+            future.add_done_callback(lambda _future: self._settle(flow))
+
+    def _hand_message(
+        self, client: aiomqtt.Client, message: Outbound
+    ) -> asyncio.Future[ReasonCode] | None:
+        properties = None
+        if self.settings.protocol == "5" and message.correlation_data is not None:
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties
+
+            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            properties.CorrelationData = message.correlation_data
+        future = hand_off(
+            client,
+            message.topic,
+            message.payload,
+            message.qos,
+            retain=message.retain,
+            properties=properties,
+        )
+        self.published_messages += 1
+        return future
+
+    def _settle(self, flow: _Flow) -> None:
+        """Retire the acknowledged head of ``flow.sent``, in ``seq`` order (a PUBACK came).
+
+        A refused essential message stops the flow there (its entry stays undelivered and the
+        outbox task ends the connection); a refused non-essential one is reported and skipped.
+        """
+        if not flow.open:
+            return
+        done: list[JournalEntry] = []
+        while flow.sent and flow.failure is None:
+            head = flow.sent[0]
+            if not all(future is None or future.done() for _m, future in head.acks):
+                break
+            for message, future in head.acks:
+                if future is None or future.cancelled():
+                    continue
+                refused = refusal(message.topic, future.result(), seq=head.entry.seq)
+                if refused is None:
+                    continue
+                self._report_refusal(refused, head.entry)
+                if message.essential:
+                    self.refused = refused
+                    self._refusals += 1
+                    flow.failure = refused
+                    break
+                self.log.error(
+                    "broker refused a non-essential publish; skipped",
+                    topic=refused.topic,
+                    reason_code=refused.reason_code,
+                    reason=refused.reason,
+                    seq=head.entry.seq,
+                )
+            if flow.failure is not None:
+                break
+            flow.sent.popleft()
+            head.retired = True
+            done.append(head.entry)
+        if done:
+            if self._refusals and flow.failure is None and not flow.sent:
+                self._flowing()
+            self._delivered(done)
+            if not flow.sent or self.journal.unwritten_marks >= MARK_BATCH:
+                # Nothing in flight: the table is between cards (or it is a long backlog).
+                # Write the marks now, before anyone waiting for an idle outbox (the cue of
+                # the next slot) goes on.
+                self._flush_marks()
+        if (
+            flow.failure is not None
+            or (not flow.sent and self._stop_requested.is_set())
+            or flow.cursor <= self.journal.last_seq
+        ):
+            self._wake.set()  # the outbox task has something to do
+
+    def _delivered(self, entries: list[JournalEntry]) -> None:
+        """Entries the broker acknowledged: note the marks, tell the metrics and waiters."""
+        seqs = [entry.seq for entry in entries]
+        try:
+            self.journal.note_delivered(seqs)
+        except JournalError as exc:  # closed under us (shutdown): published again next time
+            self.log.warning("cannot note deliveries", error=str(exc), seqs=len(seqs))
+        else:
+            self._arm_mark_flush()
+        for seq in seqs:
+            self._snapshots.pop(seq, None)
+            self._offline_seqs.discard(seq)
+        self.delivered_entries += len(seqs)
+        self._progress.set()
+        if self.on_delivered is not None:
+            for entry in entries:
+                try:
+                    self.on_delivered(entry)
+                except Exception:
+                    self.log.exception("on_delivered callback failed", seq=entry.seq)
+
+    def _arm_mark_flush(self) -> None:
+        """Write the noted marks once the journal is quiet, if no append took them along."""
+        if self._mark_timer is None and self._loop is not None:
+            self._mark_seen_seq = self.journal.last_seq
+            self._mark_timer = self._loop.call_later(MARK_FLUSH_SECONDS, self._quiet_marks)
+
+    def _quiet_marks(self) -> None:
+        """The mark timer: while entries keep coming, their appends write the marks."""
+        self._mark_timer = None
+        if not self.journal.unwritten_marks:
+            return
+        if self.journal.last_seq != self._mark_seen_seq:  # not quiet: look again later
+            self._arm_mark_flush()
+            return
+        self._flush_marks()
+
+    def _flush_marks(self) -> None:
+        try:
+            self.journal.flush_delivered()
+        except JournalError as exc:
+            self.log.warning("cannot write delivery marks", error=str(exc))

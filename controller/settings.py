@@ -74,6 +74,11 @@ class RoundSettings(BaseModel):
             players with chips), how often to try again.
         gate_grace_seconds: How long a closed gate may take to open before the table
             journals that it is waiting (the broker connection at start-up).
+        settle_seconds: After each card, and before each cue, wait at most this long for
+            the broker to acknowledge what the table has published, so that the next card
+            finds the controller idle and the work that follows a card (the next cue, the
+            result) does not compete with its way to the subscribers; 0 waits for nothing.
+            Never longer than this: an unreachable broker does not hold the deal up.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -88,6 +93,7 @@ class RoundSettings(BaseModel):
     wait_for_betting_system: bool = False
     gate_grace_seconds: float = Field(default=3.0, ge=0.0)
     idle_retry_seconds: float = Field(default=5.0, gt=0.0)
+    settle_seconds: float = Field(default=0.05, ge=0.0, le=5.0)
 
 
 class JournalSettings(BaseModel):

@@ -152,6 +152,15 @@ class FramedCardSource(abc.ABC):
         """Whether bytes can be sent now (the transport is open and not closing)."""
         return self._connected
 
+    def _transmit_now(self, data: bytes) -> bool:
+        """Send ``data`` at once, without waiting, if the transport can; else ``False``.
+
+        For the ACK on every frame's path: a transport whose write never blocks while its
+        buffer is empty (a serial port, a pty, TCP) says so here and spares the ACK the
+        coroutine, the timeout and the drain of :meth:`_transmit`. The default cannot.
+        """
+        return False
+
     # ----------------------------------------------------------------- properties
 
     @property
@@ -365,7 +374,11 @@ class FramedCardSource(abc.ABC):
         if deliver:
             self._queue.put_nowait(self._to_read(item, at))
         # Every sequenced frame is acknowledged, repeats too: the previous ACK may be lost.
-        await self._send(AckFrame(acked=item.seq))
+        ack = AckFrame(seq=self._tx_seq, acked=item.seq)
+        if self._writable() and self._transmit_now(encode(ack)):
+            self._tx_seq = (self._tx_seq + 1) % 256
+        else:
+            await self._send(ack)
         self.stats.acks_sent += 1
 
     def _gap(self, lost: int, last_lost: int, at: float, how: str) -> None:

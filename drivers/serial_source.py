@@ -68,6 +68,13 @@ class SerialCardSource(FramedCardSource):
                 detail=str(exc),
             ) from exc
 
+    def _transmit_now(self, data: bytes) -> bool:
+        writer = self._writer
+        if writer is None or writer.transport.get_write_buffer_size():
+            return False  # not open, or bytes are queued already: the bounded path waits
+        writer.write(data)
+        return True
+
     async def _transmit(self, data: bytes) -> None:
         assert self._writer is not None
         self._writer.write(data)

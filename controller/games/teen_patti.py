@@ -401,6 +401,7 @@ def six_card_bonus_levels(codes: npt.NDArray[np.integer[Any]]) -> IntArray:
 # The game
 
 
+@functools.cache
 def _deal_plan() -> DealPlan:
     slots = []
     for index in range(1, CARDS_PER_HAND + 1):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
+import sqlite3
 import sys
 import textwrap
 import uuid
@@ -522,4 +525,272 @@ async def test_replay_needs_a_connection_and_a_sane_range(tmp_path):
         await publisher.replay(5, 2)
     journal.append("table_status", {"state": "x"})
     assert publisher.backlog() == 1
+    journal.close()
+
+
+# -- the pipelined outbox ------------------------------------------------------------------
+
+
+def _delivered_in_file(path: Path) -> dict[int, object]:
+    """``seq -> delivered_at`` as a second, independent connection reads the journal file."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return dict(db.execute("SELECT seq, delivered_at FROM entries ORDER BY seq").fetchall())
+
+
+def _round_seq(message: dict[str, Any]) -> int:
+    """The seq a round snapshot was published for (its envelope's and its data's)."""
+    assert message["seq"] == message["data"]["last_seq"]
+    return int(message["seq"])
+
+
+async def _publishing(publisher: Publisher, journal: Journal) -> None:
+    """Wait until ``publisher`` is connected and its outbox has delivered one entry."""
+    assert await publisher.wait_connected(5)
+    journal.append("table_status", {"state": "ready", "detail": "first"})
+    assert await publisher.flush(5)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_burst_goes_out_in_order_once_with_one_snapshot_per_step(
+    mosquitto_session, tmp_path, protocol
+):
+    broker = mosquitto_session
+    table = f"burst-{protocol.replace('.', '')}-{uuid.uuid4().hex[:6]}"
+    journal = Journal.open(tmp_path / "j.sqlite")
+    sub = Subscriber(broker.host, broker.port, table)
+    publisher = Publisher(settings_for(broker.url, protocol), table, journal, game="g", version="1")
+    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        run_task = group.create_task(publisher.run())
+        await _publishing(publisher, journal)  # seq 1, no round: no snapshot
+        # 50 entries of one round in one go: no await between the appends.
+        journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+        for n in range(1, 50):
+            card(journal, n)
+        assert journal.last_seq == 51
+        assert await publisher.flush(10)
+        await sub.wait_until(lambda: any(_round_seq(m) == 51 for m in sub.on("round")))
+        await sub.wait_until(lambda: len(sub.on("events")) >= 51)
+        await publisher.stop()
+        await run_task
+        sub_task.cancel()
+
+    assert [e["seq"] for e in sub.on("events")] == list(range(1, 52)), "in order, once each"
+    round_messages = [(m, retained) for t, m, retained, _ in sub.received if t.endswith("/round")]
+    assert not any(retained for _, retained in round_messages), "all received live"
+    live_snapshots = [m for m, _ in round_messages]
+    assert 1 <= len(live_snapshots) < 50, "the burst's snapshots are coalesced"
+    assert _round_seq(live_snapshots[-1]) == 51
+    seqs = [_round_seq(m) for m in live_snapshots]
+    assert seqs == sorted(set(seqs)), "snapshots go out in seq order, none twice"
+    assert journal.undelivered() == []
+    journal.close()
+
+    # A consumer arriving afterwards gets the snapshot of the last entry, whole.
+    late = Subscriber(broker.host, broker.port, table)
+    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+        task = group.create_task(late.run())
+        await late.wait_until(lambda: late.on("round"))
+        task.cancel()
+    (retained,) = late.on("round")
+    assert _round_seq(retained) == 51
+    assert [c["card"] for c in retained["data"]["cards"]] == [f"C{n}" for n in range(1, 50)]
+
+
+async def test_an_entry_is_handed_to_the_client_inside_the_append(mosquitto_session, tmp_path):
+    """While the outbox is caught up, the journal listener itself hands the entry over."""
+    broker = mosquitto_session
+    table = f"take-{uuid.uuid4().hex[:6]}"
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            await _publishing(publisher, journal)
+            for n in range(1, 4):
+                before = publisher.published_messages
+                journal.append("table_status", {"state": "ready", "detail": str(n)})
+                # No await since the append: the message is already with the MQTT client.
+                assert publisher.published_messages == before + 1
+                assert await publisher.flush(5)
+            assert journal.undelivered() == []
+            await publisher.stop()
+            await run_task
+        # Not publishing any more: an append hands nothing over.
+        before = publisher.published_messages
+        journal.append("table_status", {"state": "ready", "detail": "after"})
+        assert publisher.published_messages == before
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_entries_are_marked_delivered_and_the_marks_outlive_the_publisher(
+    mosquitto_session, tmp_path, protocol
+):
+    """Acknowledged entries are marked in the file by the time the publisher has stopped,
+    without anyone reading the journal (reads write noted marks) or closing it."""
+    broker = mosquitto_session
+    path = tmp_path / "j.sqlite"
+    journal = Journal.open(path)
+    table = f"marks-{uuid.uuid4().hex[:6]}"
+    publisher = Publisher(settings_for(broker.url, protocol), table, journal, game="g", version="1")
+    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+        run_task = group.create_task(publisher.run())
+        assert await publisher.wait_connected(5)
+        journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+        for n in range(1, 12):
+            card(journal, n)
+            if n % 4 == 0:
+                await asyncio.sleep(0)  # some live, some in a burst
+        async with asyncio.timeout(10):
+            while publisher.delivered_entries < 12:  # counted on PUBACK; reads no journal
+                await asyncio.sleep(0.01)
+        await publisher.stop()
+        await run_task
+    assert journal.unwritten_marks == 0
+    in_file = _delivered_in_file(path)
+    assert list(in_file) == list(range(1, 13))
+    assert None not in in_file.values()
+    journal.close()
+    with Journal.open(path) as again:
+        assert again.undelivered() == []
+
+
+async def test_flush_leaves_nothing_undelivered(mosquitto_session, tmp_path):
+    broker = mosquitto_session
+    journal = Journal.open(tmp_path / "j.sqlite")
+    table = f"flush-{uuid.uuid4().hex[:6]}"
+    publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
+    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+        run_task = group.create_task(publisher.run())
+        assert await publisher.wait_connected(5)
+        for n in range(1, 30):
+            card(journal, n)
+            if n % 7 == 0:
+                await asyncio.sleep(0)
+        assert await publisher.flush(10)
+        assert journal.undelivered() == []
+        assert publisher.backlog() == 0
+        assert publisher.delivered_entries == 29
+        await publisher.stop()
+        await run_task
+    assert journal.undelivered() == []
+    journal.close()
+
+
+async def test_delivery_marks_reach_the_file_by_themselves(mosquitto_session, tmp_path):
+    """Once the outbox is idle, the noted marks are written without any read or append."""
+    broker = mosquitto_session
+    path = tmp_path / "j.sqlite"
+    table = f"quiet-{uuid.uuid4().hex[:6]}"
+    with Journal.open(path) as journal:
+        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            await _publishing(publisher, journal)
+            for n in range(1, 6):
+                card(journal, n)
+            assert await publisher.wait_idle(5)
+            async with asyncio.timeout(5):
+                while None in _delivered_in_file(path).values():
+                    await asyncio.sleep(0.02)
+            assert journal.unwritten_marks == 0
+            await publisher.stop()
+            await run_task
+
+
+async def test_wait_idle_without_a_broker_is_false_at_once(tmp_path):
+    dead = f"mqtt://127.0.0.1:{free_port()}"
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        publisher = Publisher(settings_for(dead, "5"), "idle-none", journal, game="g", version="1")
+        async with asyncio.timeout(2.5):  # half the timeout wait_idle is given
+            assert await publisher.wait_idle(5) is False  # not even running
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            journal.append("table_status", {"state": "waiting for broker", "detail": ""})
+            assert not await publisher.wait_connected(0.3)
+            async with asyncio.timeout(2.5):
+                assert await publisher.wait_idle(5) is False
+            await publisher.stop()
+            await run_task
+
+
+async def test_wait_idle_is_true_once_everything_is_acknowledged(mosquitto_session, tmp_path):
+    broker = mosquitto_session
+    table = f"idle-{uuid.uuid4().hex[:6]}"
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
+        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            await _publishing(publisher, journal)
+            journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+            for n in range(1, 5):
+                card(journal, n)
+            assert publisher.delivered_entries == 1, "no PUBACK can have come without an await"
+            assert await publisher.wait_idle(5) is True
+            # Idle means acknowledged: every entry is delivered by then.
+            assert publisher.delivered_entries == 6
+            assert journal.undelivered() == []
+            assert await publisher.wait_idle(5) is True  # and stays so while nothing comes
+            await publisher.stop()
+            await run_task
+        async with asyncio.timeout(2.5):
+            assert await publisher.wait_idle(5) is False  # stopped: not connected
+
+
+async def test_wait_idle_times_out_while_the_broker_does_not_answer(mosquitto, tmp_path):
+    """A frozen broker (SIGSTOP) keeps a PUBACK pending: ``False`` once the timeout passed."""
+    table = f"frozen-{uuid.uuid4().hex[:6]}"
+    settings = settings_for(mosquitto.url, "5").model_copy(update={"publish_timeout": 5.0})
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        publisher = Publisher(settings, table, journal, game="g", version="1")
+        async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+            run_task = group.create_task(publisher.run())
+            await _publishing(publisher, journal)
+            assert mosquitto.process is not None
+            mosquitto.process.send_signal(signal.SIGSTOP)
+            try:
+                journal.append("table_status", {"state": "ready", "detail": "frozen"})
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                assert await publisher.wait_idle(0.3) is False
+                assert loop.time() - started >= 0.3, "it returned because the timeout passed"
+                assert publisher.connected.is_set()
+                assert [e.seq for e in journal.undelivered()] == [2]
+            finally:
+                mosquitto.process.send_signal(signal.SIGCONT)
+            assert await publisher.wait_idle(4) is True
+            assert journal.undelivered() == []
+            await publisher.stop()
+            await run_task
+
+
+async def test_mqtt_311_pipelined_outbox_end_to_end(mosquitto_session, tmp_path):
+    """MQTT 3.1.1: live entries and a burst arrive in order and are marked delivered."""
+    broker = mosquitto_session
+    table = f"v311-{uuid.uuid4().hex[:6]}"
+    path = tmp_path / "j.sqlite"
+    journal = Journal.open(path)
+    sub = Subscriber(broker.host, broker.port, table)
+    publisher = Publisher(settings_for(broker.url, "3.1.1"), table, journal, game="g", version="1")
+    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+        sub_task = group.create_task(sub.run())
+        await sub.ready.wait()
+        run_task = group.create_task(publisher.run())
+        await _publishing(publisher, journal)
+        journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+        for n in range(1, 6):  # live, one at a time
+            card(journal, n)
+            assert await publisher.wait_idle(5)
+        for n in range(6, 31):  # a burst
+            card(journal, n)
+        assert await publisher.flush(10)
+        assert journal.undelivered() == []
+        await sub.wait_until(lambda: len(sub.on("events")) >= 32)
+        await sub.wait_until(lambda: any(_round_seq(m) == 32 for m in sub.on("round")))
+        await publisher.stop()
+        await run_task
+        sub_task.cancel()
+    assert [e["seq"] for e in sub.on("events")] == list(range(1, 33))
+    assert {qos for topic, _, _, qos in sub.received if topic.endswith("/events")} == {1}
+    assert None not in _delivered_in_file(path).values()
     journal.close()

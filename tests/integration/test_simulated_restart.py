@@ -27,9 +27,12 @@ def dealt(path: Path) -> list[tuple[str, str, str]]:
     if not path.exists():
         return []
     with sqlite3.connect(path) as db:
-        rows = db.execute(
-            "SELECT round_id, body FROM entries WHERE kind='card_dealt' ORDER BY seq"
-        ).fetchall()
+        try:
+            rows = db.execute(
+                "SELECT round_id, body FROM entries WHERE kind='card_dealt' ORDER BY seq"
+            ).fetchall()
+        except sqlite3.OperationalError:  # the controller is still creating the file
+            return []
     return [(r, json.loads(b)["slot"], json.loads(b)["card"]) for r, b in rows]
 
 

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.cards import JOKER, Card, Deck, Tile, parse_cards, parse_piece
+from controller.cards import JOKER, Card, Deck, DeckKind, Tile, parse_cards, parse_piece
 from controller.errors import NotationError, PayTableError, PieceRefused
 from controller.money import (
     BetOutcome,
@@ -122,3 +124,45 @@ def test_merge_paytables() -> None:
         merge_paytables(defaults, {"ties": {"tie": "1:1"}})
     with pytest.raises(PayTableError, match="no outcome"):
         merge_paytables(defaults, {"tie": {"draw": "1:1"}})
+
+
+DECK_MAKERS = [Deck.standard, Deck.with_joker, Deck.mahjong_pai_gow]
+
+
+@pytest.mark.parametrize("make", DECK_MAKERS, ids=lambda make: make.__name__)
+def test_each_deck_is_one_shared_read_only_instance(make: Callable[[], Deck]) -> None:
+    deck = make()
+    assert make() is deck
+    before = dict(deck.copies)
+    some_piece = next(iter(deck.copies))
+    with pytest.raises(TypeError):
+        deck.copies[some_piece] = 5  # type: ignore[index]
+    with pytest.raises(TypeError):
+        del deck.copies[some_piece]  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        deck.copies[Tile(1) if isinstance(some_piece, Card) else JOKER] = 1  # type: ignore[index]
+    assert dict(make().copies) == before
+
+
+def test_shared_decks_hold_what_the_rules_say() -> None:
+    standard = Deck.standard()
+    assert standard.kind is DeckKind.STANDARD_52
+    assert dict(standard.copies) == {Card(code): 1 for code in range(52)}
+    assert len(standard) == 52 and sorted(standard) == [Card(code) for code in range(52)]
+    assert JOKER not in standard
+
+    joker = Deck.with_joker()
+    assert joker.kind is DeckKind.WITH_JOKER_53
+    assert dict(joker.copies) == {**{Card(code): 1 for code in range(52)}, JOKER: 1}
+    assert len(joker) == 53 and JOKER in joker
+
+    tiles = Deck.mahjong_pai_gow()
+    assert tiles.kind is DeckKind.MAHJONG_20
+    assert dict(tiles.copies) == {Tile(value): 2 for value in range(1, 11)}
+    assert len(tiles) == 20
+    assert Counter(tile.value for tile in tiles if isinstance(tile, Tile)) == dict.fromkeys(
+        range(1, 11), 2
+    )
+    # Three different objects: one deck's contents never leak into another's.
+    assert len({id(standard), id(joker), id(tiles)}) == 3
+    assert len({id(standard.copies), id(joker.copies), id(tiles.copies)}) == 3

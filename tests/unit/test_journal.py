@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sqlite3
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import JournalError
-from controller.journal import MIGRATIONS, SCHEMA_VERSION, Journal, JournalEntry
+from controller.journal import MIGRATIONS, SCHEMA_VERSION, Journal, JournalEntry, format_time
 
 
 def _raw(path: Path, sql: str, *args: object) -> list[tuple[object, ...]]:
@@ -618,3 +619,226 @@ def test_readonly_reads_an_unmigrated_v1_file_without_changing_it(tmp_path):
     ]
     assert report.settled == 2
     assert _raw(path, "PRAGMA user_version") == [(1,)]
+
+
+# -- deferred delivery marks (note_delivered) ----------------------------------------------
+
+MARKED_AT = datetime(2030, 6, 1, 12, 0, 0, 123456, tzinfo=UTC)
+MARKED_AT_TEXT = "2030-06-01T12:00:00.123456Z"
+
+
+def _delivered_in_file(path: Path) -> dict[int, object]:
+    """``seq -> delivered_at`` as a second, independent connection reads the file."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return dict(db.execute("SELECT seq, delivered_at FROM entries ORDER BY seq").fetchall())
+
+
+def _journal_of(path: Path, n: int) -> Journal:
+    """A journal holding ``n`` entries (kinds ``a``, ``b``, ``b``...), none delivered."""
+    journal = Journal.open(path)
+    journal.append("a", {"n": 0})
+    for i in range(1, n):
+        journal.append("b", {"n": i})
+    return journal
+
+
+def test_a_noted_mark_reaches_the_file_with_the_next_append(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with _journal_of(path, 2) as journal:
+        journal.note_delivered([1], at=MARKED_AT)
+        assert journal.unwritten_marks == 1
+        # Noted, not written: another connection does not see it yet.
+        assert _delivered_in_file(path) == {1: None, 2: None}
+        appended = journal.append("c", {"n": 2})
+        assert journal.unwritten_marks == 0
+        # Written in the append's transaction; the appended row itself is undelivered.
+        assert _delivered_in_file(path) == {1: MARKED_AT_TEXT, 2: None, 3: None}
+        assert appended.delivered_at is None
+
+
+def test_flush_delivered_writes_the_noted_marks(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with _journal_of(path, 3) as journal:
+        journal.note_delivered([1, 3], at=MARKED_AT)
+        journal.note_delivered([2])
+        assert journal.unwritten_marks == 3
+        assert set(_delivered_in_file(path).values()) == {None}
+        journal.flush_delivered()
+        assert journal.unwritten_marks == 0
+        in_file = _delivered_in_file(path)
+        assert (in_file[1], in_file[3]) == (MARKED_AT_TEXT, MARKED_AT_TEXT)
+        assert isinstance(in_file[2], str)
+        journal.flush_delivered()  # nothing noted: nothing to do
+        assert _delivered_in_file(path) == in_file
+
+
+@pytest.mark.slow
+def test_a_failed_flush_keeps_the_marks_noted(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with _journal_of(path, 2) as journal:
+        journal.note_delivered([1], at=MARKED_AT)
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock past the busy timeout
+            try:
+                with pytest.raises(JournalError, match="cannot mark delivered"):
+                    journal.flush_delivered()
+            finally:
+                other.execute("ROLLBACK")
+        assert journal.unwritten_marks == 1
+        journal.flush_delivered()
+        assert _delivered_in_file(path)[1] == MARKED_AT_TEXT
+
+
+def _delivery_seen_by(read: str, journal: Journal) -> object:
+    """What one of the journal's reads says about entry 1 (noted as delivered at MARKED_AT)."""
+    if read == "undelivered":
+        return [e.seq for e in journal.undelivered()] == [2, 3]
+    if read == "undelivered_from":
+        return [e.seq for e in journal.undelivered(from_seq=1)] == [2, 3]
+    if read == "undelivered_count":
+        return journal.undelivered_count() == 2
+    if read == "get":
+        entry = journal.get(1)
+        return entry is not None and entry.delivered_at == MARKED_AT
+    if read == "entries":
+        return next(iter(journal.entries())).delivered_at == MARKED_AT
+    if read == "last_of_kind":
+        entry = journal.last_of_kind("a")
+        return entry is not None and entry.seq == 1 and entry.delivered_at == MARKED_AT
+    if read == "verify":
+        report = journal.verify()
+        return report.ok and report.undelivered == 2
+    raise AssertionError(read)
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "undelivered",
+        "undelivered_from",
+        "undelivered_count",
+        "get",
+        "entries",
+        "last_of_kind",
+        "verify",
+    ],
+)
+def test_every_read_of_delivery_state_sees_the_noted_marks(tmp_path, read):
+    path = tmp_path / "j.sqlite"
+    with _journal_of(path, 3) as journal:
+        journal.note_delivered([1], at=MARKED_AT)
+        assert _delivery_seen_by(read, journal) is True
+        assert journal.unwritten_marks == 0
+        assert _delivered_in_file(path)[1] == MARKED_AT_TEXT
+
+
+def test_verify_judges_noted_marks_too(tmp_path):
+    with _journal_of(tmp_path / "j.sqlite", 2) as journal:
+        happened = journal.get(2)
+        assert happened is not None
+        journal.note_delivered([2], at=happened.happened_at - timedelta(hours=1))
+        report = journal.verify()
+    assert not report.ok
+    assert [p.seq for p in report.problems] == [2]
+    assert "is before happened_at" in report.problems[0].what
+
+
+def test_close_writes_the_noted_marks(tmp_path):
+    path = tmp_path / "j.sqlite"
+    journal = _journal_of(path, 3)
+    journal.note_delivered([2, 3], at=MARKED_AT)
+    journal.close()
+    assert _delivered_in_file(path) == {1: None, 2: MARKED_AT_TEXT, 3: MARKED_AT_TEXT}
+    with Journal.open(path) as again:
+        assert again.unwritten_marks == 0
+        assert [e.seq for e in again.undelivered()] == [1]
+
+
+def test_a_repeated_mark_keeps_the_first_time_noted_or_written(tmp_path):
+    path = tmp_path / "j.sqlite"
+    later = MARKED_AT + timedelta(seconds=5)
+    with _journal_of(path, 2) as journal:
+        journal.note_delivered([1], at=MARKED_AT)
+        journal.note_delivered([1], at=later)
+        journal.mark_delivered_many([1, 2], at=later)  # writes at once, noted marks first
+        assert journal.unwritten_marks == 0
+        assert _delivered_in_file(path) == {1: MARKED_AT_TEXT, 2: format_time(later)}
+
+
+def test_mark_delivered_many_still_writes_at_once(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with _journal_of(path, 3) as journal:
+        journal.mark_delivered_many([3], at=MARKED_AT)
+        assert journal.unwritten_marks == 0
+        assert _delivered_in_file(path) == {1: None, 2: None, 3: MARKED_AT_TEXT}
+        journal.mark_delivered(1)
+        assert _delivered_in_file(path)[1] is not None
+
+
+@pytest.mark.parametrize("bad", [0, -1, 4, 99])
+def test_note_delivered_refuses_a_seq_that_is_not_in_the_journal(tmp_path, bad):
+    with _journal_of(tmp_path / "j.sqlite", 3) as journal:
+        with pytest.raises(JournalError, match=rf"no journal entry with seq {bad} ") as info:
+            journal.note_delivered([bad])
+        assert info.value.context["seq"] == bad
+        assert journal.unwritten_marks == 0
+
+
+def test_note_delivered_on_an_empty_closed_or_read_only_journal(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as journal:
+        with pytest.raises(JournalError, match="seq 1"):
+            journal.note_delivered([1])
+        journal.append("a", {})
+        with Journal.open_readonly(path) as reader:
+            with pytest.raises(JournalError, match="read-only"):
+                reader.note_delivered([1])
+            assert reader.unwritten_marks == 0
+            reader.flush_delivered()  # nothing to write, nothing refused
+        journal.note_delivered([])  # nothing at all is fine
+        assert journal.unwritten_marks == 0
+    with pytest.raises(JournalError, match="closed"):
+        journal.note_delivered([1])
+
+
+def test_undelivered_from_seq(tmp_path):
+    with _journal_of(tmp_path / "j.sqlite", 10) as journal:
+        journal.mark_delivered_many([3, 4, 8])
+        assert [e.seq for e in journal.undelivered(from_seq=3)] == [5, 6, 7, 9, 10]
+        assert [e.seq for e in journal.undelivered(from_seq=5, limit=2)] == [5, 6]
+        assert [e.seq for e in journal.undelivered(from_seq=9)] == [9, 10]
+        assert journal.undelivered(from_seq=11) == []
+        everything = [1, 2, 5, 6, 7, 9, 10]
+        assert [e.seq for e in journal.undelivered(from_seq=0)] == everything
+        assert [e.seq for e in journal.undelivered()] == everything
+
+
+def test_the_appended_entry_is_the_one_read_back(tmp_path):
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        entry = journal.append("x", {"n": 1}, round_id="r")  # happened_at: now
+        assert journal.get(entry.seq) == entry
+        assert entry.happened_at.tzinfo is UTC
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1000, 1, 2),  # format_time writes years < 1000 unpadded
+        max_value=datetime(9998, 12, 30),
+        timezones=st.builds(
+            timezone, st.timedeltas(min_value=timedelta(hours=-23), max_value=timedelta(hours=23))
+        ),
+    )
+)
+def test_appended_happened_at_equals_the_stored_time(tmp_path_factory, moment):
+    path = tmp_path_factory.mktemp("when") / "j.sqlite"
+    with Journal.open(path) as journal:
+        entry = journal.append("x", {}, happened_at=moment)
+        stored = journal.get(entry.seq)
+        assert stored is not None
+        assert entry.happened_at == stored.happened_at == moment
+        assert entry.happened_at.tzinfo is UTC
+        assert (entry.happened_at.utcoffset(), entry.happened_at.fold) == (timedelta(0), 0)
+        assert str(entry.happened_at) == str(stored.happened_at)
+        (text,) = _raw(path, "SELECT happened_at FROM entries")[0]
+        assert text == format_time(moment)
