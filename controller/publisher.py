@@ -47,6 +47,7 @@ from controller.mqtt_ack import PublishRefused, hand_off, publish_checked, refus
 
 if TYPE_CHECKING:
     import aiomqtt
+    from paho.mqtt.properties import Properties
     from paho.mqtt.reasoncodes import ReasonCode
 
     from controller.signing import Signer
@@ -810,20 +811,13 @@ class Publisher:
         a refused publish is acknowledged like any other and cannot be detected.
         """
         if self.settings.protocol == "5" and message.qos == 1:
-            properties = None
-            if message.correlation_data is not None:
-                from paho.mqtt.packettypes import PacketTypes
-                from paho.mqtt.properties import Properties
-
-                properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-                properties.CorrelationData = message.correlation_data
             await publish_checked(
                 client,
                 message.topic,
                 message.payload,
                 message.qos,
                 retain=message.retain,
-                properties=properties,
+                properties=self._properties(message),
                 timeout=self.settings.publish_timeout,
             )
         else:
@@ -1067,23 +1061,27 @@ class Publisher:
     def _hand_message(
         self, client: aiomqtt.Client, message: Outbound
     ) -> asyncio.Future[ReasonCode] | None:
-        properties = None
-        if self.settings.protocol == "5" and message.correlation_data is not None:
-            from paho.mqtt.packettypes import PacketTypes
-            from paho.mqtt.properties import Properties
-
-            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-            properties.CorrelationData = message.correlation_data
         future = hand_off(
             client,
             message.topic,
             message.payload,
             message.qos,
             retain=message.retain,
-            properties=properties,
+            properties=self._properties(message),
         )
         self.published_messages += 1
         return future
+
+    def _properties(self, message: Outbound) -> Properties | None:
+        """The MQTT v5 PUBLISH properties of ``message`` (its correlation data), if any."""
+        if self.settings.protocol != "5" or message.correlation_data is None:
+            return None
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        properties.CorrelationData = message.correlation_data
+        return properties
 
     def _settle(self, flow: _Flow) -> None:
         """Retire the acknowledged head of ``flow.sent``, in ``seq`` order (a PUBACK came).
