@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+import pickle
 from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
@@ -142,6 +144,32 @@ def test_each_deck_is_one_shared_read_only_instance(make: Callable[[], Deck]) ->
     with pytest.raises(TypeError):
         deck.copies[Tile(1) if isinstance(some_piece, Card) else JOKER] = 1  # type: ignore[index]
     assert dict(make().copies) == before
+
+
+@pytest.mark.parametrize(
+    "make",
+    [Deck.standard, Deck.with_joker, Deck.mahjong_pai_gow],
+    ids=["standard", "with_joker", "mahjong_pai_gow"],
+)
+def test_a_shared_deck_copies_and_pickles_as_an_equal_read_only_deck(
+    make: Callable[[], Deck],
+) -> None:
+    """A game state holding a deck can be deep-copied or pickled (a mapping proxy cannot)."""
+    deck = make()
+    for again in (copy.deepcopy(deck), pickle.loads(pickle.dumps(deck))):
+        assert again == deck and again.kind is deck.kind
+        assert dict(again.copies) == dict(deck.copies)
+        with pytest.raises(TypeError):
+            again.copies[next(iter(deck.copies))] = 9  # type: ignore[index]
+
+
+def test_a_deck_built_from_a_dict_is_read_only_and_keeps_no_link_to_it() -> None:
+    pieces: dict[Card | Tile, int] = {Card(0): 1, Card(1): 2}
+    deck = Deck(DeckKind.STANDARD_52, pieces)
+    pieces[Card(2)] = 1
+    assert dict(deck.copies) == {Card(0): 1, Card(1): 2}
+    with pytest.raises(TypeError):
+        deck.copies[Card(0)] = 3  # type: ignore[index]
 
 
 def test_shared_decks_hold_what_the_rules_say() -> None:

@@ -842,3 +842,40 @@ def test_appended_happened_at_equals_the_stored_time(tmp_path_factory, moment):
         assert str(entry.happened_at) == str(stored.happened_at)
         (text,) = _raw(path, "SELECT happened_at FROM entries")[0]
         assert text == format_time(moment)
+
+
+def test_set_metas_writes_every_value_in_one_commit(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as journal:
+        journal.set_metas({"a": "1", "b": "2"})
+        journal.set_metas({"b": "3"})
+        assert (journal.get_meta("a"), journal.get_meta("b")) == ("1", "3")
+    with sqlite3.connect(path) as db:  # durable, as another reader sees the file
+        rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('a', 'b')"))
+    assert rows == {"a": "1", "b": "3"}
+
+
+def test_set_metas_refuses_the_session_counter_and_writes_nothing(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        session = journal.get_meta("session")
+        with pytest.raises(JournalError, match="session"):
+            journal.set_metas({"a": "1", "session": "99"})
+        assert journal.get_meta("a") is None
+        assert journal.get_meta("session") == session
+
+
+def test_set_metas_is_all_or_nothing_when_the_write_fails(tmp_path: Path) -> None:
+    """Another connection holds the write lock: nothing of the batch is stored."""
+    path = tmp_path / "j.sqlite"
+    with Journal.open(path) as journal:
+        journal.set_metas({"a": "old"})
+        other = sqlite3.connect(path, isolation_level=None, timeout=0)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            journal._connection().execute("PRAGMA busy_timeout = 50")
+            with pytest.raises(JournalError, match="cannot write meta"):
+                journal.set_metas({"a": "new", "b": "new"})
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert (journal.get_meta("a"), journal.get_meta("b")) == ("old", None)
