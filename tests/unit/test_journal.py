@@ -784,6 +784,15 @@ def test_note_delivered_refuses_a_seq_that_is_not_in_the_journal(tmp_path, bad):
         assert journal.unwritten_marks == 0
 
 
+def test_note_delivered_is_all_or_nothing(tmp_path):
+    """A batch with one bad seq notes none of its marks, not the good ones before it."""
+    with _journal_of(tmp_path / "j.sqlite", 3) as journal:
+        with pytest.raises(JournalError, match="seq 99"):
+            journal.note_delivered([1, 2, 99])
+        assert journal.unwritten_marks == 0
+        assert [e.seq for e in journal.undelivered()] == [1, 2, 3]
+
+
 def test_note_delivered_on_an_empty_closed_or_read_only_journal(tmp_path):
     path = tmp_path / "j.sqlite"
     with Journal.open(path) as journal:
