@@ -880,7 +880,7 @@ class Journal:
 
         The outbox's way to mark deliveries without a commit of their own on the event loop:
         the marks ride along in the next :meth:`append` transaction, or are written by
-        :meth:`flush_delivered` (the publisher calls it when the table goes quiet). Every
+        :meth:`flush_delivered` (the publisher calls it when nothing is in flight). Every
         read that shows delivery state (:meth:`undelivered`, :meth:`entries`, ...) and
         :meth:`close` write them first, so callers never see a noted mark missing. A crash
         loses at most the unwritten marks: those entries are published again, and consumers

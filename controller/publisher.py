@@ -58,9 +58,6 @@ MAX_REPLAY_MESSAGES = 10_000
 MARK_BATCH = 1000
 """Delivery marks are written at the latest once this many are noted (a long backlog)."""
 
-MARK_FLUSH_SECONDS = 0.25
-"""Delivery marks are written on their own once the journal was quiet this long (until then,
-each append writes the marks noted before it, in its own transaction)."""
 
 _log = structlog.get_logger(__name__)
 
@@ -340,8 +337,6 @@ class Publisher:
         self._unfolded: deque[JournalEntry] = deque()
         self._snapshot_ready = False
         self._flow: _Flow | None = None
-        self._mark_timer: asyncio.TimerHandle | None = None
-        self._mark_seen_seq = 0
         self._random = random.Random()
         # Counters, for logs, tests and benchmarks.
         self.connections = 0
@@ -583,8 +578,6 @@ class Publisher:
             self.connected.clear()
             self.current_url = None
             self.journal.remove_listener(self._on_entry)
-            if self._mark_timer is not None:
-                self._mark_timer.cancel()
             self._flush_marks()
             self._finished.set()
 
@@ -1143,8 +1136,6 @@ class Publisher:
             self.journal.note_delivered(seqs)
         except JournalError as exc:  # closed under us (shutdown): published again next time
             self.log.warning("cannot note deliveries", error=str(exc), seqs=len(seqs))
-        else:
-            self._arm_mark_flush()
         for seq in seqs:
             self._snapshots.pop(seq, None)
             self._offline_seqs.discard(seq)
@@ -1156,22 +1147,6 @@ class Publisher:
                     self.on_delivered(entry)
                 except Exception:
                     self.log.exception("on_delivered callback failed", seq=entry.seq)
-
-    def _arm_mark_flush(self) -> None:
-        """Write the noted marks once the journal is quiet, if no append took them along."""
-        if self._mark_timer is None and self._loop is not None:
-            self._mark_seen_seq = self.journal.last_seq
-            self._mark_timer = self._loop.call_later(MARK_FLUSH_SECONDS, self._quiet_marks)
-
-    def _quiet_marks(self) -> None:
-        """The mark timer: while entries keep coming, their appends write the marks."""
-        self._mark_timer = None
-        if not self.journal.unwritten_marks:
-            return
-        if self.journal.last_seq != self._mark_seen_seq:  # not quiet: look again later
-            self._arm_mark_flush()
-            return
-        self._flush_marks()
 
     def _flush_marks(self) -> None:
         try:
