@@ -233,11 +233,11 @@ class AnalyzeFunction(Protocol):
 
 
 ANALYZERS: dict[str, str] = {
-    "teen-patti-20-20": "controller.games.teen_patti",
-    "three-card-mulligan": "controller.games.three_card_mulligan",
-    "break-poker": "controller.games.break_poker",
-    "texas-holdem": "controller.games.holdem",
-    "mahjong-pai-gow": "controller.games.mahjong_pai_gow",
+    "teen-patti-20-20": "controller.games.teen_patti.rules",
+    "three-card-mulligan": "controller.games.three_card_mulligan.rules",
+    "break-poker": "controller.games.break_poker.rules",
+    "texas-holdem": "controller.games.texas_holdem.rules",
+    "mahjong-pai-gow": "controller.games.mahjong_pai_gow.rules",
 }
 
 

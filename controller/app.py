@@ -113,7 +113,7 @@ async def run_table(
     """
     from controller import service
     from controller.commands import CommandRouter, StatusWatcher
-    from controller.live.registry import make_live_game
+    from controller.games.registry import make_live_game
     from controller.metrics import TableMetrics
 
     game = make_live_game(settings.game, settings.game_options, settings.paytables)
@@ -481,7 +481,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     }
     merged = _merge(defaults, overrides)
     configure_logging(level=merged["logging"]["level"], fmt=merged["logging"].get("format", "auto"))
-    from controller.live.registry import LIVE_GAME_IDS
+    from controller.games.registry import LIVE_GAME_IDS
 
     if game_id not in LIVE_GAME_IDS:
         raise ConfigError(

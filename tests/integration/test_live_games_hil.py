@@ -41,10 +41,11 @@ import pytest
 
 from controller.app import Simulation
 from controller.cards import Tile, parse_cards
-from controller.games import break_poker as bp
-from controller.games import mahjong_pai_gow as mj
-from controller.games import three_card_mulligan as tcm
-from controller.games.holdem import (
+from controller.games.break_poker import rules as bp
+from controller.games.mahjong_pai_gow import rules as mj
+from controller.games.poker.evaluator import category_of, describe
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
+from controller.games.texas_holdem.rules import (
     Action,
     ActionKind,
     Deal,
@@ -52,8 +53,7 @@ from controller.games.holdem import (
     HoldemState,
     start_hand,
 )
-from controller.games.poker import category_of, describe
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.three_card_mulligan import rules as tcm
 from controller.mqtt_ack import PublishRefused
 from simulators.scanner import CardFault, FaultPlan
 from tests.integration._live_helpers import (

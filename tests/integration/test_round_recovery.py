@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.app import Simulation, run_table, simulated_scanner
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.settings import load_settings
 
 pytestmark = pytest.mark.hil

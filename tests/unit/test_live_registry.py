@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from controller.errors import ConfigError
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.mahjong_pai_gow.live import MahjongLiveGame
+from controller.games.registry import LIVE_GAME_IDS, make_live_game, validate_options
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
+from controller.games.texas_holdem.live import HoldemLiveGame
 from controller.live.base import DealStep, DecisionStep
 from controller.live.fixed_plan import FixedPlanGame
-from controller.live.holdem import HoldemLiveGame
-from controller.live.mahjong_pai_gow import MahjongLiveGame
-from controller.live.registry import LIVE_GAME_IDS, make_live_game, validate_options
 from controller.money import parse_odds
 
 

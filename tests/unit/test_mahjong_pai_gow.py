@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from controller.analysis import Method
 from controller.cards import Card, Deck, Tile
 from controller.errors import ConfigError, RulesError
-from controller.games import mahjong_pai_gow as mj
+from controller.games.mahjong_pai_gow import rules as mj
 from controller.money import BetOutcome, merge_paytables
 
 W = 10  # the window

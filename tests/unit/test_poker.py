@@ -18,8 +18,8 @@ from phevaluator import evaluate_cards
 from controller.analysis import Method
 from controller.cards import Card, parse_cards
 from controller.errors import RulesError
-from controller.games import holdem, poker
-from controller.games.poker import (
+from controller.games.poker import evaluator as poker
+from controller.games.poker.evaluator import (
     HandCategory,
     best_five,
     category_of,
@@ -30,6 +30,7 @@ from controller.games.poker import (
     evaluate7_batch,
     hand_strength,
 )
+from controller.games.texas_holdem import rules as holdem
 
 TREYS = treys.Evaluator()
 TREYS_CARDS = [treys.Card.new(str(Card(code))) for code in range(52)]

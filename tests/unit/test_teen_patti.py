@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from controller.cards import JOKER, Card, Tile, parse_cards
 from controller.errors import PayTableError, RulesError
 from controller.games.base import TableGame
-from controller.games.teen_patti import (
+from controller.games.teen_patti.rules import (
     TEEN_PATTI_20_20,
     SixCardBonus,
     TeenPattiHand,

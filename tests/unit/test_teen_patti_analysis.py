@@ -15,7 +15,7 @@ import pytest
 from controller.analysis import AnalysisReport, Method, analyzer_for
 from controller.cards import Card
 from controller.errors import RulesError
-from controller.games.teen_patti import (
+from controller.games.teen_patti.rules import (
     TEEN_PATTI_20_20,
     SixCardBonus,
     TeenPattiHand,

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from controller.analysis import Method
 from controller.cards import Card, Tile, parse_cards
 from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games import three_card_mulligan as tcm
 from controller.games.base import Face
+from controller.games.three_card_mulligan import rules as tcm
 from controller.money import BetOutcome, merge_paytables
 
 # --------------------------------------------------------------------------------------------

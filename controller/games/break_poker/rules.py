@@ -27,7 +27,8 @@ from typing import Any, Final
 from controller.analysis import AnalysisReport, Method
 from controller.cards import Card, Deck, Piece, parse_cards
 from controller.errors import IllegalAction, RulesError
-from controller.games._break_hands import (
+from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
+from controller.games.break_poker.hands import (
     ACE,
     BreakBonusHand,
     HighKey,
@@ -44,8 +45,7 @@ from controller.games._break_hands import (
     low_outranks_high,
     qualifies,
 )
-from controller.games._break_hands import is_lucky_break as _keys_are_lucky_break
-from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
+from controller.games.break_poker.hands import is_lucky_break as _keys_are_lucky_break
 from controller.money import BetResult, Odds, PayTables
 
 __all__ = [
@@ -791,7 +791,7 @@ BREAK_POKER: Final = BreakPoker()
 
 
 def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
-    """The par sheet of every bet (see :func:`controller.games._break_par.analyze`)."""
-    from controller.games._break_par import analyze as analyze_par
+    """The par sheet of every bet (see :func:`controller.games.break_poker.par_sheet.analyze`)."""
+    from controller.games.break_poker.par_sheet import analyze as analyze_par
 
     return analyze_par(method=method, samples=samples, seed=seed, progress=progress)

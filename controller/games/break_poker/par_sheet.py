@@ -1,4 +1,4 @@
-"""Break Poker par sheet on rank multisets (private to :mod:`controller.games.break_poker`).
+"""Break Poker par sheet on rank multisets (private to :mod:`controller.games.break_poker.rules`).
 
 Suits play no part in Break Poker, so every seven-card hand is judged by its multiset of ranks
 (the joker counted as its own "rank" with one copy). The 154,143,080 seven-card hands of the
@@ -43,7 +43,7 @@ from controller.analysis import (
     sampled_bet,
 )
 from controller.errors import RulesError
-from controller.games._break_hands import (
+from controller.games.break_poker.hands import (
     JOKER_RANK,
     RANKS,
     BreakBonusHand,
@@ -555,7 +555,7 @@ def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> Analy
     Raises:
         RulesError: Monte Carlo asked with fewer than two samples.
     """
-    from controller.games.break_poker import DEFAULT_PAYTABLES
+    from controller.games.break_poker.rules import DEFAULT_PAYTABLES
 
     started = time.perf_counter()
     table = full_table()

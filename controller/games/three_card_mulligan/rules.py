@@ -6,8 +6,8 @@ with the team's binding decisions and this module's own decisions). In short:
 * Three-card ranking, high to low: straight flush, three of a kind, straight, flush, pair,
   high card. The ace is high, and low only in A-2-3 (the lowest straight); Q-K-A is the
   highest straight. Suits never break ties. (This is *not* the Teen Patti order, which lives
-  in :mod:`controller.games.teen_patti`; only the machinery around the ranking is shared,
-  in :mod:`controller.games.three_card`.)
+  in :mod:`controller.games.teen_patti.rules`; only the machinery around the ranking is shared,
+  in :mod:`controller.games.three_card.hands`.)
 * The round deals the player's three (face up), the dealer's three (hidden), then, if at least
   one online player chose to mulligan, the player's mulligan hand, then the dealer's cards are
   revealed and, if they are below king-high, the dealer's mulligan hand is dealt.
@@ -46,8 +46,8 @@ from controller.analysis import (
 )
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games import three_card
 from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
+from controller.games.three_card import hands as three_card
 from controller.money import BetResult, Odds, PayTables
 
 IntArray = npt.NDArray[np.int64]

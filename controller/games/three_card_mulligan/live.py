@@ -5,7 +5,7 @@ online player choose to mulligan?), ``PM1-PM3`` (up) only if someone did, the re
 dealer's hand ``D``, ``DM1-DM3`` (up) when the dealer's first hand is below king-high, finish.
 
 The rules (ranking, the dealer's rule, both paths' settlement) are
-:mod:`controller.games.three_card_mulligan`; this module only sequences them. The result JSON
+:mod:`controller.games.three_card_mulligan.rules`; this module only sequences them. The result JSON
 is documented in ``docs/live-play.md``.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Final
 
 from controller.cards import Deck, Piece
 from controller.errors import PieceRefused, RulesError
-from controller.games import three_card_mulligan as rules
-from controller.games.three_card_mulligan import MulliganRound, Path
+from controller.games.three_card_mulligan import rules
+from controller.games.three_card_mulligan.rules import MulliganRound, Path
 from controller.live._common import (
     cards_wire,
     expect_deal,

@@ -1,13 +1,13 @@
 """Live form of Texas Hold'em as a step machine: hole cards, actions, streets, equity, showdown.
 
 One round is one hand. The rules (blinds, order of action, legal actions and sizes, side
-pots) are :mod:`controller.games.holdem`'s :class:`~controller.games.holdem.HoldemState`; this
+pots) are :class:`controller.games.texas_holdem.rules.HoldemState`'s; this
 module sequences them for the orchestrator:
 
 * hole cards one at a time clockwise from the small blind, twice around (hidden);
 * an ``equity`` :class:`InfoStep` (secure) once the hole cards are in, and after the flop, the
   turn and the river, with every live seat's chance to win and to tie
-  (:func:`controller.live.equity.win_probabilities`);
+  (:func:`controller.games.texas_holdem.equity.win_probabilities`);
 * a :class:`DecisionStep` ``action-<n>`` for each action, for the seat to act, offering the
   legal actions now; the default at the deadline is check if legal, else fold;
 * flop, turn and river face up (with burns if the table burns);
@@ -25,8 +25,10 @@ from typing import Any, Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games import holdem as rules
-from controller.games.holdem import (
+from controller.games.poker.evaluator import category_of, describe
+from controller.games.texas_holdem import rules
+from controller.games.texas_holdem.equity import win_probabilities
+from controller.games.texas_holdem.rules import (
     Action,
     ActionKind,
     Deal,
@@ -35,7 +37,6 @@ from controller.games.holdem import (
     next_button,
     start_hand,
 )
-from controller.games.poker import category_of, describe
 from controller.live._common import (
     check_decision_fields,
     expect_deal,
@@ -51,7 +52,6 @@ from controller.live.base import (
     RevealStep,
     Step,
 )
-from controller.live.equity import win_probabilities
 
 ACTION_NAMES: Final = {
     ActionKind.FOLD: "fold",

@@ -165,7 +165,7 @@ def _paytables(
 
 
 def _teen_patti(options: Any, overrides: Mapping[str, Mapping[str, str]]) -> LiveGame:
-    from controller.games.teen_patti import TEEN_PATTI_20_20
+    from controller.games.teen_patti.rules import TEEN_PATTI_20_20
     from controller.live.fixed_plan import FixedPlanGame
 
     tables = _paytables(TEEN_PATTI, TEEN_PATTI_20_20.default_paytables, overrides)
@@ -173,8 +173,8 @@ def _teen_patti(options: Any, overrides: Mapping[str, Mapping[str, str]]) -> Liv
 
 
 def _mulligan(options: MulliganOptions, overrides: Mapping[str, Mapping[str, str]]) -> LiveGame:
-    from controller.games.three_card_mulligan import THREE_CARD_MULLIGAN as RULES
-    from controller.live.three_card_mulligan import MulliganLiveGame
+    from controller.games.three_card_mulligan.live import MulliganLiveGame
+    from controller.games.three_card_mulligan.rules import THREE_CARD_MULLIGAN as RULES
 
     tables = _paytables(THREE_CARD_MULLIGAN, RULES.default_paytables, overrides)
     return MulliganLiveGame(tables, options.decision_seconds)
@@ -183,16 +183,16 @@ def _mulligan(options: MulliganOptions, overrides: Mapping[str, Mapping[str, str
 def _break_poker(
     options: BreakPokerOptions, overrides: Mapping[str, Mapping[str, str]]
 ) -> LiveGame:
-    from controller.games.break_poker import BREAK_POKER as RULES
-    from controller.live.break_poker import BreakPokerLiveGame
+    from controller.games.break_poker.live import BreakPokerLiveGame
+    from controller.games.break_poker.rules import BREAK_POKER as RULES
 
     tables = _paytables(BREAK_POKER, RULES.default_paytables, overrides)
     return BreakPokerLiveGame(tables, options.setting_seconds)
 
 
 def _holdem(options: HoldemOptions, overrides: Mapping[str, Mapping[str, str]]) -> LiveGame:
-    from controller.games.holdem import HoldemConfig
-    from controller.live.holdem import HoldemLiveGame, HoldemTable
+    from controller.games.texas_holdem.live import HoldemLiveGame, HoldemTable
+    from controller.games.texas_holdem.rules import HoldemConfig
 
     if overrides:
         raise ConfigError(
@@ -223,9 +223,9 @@ def _holdem(options: HoldemOptions, overrides: Mapping[str, Mapping[str, str]]) 
 
 
 def _mahjong(options: MahjongOptions, overrides: Mapping[str, Mapping[str, str]]) -> LiveGame:
-    from controller.games.mahjong_pai_gow import MAHJONG_PAI_GOW as RULES
-    from controller.games.mahjong_pai_gow import CommissionMode, position_labels
-    from controller.live.mahjong_pai_gow import MahjongLiveGame
+    from controller.games.mahjong_pai_gow.live import MahjongLiveGame
+    from controller.games.mahjong_pai_gow.rules import MAHJONG_PAI_GOW as RULES
+    from controller.games.mahjong_pai_gow.rules import CommissionMode, position_labels
 
     tables = _paytables(MAHJONG_PAI_GOW, RULES.default_paytables, overrides)
     return MahjongLiveGame(

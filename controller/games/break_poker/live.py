@@ -15,7 +15,7 @@ from typing import Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, RulesError
-from controller.games import break_poker as rules
+from controller.games.break_poker import rules
 from controller.live._common import (
     cards_wire,
     expect_deal,

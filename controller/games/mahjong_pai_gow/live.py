@@ -16,9 +16,9 @@ from typing import Any, Final
 
 from controller.cards import Deck, Piece, Tile
 from controller.errors import IllegalAction, RulesError
-from controller.games import mahjong_pai_gow as rules
 from controller.games.base import DealPlan, Slot
-from controller.games.mahjong_pai_gow import BankerRotation, CommissionMode
+from controller.games.mahjong_pai_gow import rules
+from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
 from controller.live._common import (
     cards_wire,
     expect_deal,

@@ -44,7 +44,7 @@ from controller.analysis import (
 from controller.cards import Card, Deck
 from controller.errors import ConfigError, IllegalAction, RulesError
 from controller.games.base import DealPlan, Face, Slot
-from controller.games.poker import (
+from controller.games.poker.evaluator import (
     HandCategory,
     categories_of,
     category_of,
@@ -890,7 +890,7 @@ def _count_seven(progress: bool, lowest: int = 0) -> npt.NDArray[np.int64]:
     numbered downwards (51 - code), the five-card sets above ``b`` are a prefix of one colex
     list, so their summed keys are computed once and reused for every ``(a, b)``.
     """
-    from controller.games import poker
+    from controller.games.poker import evaluator as poker
 
     tables = poker._batch_tables()
     fives = 51 - _colex_combinations(52 - lowest, 5)

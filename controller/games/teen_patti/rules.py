@@ -44,8 +44,8 @@ from controller.analysis import (
 )
 from controller.cards import Card, Deck, Piece
 from controller.errors import RulesError
-from controller.games import three_card
 from controller.games.base import DealPlan, GameResult, HandSummary, Slot
+from controller.games.three_card import hands as three_card
 from controller.money import BetResult, Odds, PayTables
 
 IntArray = npt.NDArray[np.int64]
