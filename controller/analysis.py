@@ -233,8 +233,8 @@ class AnalyzeFunction(Protocol):
 
 
 ANALYZERS: dict[str, str] = {
-    "teen-patti-20-20": "controller.games.teen_patti.rules",
-    "three-card-mulligan": "controller.games.three_card_mulligan.rules",
+    "teen-patti-20-20": "controller.games.teen_patti.par_sheet",
+    "three-card-mulligan": "controller.games.three_card_mulligan.par_sheet",
     "break-poker": "controller.games.break_poker.rules",
     "texas-holdem": "controller.games.texas_holdem.rules",
     "mahjong-pai-gow": "controller.games.mahjong_pai_gow.rules",

@@ -15,15 +15,17 @@ import pytest
 from controller.analysis import AnalysisReport, Method, analyzer_for
 from controller.cards import Card
 from controller.errors import RulesError
-from controller.games.teen_patti.rules import (
-    TEEN_PATTI_20_20,
-    SixCardBonus,
-    TeenPattiHand,
+from controller.games.teen_patti.par_sheet import (
     analyze,
     count_hand_categories,
     count_main_outcomes,
     count_six_card_bonus,
     six_card_bonus_levels,
+)
+from controller.games.teen_patti.rules import (
+    TEEN_PATTI_20_20,
+    SixCardBonus,
+    TeenPattiHand,
 )
 from tests.unit.test_teen_patti import CATEGORY_ORDER, reference_key
 

@@ -8,9 +8,10 @@ everything around the ranking is the same, and lives here:
 * a game's ranking is a pure ``strength_of_ranks(ranks, suited) -> int``
   (:data:`StrengthOfRanks`); :func:`lazy_strength_table` turns it into a lookup table over
   every ordered triple of standard card codes (52**3 entries, built on first use from the
-  22,100 hands), and :func:`lazy_strength_array` into its numpy form;
-* checking that pieces are three distinct standard cards, naming the plain categories (flush,
-  pair, high card) for people, and listing every hand of a deck with its strength.
+  22,100 hands) (its numpy form, for the par sheets, is in
+  :mod:`controller.games.three_card.counting`);
+* checking that pieces are three distinct standard cards and naming the plain categories
+  (flush, pair, high card) for people.
 
 Everything here is pure: no I/O, no clock, no randomness.
 """
@@ -22,13 +23,8 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from controller.cards import JOKER_CODE, RANK_NAMES, Card, Piece
 from controller.errors import RulesError
-
-IntArray = npt.NDArray[np.int64]
 
 StrengthOfRanks = Callable[[Iterable[int], bool], int]
 """A game's ranking: ``(ranks 2-14 in any order, all one suit?) -> strength``."""
@@ -114,32 +110,6 @@ def lazy_strength_table(strength_of_ranks: StrengthOfRanks) -> Callable[[], list
         return build_strength_table(strength_of_ranks)
 
     return strength_table
-
-
-def lazy_strength_array(strength_table: Callable[[], list[int]]) -> Callable[[], IntArray]:
-    """A function returning the table of ``strength_table`` as a numpy array (built once)."""
-
-    @functools.cache
-    def strength_array() -> IntArray:
-        return np.asarray(strength_table(), dtype=np.int64)
-
-    return strength_array
-
-
-def hands_and_strengths(codes: Iterable[int], strengths: IntArray) -> tuple[IntArray, IntArray]:
-    """Every three-card hand of a deck (codes ascending) and its strength.
-
-    Args:
-        codes: The deck's standard card codes (repeats are ignored).
-        strengths: A game's strength table as a numpy array.
-
-    Returns:
-        ``(hands, strengths)``: arrays of shape (n, 3) and (n,).
-    """
-    ordered = sorted(set(codes))
-    hands = np.asarray(list(itertools.combinations(ordered, CARDS_PER_HAND)), dtype=np.int64)
-    hands = hands.reshape(-1, CARDS_PER_HAND)
-    return hands, strengths[triple_index(hands[:, 0], hands[:, 1], hands[:, 2])]
 
 
 def check_three_cards(
