@@ -235,9 +235,9 @@ class AnalyzeFunction(Protocol):
 ANALYZERS: dict[str, str] = {
     "teen-patti-20-20": "controller.games.teen_patti.par_sheet",
     "three-card-mulligan": "controller.games.three_card_mulligan.par_sheet",
-    "break-poker": "controller.games.break_poker.rules",
-    "texas-holdem": "controller.games.texas_holdem.rules",
-    "mahjong-pai-gow": "controller.games.mahjong_pai_gow.rules",
+    "break-poker": "controller.games.break_poker.par_sheet",
+    "texas-holdem": "controller.games.texas_holdem.par_sheet",
+    "mahjong-pai-gow": "controller.games.mahjong_pai_gow.par_sheet",
 }
 
 

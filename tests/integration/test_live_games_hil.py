@@ -43,7 +43,7 @@ from controller.app import Simulation
 from controller.cards import Tile, parse_cards
 from controller.games.break_poker import rules as bp
 from controller.games.mahjong_pai_gow import rules as mj
-from controller.games.poker.evaluator import category_of, describe
+from controller.games.poker.hands import category_of, describe
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.games.texas_holdem.rules import (
     Action,

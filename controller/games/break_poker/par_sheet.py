@@ -1,4 +1,4 @@
-"""Break Poker par sheet on rank multisets (private to :mod:`controller.games.break_poker.rules`).
+"""Break Poker par sheet on rank multisets (numpy; the rules are in ``rules``).
 
 Suits play no part in Break Poker, so every seven-card hand is judged by its multiset of ranks
 (the joker counted as its own "rank" with one copy). The 154,143,080 seven-card hands of the
@@ -57,6 +57,7 @@ from controller.games.break_poker.hands import (
     low_outranks_high,
     qualifies,
 )
+from controller.games.break_poker.rules import DEFAULT_PAYTABLES
 from controller.money import Odds, PayTables
 
 IntArray = npt.NDArray[np.int64]
@@ -555,8 +556,6 @@ def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> Analy
     Raises:
         RulesError: Monte Carlo asked with fewer than two samples.
     """
-    from controller.games.break_poker.rules import DEFAULT_PAYTABLES
-
     started = time.perf_counter()
     table = full_table()
     notes = [

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
-from controller.analysis import AnalysisReport, Method
 from controller.cards import Card, Deck, Piece, parse_cards
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
@@ -60,7 +59,6 @@ __all__ = [
     "BreakPokerRound",
     "HouseWayStep",
     "Setting",
-    "analyze",
     "best_lucky_break",
     "check_setting",
     "dealer_qualifies",
@@ -784,14 +782,3 @@ class BreakPoker:
 
 
 BREAK_POKER: Final = BreakPoker()
-
-
-# --------------------------------------------------------------------------------------------
-# Par sheet
-
-
-def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
-    """The par sheet of every bet (see :func:`controller.games.break_poker.par_sheet.analyze`)."""
-    from controller.games.break_poker.par_sheet import analyze as analyze_par
-
-    return analyze_par(method=method, samples=samples, seed=seed, progress=progress)

@@ -25,9 +25,8 @@ from typing import Any, Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games.poker.evaluator import category_of, describe
+from controller.games.poker.hands import category_of, describe
 from controller.games.texas_holdem import rules
-from controller.games.texas_holdem.equity import win_probabilities
 from controller.games.texas_holdem.rules import (
     Action,
     ActionKind,
@@ -139,6 +138,10 @@ class HoldemLiveRound:
         cached = self._equity_cache.get(street)
         if cached is not None:
             return cached
+        # Equity is vectorised with numpy: loaded when the first equity is computed, so that
+        # building a table's rounds never loads numpy.
+        from controller.games.texas_holdem.equity import win_probabilities
+
         state = self.state
         live = {seat_label(s.seat): list(s.hole) for s in state.seats if not s.folded}
         dead = [card for s in state.seats if s.folded for card in s.hole] + list(state.burned)
