@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
-from controller.cards import Card, Deck, Piece
+from controller.cards import Card, Piece
 from controller.errors import IllegalAction, RulesError
+from controller.games.base import Declared, GameFacts
 from controller.games.break_poker import rules
 from controller.live._common import (
     cards_wire,
@@ -158,7 +159,7 @@ class BreakPokerLiveRound:
 
 
 @dataclass(frozen=True)
-class BreakPokerLiveGame:
+class BreakPokerLiveGame(Declared):
     """Break Poker as a :class:`controller.live.base.LiveGame`.
 
     Attributes:
@@ -166,23 +167,10 @@ class BreakPokerLiveGame:
         setting_seconds: The setting window's length.
     """
 
+    facts: ClassVar[GameFacts] = rules.FACTS
+
     paytables: PayTables
     setting_seconds: float = 20.0
-
-    @property
-    def id(self) -> str:
-        """``"break-poker"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """52 cards and the joker."""
-        return Deck.with_joker()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``main break_bonus dealer_break_bonus``."""
-        return rules.BET_IDS
 
     def new_round(self, table_state: JSON) -> BreakPokerLiveRound:
         """A fresh round (nothing carries over)."""

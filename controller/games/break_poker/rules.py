@@ -22,11 +22,11 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from controller.cards import Card, Deck, Piece, parse_cards
 from controller.errors import IllegalAction, RulesError
-from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
+from controller.games.base import DealPlan, Declared, Face, GameFacts, GameResult, HandSummary, Slot
 from controller.games.break_poker.hands import (
     ACE,
     BreakBonusHand,
@@ -692,7 +692,17 @@ def _summary(setting: Setting) -> HandSummary:
     )
 
 
-class BreakPoker:
+FACTS: Final = GameFacts(
+    id=GAME_ID,
+    name="Break Poker",
+    new_deck=Deck.with_joker,
+    bet_ids=BET_IDS,
+    new_paytables=_default_paytables,
+)
+"""What the game is: its id, name, deck, bet types and pay tables."""
+
+
+class BreakPoker(Declared):
     """Break Poker, shared-hand live form: player P1-P7 face up, dealer D1-D7 hidden.
 
     :meth:`resolve` judges the round with the house way for the player; the result's
@@ -701,30 +711,7 @@ class BreakPoker:
     setting (:meth:`BreakPokerRound.settle`).
     """
 
-    @property
-    def id(self) -> str:
-        """``"break-poker"``."""
-        return GAME_ID
-
-    @property
-    def name(self) -> str:
-        """The game's name for people."""
-        return "Break Poker"
-
-    @property
-    def deck(self) -> Deck:
-        """52 cards plus one joker."""
-        return Deck.with_joker()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``main break_bonus dealer_break_bonus``."""
-        return BET_IDS
-
-    @property
-    def default_paytables(self) -> PayTables:
-        """The rule page's pay tables (a fresh copy each time)."""
-        return _default_paytables()
+    facts: ClassVar[GameFacts] = FACTS
 
     @property
     def deal_plan(self) -> DealPlan:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from controller.cards import Deck, Piece, Tile
+from controller.cards import Piece, Tile
 from controller.errors import IllegalAction, RulesError
-from controller.games.base import DealPlan, Slot
+from controller.games.base import DealPlan, Declared, GameFacts, Slot
 from controller.games.mahjong_pai_gow import rules
 from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
 from controller.live._common import (
@@ -231,7 +231,7 @@ def _summary(tiles: Sequence[Piece], label: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class MahjongLiveGame:
+class MahjongLiveGame(Declared):
     """Mahjong Pai Gow as a :class:`controller.live.base.LiveGame`.
 
     Attributes:
@@ -243,26 +243,13 @@ class MahjongLiveGame:
         bank_seconds: How long each bank offer stays open.
     """
 
+    facts: ClassVar[GameFacts] = rules.FACTS
+
     paytables: PayTables
     positions: tuple[str, ...] = rules.position_labels(rules.DEFAULT_POSITIONS)
     dealing_order: tuple[str, ...] = ()
     commission: CommissionMode = CommissionMode.PER_BET
     bank_seconds: float = 10.0
-
-    @property
-    def id(self) -> str:
-        """``"mahjong-pai-gow"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """The 20 tiles."""
-        return Deck.mahjong_pai_gow()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``player banker`` (each per position)."""
-        return rules.BET_IDS
 
     def new_round(self, table_state: JSON) -> MahjongLiveRound:
         """A fresh round; ``table_state`` carries ``{"banker": position | null}``.

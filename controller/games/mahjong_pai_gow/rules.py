@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import ClassVar, Final
 
 from controller.cards import WINDOW_VALUE, Deck, Piece, Tile
 from controller.errors import ConfigError, PieceRefused, RulesError
-from controller.games.base import DealPlan, GameResult, HandSummary, Slot
+from controller.games.base import DealPlan, Declared, GameFacts, GameResult, HandSummary, Slot
 from controller.money import BetResult, Odds, PayTables
 
 GAME_ID: Final = "mahjong-pai-gow"
@@ -444,13 +444,25 @@ def _default_paytables() -> dict[str, dict[str, Odds]]:
 DEFAULT_PAYTABLES: Final = _default_paytables()
 
 
-class MahjongPaiGow:
+FACTS: Final = GameFacts(
+    id=GAME_ID,
+    name="Mahjong Pai Gow",
+    new_deck=Deck.mahjong_pai_gow,
+    bet_ids=BET_IDS,
+    new_paytables=_default_paytables,
+)
+"""What the game is: its id, name, deck, bet types and pay tables."""
+
+
+class MahjongPaiGow(Declared):
     """Mahjong Pai Gow at a live-dealer table: a banker box and ``positions`` player boxes.
 
     Args:
         positions: Number of player positions (default 4).
         commission: How the banker's commission is charged (per bet by default).
     """
+
+    facts: ClassVar[GameFacts] = FACTS
 
     def __init__(
         self,
@@ -459,31 +471,6 @@ class MahjongPaiGow:
     ) -> None:
         self.positions = position_labels(positions)
         self.commission = commission
-
-    @property
-    def id(self) -> str:
-        """``"mahjong-pai-gow"``."""
-        return GAME_ID
-
-    @property
-    def name(self) -> str:
-        """The game's name for people."""
-        return "Mahjong Pai Gow"
-
-    @property
-    def deck(self) -> Deck:
-        """The 20 tiles."""
-        return Deck.mahjong_pai_gow()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``player banker`` (each per position)."""
-        return BET_IDS
-
-    @property
-    def default_paytables(self) -> PayTables:
-        """Both bets win at 0.95:1 (a fresh copy each time)."""
-        return _default_paytables()
 
     @property
     def deal_plan(self) -> DealPlan:

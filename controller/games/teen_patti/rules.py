@@ -26,11 +26,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import ClassVar, Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import RulesError
-from controller.games.base import DealPlan, GameResult, HandSummary, Slot
+from controller.games.base import DealPlan, Declared, GameFacts, GameResult, HandSummary, Slot
 from controller.games.three_card import hands as three_card
 from controller.money import BetResult, Odds, PayTables
 
@@ -375,33 +375,20 @@ def _odds(paytables: PayTables, bet: str, outcome: str) -> Odds:
         ) from None
 
 
-class TeenPatti2020:
+FACTS: Final = GameFacts(
+    id=GAME_ID,
+    name="Teen Patti 20-20",
+    new_deck=Deck.standard,
+    bet_ids=BET_IDS,
+    new_paytables=_default_paytables,
+)
+"""What the game is: its id, name, deck, bet types and pay tables."""
+
+
+class TeenPatti2020(Declared):
     """Teen Patti 20-20: two three-card hands, A and B, dealt A1 B1 A2 B2 A3 B3 face up."""
 
-    @property
-    def id(self) -> str:
-        """``"teen-patti-20-20"``."""
-        return GAME_ID
-
-    @property
-    def name(self) -> str:
-        """The game's name for people."""
-        return "Teen Patti 20-20"
-
-    @property
-    def deck(self) -> Deck:
-        """One standard 52-card deck, no joker."""
-        return Deck.standard()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``player_a player_b tie pair_plus_a pair_plus_b six_card_bonus``."""
-        return BET_IDS
-
-    @property
-    def default_paytables(self) -> PayTables:
-        """The rule sheet's pay tables (a fresh copy each time)."""
-        return _default_paytables()
+    facts: ClassVar[GameFacts] = FACTS
 
     @property
     def deal_plan(self) -> DealPlan:

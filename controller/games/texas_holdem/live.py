@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from controller.cards import Card, Deck, Piece
+from controller.cards import Card, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
+from controller.games.base import Declared, GameFacts
 from controller.games.poker.hands import category_of, describe
 from controller.games.texas_holdem import rules
 from controller.games.texas_holdem.rules import (
@@ -451,29 +452,16 @@ def _parse_action(decision: JSON, step: DecisionStep, window: str) -> Action:
 
 
 @dataclass(frozen=True)
-class HoldemLiveGame:
+class HoldemLiveGame(Declared):
     """Texas Hold'em as a :class:`controller.live.base.LiveGame`.
 
     Attributes:
         table: The table's live settings.
     """
 
+    facts: ClassVar[GameFacts] = rules.FACTS
+
     table: HoldemTable = field(default_factory=HoldemTable)
-
-    @property
-    def id(self) -> str:
-        """``"texas-holdem"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """One standard deck."""
-        return Deck.standard()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """None: the house takes no bets; the chips are the players' (a void returns them)."""
-        return ()
 
     def _stacks(self, table_state: JSON) -> dict[int, int]:
         seats = range(1, self.table.config.seats + 1)

@@ -30,13 +30,22 @@ from typing import Final
 
 from controller.cards import Card, Deck
 from controller.errors import ConfigError, IllegalAction, RulesError
-from controller.games.base import DealPlan, Face, Slot
+from controller.games.base import DealPlan, Face, GameFacts, Slot
 from controller.games.poker.hands import category_of, describe
 
 GAME_ID: Final = "texas-holdem"
 GAME_NAME: Final = "Texas Hold'em"
 BOARD_HAND: Final = "board"
 BURN_HAND: Final = "burn"
+
+FACTS: Final = GameFacts(
+    id=GAME_ID,
+    name=GAME_NAME,
+    new_deck=Deck.standard,
+    bet_ids=(),
+    new_paytables=dict,
+)
+"""What the game is: a poker game between the seats, with no house bets (no pay tables)."""
 
 
 # --------------------------------------------------------------------------------------------

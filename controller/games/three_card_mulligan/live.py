@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from controller.cards import Deck, Piece
+from controller.cards import Piece
 from controller.errors import PieceRefused, RulesError
+from controller.games.base import Declared, GameFacts
 from controller.games.three_card_mulligan import rules
 from controller.games.three_card_mulligan.rules import MulliganRound, Path
 from controller.live._common import (
@@ -162,7 +163,7 @@ class MulliganLiveRound:
 
 
 @dataclass(frozen=True)
-class MulliganLiveGame:
+class MulliganLiveGame(Declared):
     """Three Card Mulligan as a :class:`controller.live.base.LiveGame`.
 
     Attributes:
@@ -170,23 +171,10 @@ class MulliganLiveGame:
         decision_seconds: The mulligan window's length.
     """
 
+    facts: ClassVar[GameFacts] = rules.FACTS
+
     paytables: PayTables
     decision_seconds: float = 10.0
-
-    @property
-    def id(self) -> str:
-        """``"three-card-mulligan"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """One standard deck."""
-        return Deck.standard()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``ante mulligan pair_plus pair_plus_mulligan``."""
-        return rules.BET_IDS
 
     def new_round(self, table_state: JSON) -> MulliganLiveRound:
         """A fresh round (nothing carries over)."""

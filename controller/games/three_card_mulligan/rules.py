@@ -27,11 +27,11 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Final
+from typing import ClassVar, Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
+from controller.games.base import DealPlan, Declared, Face, GameFacts, GameResult, HandSummary, Slot
 from controller.games.three_card import hands as three_card
 from controller.money import BetResult, Odds, PayTables
 
@@ -658,33 +658,20 @@ class MulliganRound:
         )
 
 
-class ThreeCardMulligan:
+FACTS: Final = GameFacts(
+    id=GAME_ID,
+    name="Three Card Mulligan",
+    new_deck=Deck.standard,
+    bet_ids=BET_IDS,
+    new_paytables=_default_paytables,
+)
+"""What the game is: its id, name, deck, bet types and pay tables."""
+
+
+class ThreeCardMulligan(Declared):
     """Three Card Mulligan: the shared-hand live-dealer form."""
 
-    @property
-    def id(self) -> str:
-        """``"three-card-mulligan"``."""
-        return GAME_ID
-
-    @property
-    def name(self) -> str:
-        """The game's name for people."""
-        return "Three Card Mulligan"
-
-    @property
-    def deck(self) -> Deck:
-        """One standard 52-card deck, no joker."""
-        return Deck.standard()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``ante mulligan pair_plus pair_plus_mulligan``."""
-        return BET_IDS
-
-    @property
-    def default_paytables(self) -> PayTables:
-        """The rule sheet's pay tables (a fresh copy each time)."""
-        return _default_paytables()
+    facts: ClassVar[GameFacts] = FACTS
 
     @property
     def deal_plan(self) -> DealPlan:
