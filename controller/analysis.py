@@ -1,6 +1,7 @@
 """Par sheets: what every bet pays, how often, and its return to player.
 
-Each game's module provides ``analyze(method, samples, seed, progress) -> AnalysisReport``.
+Each game's ``par_sheet`` module (named in its spec, :mod:`controller.games.registry`)
+provides ``analyze(method, samples, seed, progress) -> AnalysisReport``.
 This module holds the report model, its JSON and text forms, and the dispatch used by
 ``tablectl analyze``.
 
@@ -19,7 +20,6 @@ exact fractions ride along as strings when the method is exact.
 from __future__ import annotations
 
 import enum
-import importlib
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Any, Protocol, TypeVar
 
 from controller.errors import TablectlError
+from controller.games.registry import GAMES
 from controller.money import to_decimal_str
 
 T = TypeVar("T")
@@ -232,13 +233,8 @@ class AnalyzeFunction(Protocol):
         ...
 
 
-ANALYZERS: dict[str, str] = {
-    "teen-patti-20-20": "controller.games.teen_patti.par_sheet",
-    "three-card-mulligan": "controller.games.three_card_mulligan.par_sheet",
-    "break-poker": "controller.games.break_poker.par_sheet",
-    "texas-holdem": "controller.games.texas_holdem.par_sheet",
-    "mahjong-pai-gow": "controller.games.mahjong_pai_gow.par_sheet",
-}
+ANALYZERS: dict[str, str] = {spec.id: spec.par_sheet for spec in GAMES}
+"""Game id -> the module of its par sheet (from the registry)."""
 
 
 class UnknownGame(TablectlError):
@@ -251,9 +247,7 @@ def analyzer_for(game: str) -> AnalyzeFunction:
     Raises:
         UnknownGame: No such game.
     """
-    module_name = ANALYZERS.get(game)
-    if module_name is None:
-        raise UnknownGame(f"unknown game {game!r}; known: {', '.join(ANALYZERS)}", game=game)
-    module = importlib.import_module(module_name)
-    function: AnalyzeFunction = module.analyze
-    return function
+    for spec in GAMES:
+        if spec.id == game:
+            return spec.analyzer()
+    raise UnknownGame(f"unknown game {game!r}; known: {', '.join(ANALYZERS)}", game=game)

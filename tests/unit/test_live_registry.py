@@ -8,7 +8,7 @@ import pytest
 
 from controller.errors import ConfigError
 from controller.games.mahjong_pai_gow.live import MahjongLiveGame
-from controller.games.registry import LIVE_GAME_IDS, make_live_game, validate_options
+from controller.games.registry import GAME_IDS, make_live_game, validate_options
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.games.texas_holdem.live import HoldemLiveGame
 from controller.live.base import DealStep, DecisionStep
@@ -16,7 +16,7 @@ from controller.live.fixed_plan import FixedPlanGame
 from controller.money import parse_odds
 
 
-@pytest.mark.parametrize("game_id", LIVE_GAME_IDS)
+@pytest.mark.parametrize("game_id", GAME_IDS)
 def test_every_game_builds_with_defaults(game_id: str) -> None:
     game = make_live_game(game_id, {}, {})
     assert game.id == game_id

@@ -13,10 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
+from pydantic import Field
+
 from controller.cards import Card, Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import Declared, GameFacts
 from controller.games.break_poker import rules
+from controller.games.spec import GameOptions
 from controller.live._common import (
     cards_wire,
     expect_deal,
@@ -175,6 +178,21 @@ class BreakPokerLiveGame(Declared):
     def new_round(self, table_state: JSON) -> BreakPokerLiveRound:
         """A fresh round (nothing carries over)."""
         return BreakPokerLiveRound(self.paytables, self.setting_seconds)
+
+
+class BreakPokerOptions(GameOptions):
+    """Break Poker.
+
+    Attributes:
+        setting_seconds: How long the setting window stays open (unless closed early).
+    """
+
+    setting_seconds: float = Field(20.0, gt=0, le=600)
+
+
+def build(options: BreakPokerOptions, paytables: PayTables) -> BreakPokerLiveGame:
+    """The table's live game (the registry's live factory)."""
+    return BreakPokerLiveGame(paytables, options.setting_seconds)
 
 
 __all__ = ["OPTIONS", "WINDOW", "BreakPokerLiveGame", "BreakPokerLiveRound"]

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
+
+from pydantic import Field, model_validator
 
 from controller.cards import Piece, Tile
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import DealPlan, Declared, GameFacts, Slot
 from controller.games.mahjong_pai_gow import rules
 from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
+from controller.games.spec import GameOptions
 from controller.live._common import (
     cards_wire,
     expect_deal,
@@ -271,6 +274,43 @@ class MahjongLiveGame(Declared):
             bank_seconds=self.bank_seconds,
             rotation=BankerRotation(self.positions, current),
         )
+
+
+class MahjongOptions(GameOptions):
+    """Mahjong Pai Gow.
+
+    Attributes:
+        positions: Player positions ``P1``..``Pn`` (2-9; one of them banks each round).
+        commission: ``per_bet`` (every winning bet paid 0.95:1) or ``on_net`` (the banker's
+            side paid 1:1 per position, commission on the banker's net for the round).
+        bank_seconds: How long each bank offer stays open.
+        dealing_order: The positions in the order the dealer serves them (default: table
+            order ``P1``..``Pn``); a permutation of every position.
+    """
+
+    positions: int = Field(4, ge=2, le=9)
+    commission: Literal["per_bet", "on_net"] = "per_bet"
+    bank_seconds: float = Field(10.0, gt=0, le=600)
+    dealing_order: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> MahjongOptions:
+        if self.dealing_order is not None:
+            labels = [f"P{index}" for index in range(1, self.positions + 1)]
+            if sorted(self.dealing_order) != sorted(labels):
+                raise ValueError(f"dealing_order must list each of {labels} exactly once")
+        return self
+
+
+def build(options: MahjongOptions, paytables: PayTables) -> MahjongLiveGame:
+    """The table's live game (the registry's live factory)."""
+    return MahjongLiveGame(
+        paytables=paytables,
+        positions=rules.position_labels(options.positions),
+        dealing_order=options.dealing_order or (),
+        commission=CommissionMode(options.commission),
+        bank_seconds=options.bank_seconds,
+    )
 
 
 __all__ = ["CHOICES", "NO_BANKER", "MahjongLiveGame", "MahjongLiveRound", "offer_window"]

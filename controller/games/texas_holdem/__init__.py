@@ -1,1 +1,25 @@
-"""The texas_holdem game: its rules, live step machine and par sheet."""
+"""Texas Hold'em: the seats play each other; the table deals, runs the actions and the pots.
+
+The package: ``rules`` (pure rules, no numpy), ``live`` (options and live step machine),
+``par_sheet`` (the par sheet, numpy; loaded only by ``tablectl analyze``), ``equity`` (win
+probabilities, numpy; loaded at the first equity).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from controller.games.spec import GameSpec
+from controller.games.texas_holdem import live, rules
+
+SPEC: Final = GameSpec(
+    facts=rules.FACTS,
+    deal_plan=rules.deal_plan(range(1, live.HoldemOptions().seats + 1)),
+    rules=None,
+    options=live.HoldemOptions,
+    build_live=live.build,
+    par_sheet="controller.games.texas_holdem.par_sheet",
+)
+"""The game, as the registry knows it."""
+
+__all__ = ["SPEC"]

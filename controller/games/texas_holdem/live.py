@@ -23,10 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+from pydantic import Field, model_validator
+
 from controller.cards import Card, Piece
-from controller.errors import IllegalAction, PieceRefused, RulesError
+from controller.errors import ConfigError, IllegalAction, PieceRefused, RulesError
 from controller.games.base import Declared, GameFacts
 from controller.games.poker.hands import category_of, describe
+from controller.games.spec import OPTIONS_FIELD, GameOptions
 from controller.games.texas_holdem import rules
 from controller.games.texas_holdem.rules import (
     Action,
@@ -52,6 +55,7 @@ from controller.live.base import (
     RevealStep,
     Step,
 )
+from controller.money import PayTables
 
 ACTION_NAMES: Final = {
     ActionKind.FOLD: "fold",
@@ -517,6 +521,75 @@ class HoldemLiveGame(Declared):
             )
         state = start_hand(self.table.config, playing, button)
         return HoldemLiveRound(self.table, stacks, state)
+
+
+class HoldemOptions(GameOptions):
+    """Texas Hold'em.
+
+    Attributes:
+        seats: Seats at the table, numbered 1..seats clockwise (all occupied).
+        small_blind: Small blind, chips.
+        big_blind: Big blind, chips (also the smallest bet).
+        starting_stack: Each seat's stack at the start, and what it is topped up to.
+        top_up: Top every seat up to ``starting_stack`` before each hand (continuous demo);
+            ``false``: a seat that busts is out until re-stacked.
+        raise_multiples: The raises allowed, as multiples of the current bet.
+        bet_shares: The bets allowed, as percentages of the pot.
+        burns: Whether the dealer burns a card before the flop, turn and river.
+        action_seconds: How long each action window stays open.
+        equity_samples: Monte Carlo run-outs for pre-flop equity.
+    """
+
+    seats: int = Field(6, ge=2, le=10)
+    small_blind: int = Field(50, gt=0)
+    big_blind: int = Field(100, gt=0)
+    starting_stack: int = Field(10_000, gt=0)
+    top_up: bool = True
+    raise_multiples: tuple[int, ...] = Field((2, 3), min_length=1)
+    bet_shares: tuple[int, ...] = Field((33, 50, 100), min_length=1)
+    burns: bool = False
+    action_seconds: float = Field(15.0, gt=0, le=600)
+    equity_samples: int = Field(20_000, ge=1_000, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _check(self) -> HoldemOptions:
+        if self.small_blind > self.big_blind:
+            raise ValueError("small_blind must not exceed big_blind")
+        if self.starting_stack < self.big_blind:
+            raise ValueError("starting_stack must cover at least the big blind")
+        if any(m < 2 for m in self.raise_multiples):
+            raise ValueError("raise_multiples must all be at least 2")
+        if any(s <= 0 for s in self.bet_shares):
+            raise ValueError("bet_shares must all be positive percentages")
+        return self
+
+
+def build(options: HoldemOptions, paytables: PayTables) -> HoldemLiveGame:
+    """The table's live game (the registry's live factory; Hold'em has no pay tables).
+
+    Raises:
+        ConfigError: The blinds and sizes do not make a table (``field`` names the option).
+    """
+    try:
+        config = HoldemConfig(
+            small_blind=options.small_blind,
+            big_blind=options.big_blind,
+            raise_multiples=options.raise_multiples,
+            bet_shares=options.bet_shares,
+            seats=options.seats,
+            burns=options.burns,
+        )
+    except ConfigError as exc:
+        where = f"{OPTIONS_FIELD}.{exc.context.get('field', '')}".rstrip(".")
+        raise ConfigError(exc.message, field=where, game=rules.GAME_ID) from exc
+    table = HoldemTable(
+        config=config,
+        starting_stack=options.starting_stack,
+        top_up=options.top_up,
+        action_seconds=options.action_seconds,
+        equity_samples=options.equity_samples,
+    )
+    return HoldemLiveGame(table)
 
 
 __all__ = [

@@ -15,9 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+from pydantic import Field
+
 from controller.cards import Piece
 from controller.errors import PieceRefused, RulesError
 from controller.games.base import Declared, GameFacts
+from controller.games.spec import GameOptions
 from controller.games.three_card_mulligan import rules
 from controller.games.three_card_mulligan.rules import MulliganRound, Path
 from controller.live._common import (
@@ -179,6 +182,21 @@ class MulliganLiveGame(Declared):
     def new_round(self, table_state: JSON) -> MulliganLiveRound:
         """A fresh round (nothing carries over)."""
         return MulliganLiveRound(self.paytables, self.decision_seconds)
+
+
+class MulliganOptions(GameOptions):
+    """Three Card Mulligan.
+
+    Attributes:
+        decision_seconds: How long the stay/mulligan window stays open.
+    """
+
+    decision_seconds: float = Field(10.0, gt=0, le=600)
+
+
+def build(options: MulliganOptions, paytables: PayTables) -> MulliganLiveGame:
+    """The table's live game (the registry's live factory)."""
+    return MulliganLiveGame(paytables, options.decision_seconds)
 
 
 __all__ = ["CHOICES", "WINDOW", "MulliganLiveGame", "MulliganLiveRound", "read_choice"]
