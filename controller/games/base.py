@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from controller.cards import Deck, Piece
 from controller.money import BetResult, PayTables
@@ -114,12 +114,12 @@ class GameFacts:
 class Declared:
     """The protocol properties a game's rules and live objects share, read from ``facts``.
 
-    A subclass sets ``facts`` (its game's :class:`GameFacts`) and gets ``id``, ``name``,
-    ``deck``, ``bet_ids`` and ``default_paytables``.
+    A subclass sets ``facts`` (its game's :class:`GameFacts`, a class attribute or a field)
+    and gets ``id``, ``name``, ``deck``, ``bet_ids`` and ``default_paytables``.
     """
 
     __slots__ = ()
-    facts: ClassVar[GameFacts]
+    facts: GameFacts
 
     @property
     def id(self) -> str:

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from controller.cards import Deck
-from controller.games.base import DealPlan, GameFacts
+from controller.games.base import DealPlan, Declared, GameFacts
 from controller.money import PayTables
 
 if TYPE_CHECKING:
@@ -42,8 +41,10 @@ LiveFactory = Callable[[Any, PayTables], "LiveGame"]
 
 
 @dataclass(frozen=True, slots=True)
-class GameSpec:
+class GameSpec(Declared):
     """Everything the rest of the controller needs to know about one game.
+
+    ``id``, ``name``, ``deck``, ``bet_ids`` and ``default_paytables`` read ``facts``.
 
     Attributes:
         facts: The game's id, name, deck, bet ids and default pay tables (its rules module's).
@@ -63,31 +64,6 @@ class GameSpec:
     options: type[GameOptions]
     build_live: LiveFactory
     par_sheet: str
-
-    @property
-    def id(self) -> str:
-        """The game id used in configs, topics and results."""
-        return self.facts.id
-
-    @property
-    def name(self) -> str:
-        """The game's name for people."""
-        return self.facts.name
-
-    @property
-    def deck(self) -> Deck:
-        """The set of pieces one round is dealt from (the simulators deal from it too)."""
-        return self.facts.new_deck()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """Every bet type, in the order results list them (empty: no house bets)."""
-        return self.facts.bet_ids
-
-    @property
-    def default_paytables(self) -> PayTables:
-        """The rule sheet's pay tables (a fresh copy each time)."""
-        return self.facts.new_paytables()
 
     def analyzer(self) -> AnalyzeFunction:
         """The par sheet's ``analyze`` function (imports the par-sheet module: numpy)."""

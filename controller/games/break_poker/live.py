@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Final
+from typing import Final
 
 from pydantic import Field
 
 from controller.cards import Card, Piece
 from controller.errors import IllegalAction, RulesError
-from controller.games.base import Declared, GameFacts
+from controller.games.base import Declared
 from controller.games.break_poker import rules
 from controller.games.spec import GameOptions
 from controller.live._common import (
@@ -170,7 +170,7 @@ class BreakPokerLiveGame(Declared):
         setting_seconds: The setting window's length.
     """
 
-    facts: ClassVar[GameFacts] = rules.FACTS
+    facts = rules.FACTS
 
     paytables: PayTables
     setting_seconds: float = 20.0

@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from controller.cards import Card, Deck, Piece, parse_cards
 from controller.errors import IllegalAction, RulesError
@@ -711,7 +711,7 @@ class BreakPoker(Declared):
     setting (:meth:`BreakPokerRound.settle`).
     """
 
-    facts: ClassVar[GameFacts] = FACTS
+    facts = FACTS
 
     @property
     def deal_plan(self) -> DealPlan:

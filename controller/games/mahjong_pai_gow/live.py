@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 
 from controller.cards import Piece, Tile
 from controller.errors import IllegalAction, RulesError
-from controller.games.base import DealPlan, Declared, GameFacts, Slot
+from controller.games.base import DealPlan, Declared, Slot
 from controller.games.mahjong_pai_gow import rules
 from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
 from controller.games.spec import GameOptions
@@ -246,7 +246,7 @@ class MahjongLiveGame(Declared):
         bank_seconds: How long each bank offer stays open.
     """
 
-    facts: ClassVar[GameFacts] = rules.FACTS
+    facts = rules.FACTS
 
     paytables: PayTables
     positions: tuple[str, ...] = rules.position_labels(rules.DEFAULT_POSITIONS)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar, Final
+from typing import Final
 
 from controller.cards import WINDOW_VALUE, Deck, Piece, Tile
 from controller.errors import ConfigError, PieceRefused, RulesError
@@ -462,7 +462,7 @@ class MahjongPaiGow(Declared):
         commission: How the banker's commission is charged (per bet by default).
     """
 
-    facts: ClassVar[GameFacts] = FACTS
+    facts = FACTS
 
     def __init__(
         self,

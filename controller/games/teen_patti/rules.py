@@ -26,11 +26,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar, Final
+from typing import Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import RulesError
-from controller.games.base import DealPlan, Declared, GameFacts, GameResult, HandSummary, Slot
+from controller.games.base import DealPlan, Declared, GameFacts, GameResult, Slot
 from controller.games.three_card import hands as three_card
 from controller.money import BetResult, Odds, PayTables
 
@@ -156,53 +156,7 @@ def category_of_strength(strength: int) -> TeenPattiHand:
     return TeenPattiHand.from_level(strength >> _LEVEL_SHIFT)
 
 
-_strength_table: Final = three_card.lazy_strength_table(strength_of_ranks)
-"""Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes (-1 on a
-repeat), built on first call."""
-
-
-def rank_codes(a: int, b: int, c: int) -> int:
-    """Strength of three distinct standard card codes (0-51), without validation.
-
-    Returns:
-        The strength, or -1 when a code repeats.
-    """
-    return _strength_table()[a * 2704 + b * 52 + c]
-
-
-_check_hand: Final = three_card.hand_checker("Teen Patti", {})
-"""Check that cards are three distinct standard cards (RulesError: wrong count, a tile, the
-joker or a repeated card)."""
-
-
-def rank_hand(cards: Sequence[Piece]) -> int:
-    """The strength of a three-card hand: higher beats lower, equal ties; suits never matter.
-
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    a, b, c = _check_hand(cards)
-    return rank_codes(a.code, b.code, c.code)
-
-
-def hand_category(cards: Sequence[Piece]) -> TeenPattiHand:
-    """The category of a three-card hand.
-
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    return category_of_strength(rank_hand(cards))
-
-
-def describe_hand(cards: Sequence[Piece]) -> str:
-    """A sentence for people: ``"pair of kings, queen kicker"``, ``"straight, ace-two-three"``.
-
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    checked = _check_hand(cards)
-    category = hand_category(checked)
-    ranks = sorted((card.rank for card in checked), reverse=True)
+def _describe_special(category: TeenPattiHand, ranks: list[int]) -> str | None:
     if category is TeenPattiHand.TRAIL_OF_ACES:
         return "trail of aces"
     if category is TeenPattiHand.TRAIL:
@@ -212,17 +166,30 @@ def describe_hand(cards: Sequence[Piece]) -> str:
         high, mid, low = ranks
         order = (_ACE, 2, 3) if (high, mid, low) == (_ACE, 3, 2) else (high, mid, low)
         return three_card.describe_sequence(label, order)
-    return three_card.describe_plain(category.value, ranks)
+    return None
 
 
-def evaluate_hand(cards: Sequence[Piece], hand: str = "") -> HandSummary:
-    """Category and description of a three-card hand.
+RANKING: Final = three_card.Ranking(
+    "Teen Patti", {}, strength_of_ranks, category_of_strength, _describe_special
+)
+"""Teen Patti's ranking and the hand functions built on it (shared three-card machinery)."""
 
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    checked = _check_hand(cards, hand)
-    return HandSummary(hand_category(checked).value, describe_hand(checked))
+_strength_table: Final = RANKING.strength_table
+"""Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes (-1 on a
+repeat), built on first call."""
+_check_hand: Final = RANKING.check
+"""Check that cards are three distinct standard cards (RulesError: wrong count, a tile, the
+joker or a repeated card)."""
+rank_codes: Final = RANKING.strength_of_codes
+"""Strength of three distinct standard card codes (0-51), without validation (-1: a repeat)."""
+rank_hand: Final = RANKING.rank_hand
+"""The strength of a three-card hand: higher beats lower, equal ties; suits never matter."""
+hand_category: Final = RANKING.hand_category
+"""The category of a three-card hand."""
+describe_hand: Final = RANKING.describe_hand
+"""A sentence for people: ``"pair of kings, queen kicker"``, ``"straight, ace-two-three"``."""
+evaluate_hand: Final = RANKING.evaluate_hand
+"""Category and description of a three-card hand."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -388,7 +355,7 @@ FACTS: Final = GameFacts(
 class TeenPatti2020(Declared):
     """Teen Patti 20-20: two three-card hands, A and B, dealt A1 B1 A2 B2 A3 B3 face up."""
 
-    facts: ClassVar[GameFacts] = FACTS
+    facts = FACTS
 
     @property
     def deal_plan(self) -> DealPlan:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from pydantic import Field, model_validator
 
 from controller.cards import Card, Piece
 from controller.errors import ConfigError, IllegalAction, PieceRefused, RulesError
-from controller.games.base import Declared, GameFacts
+from controller.games.base import Declared
 from controller.games.poker.hands import category_of, describe
 from controller.games.spec import OPTIONS_FIELD, GameOptions
 from controller.games.texas_holdem import rules
@@ -463,7 +463,7 @@ class HoldemLiveGame(Declared):
         table: The table's live settings.
     """
 
-    facts: ClassVar[GameFacts] = rules.FACTS
+    facts = rules.FACTS
 
     table: HoldemTable = field(default_factory=HoldemTable)
 

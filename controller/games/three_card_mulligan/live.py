@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from pydantic import Field
 
 from controller.cards import Piece
 from controller.errors import PieceRefused, RulesError
-from controller.games.base import Declared, GameFacts
+from controller.games.base import Declared
 from controller.games.spec import GameOptions
 from controller.games.three_card_mulligan import rules
 from controller.games.three_card_mulligan.rules import MulliganRound, Path
@@ -174,7 +174,7 @@ class MulliganLiveGame(Declared):
         decision_seconds: The mulligan window's length.
     """
 
-    facts: ClassVar[GameFacts] = rules.FACTS
+    facts = rules.FACTS
 
     paytables: PayTables
     decision_seconds: float = 10.0

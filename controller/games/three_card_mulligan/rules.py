@@ -27,7 +27,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import ClassVar, Final
+from typing import Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
@@ -134,18 +134,41 @@ def category_of_strength(strength: int) -> MulliganHand:
     return MulliganHand.from_level(strength >> _LEVEL_SHIFT)
 
 
-_strength_table: Final = three_card.lazy_strength_table(strength_of_ranks)
+def _describe_special(category: MulliganHand, ranks: list[int]) -> str | None:
+    if category is MulliganHand.THREE_OF_A_KIND:
+        return f"three {PLURAL_RANK_NAMES[ranks[0]]}"
+    if category in (MulliganHand.STRAIGHT_FLUSH, MulliganHand.STRAIGHT):
+        label = "straight flush" if category is MulliganHand.STRAIGHT_FLUSH else "straight"
+        order = (_ACE, 2, 3) if ranks == [_ACE, 3, 2] else tuple(reversed(ranks))
+        return three_card.describe_sequence(label, order)
+    return None
+
+
+RANKING: Final = three_card.Ranking(
+    "Three Card Mulligan",
+    {"game": GAME_ID},
+    strength_of_ranks,
+    category_of_strength,
+    _describe_special,
+)
+"""Three Card Mulligan's ranking and the hand functions built on it (shared machinery)."""
+
+_strength_table: Final = RANKING.strength_table
 """Strength by ``a * 2704 + b * 52 + c`` for every ordered triple of distinct codes (-1 on a
 repeat), built on first call."""
-
-
-def strength_of_codes(a: int, b: int, c: int) -> int:
-    """Strength of three distinct standard card codes (0-51), without validation.
-
-    Returns:
-        The strength, or -1 when a code repeats.
-    """
-    return _strength_table()[a * 2704 + b * 52 + c]
+_check_hand: Final = RANKING.check
+"""Check that cards are three distinct standard cards (RulesError: wrong count, a tile, the
+joker or a repeated card)."""
+strength_of_codes: Final = RANKING.strength_of_codes
+"""Strength of three distinct standard card codes (0-51), without validation (-1: a repeat)."""
+rank_hand: Final = RANKING.rank_hand
+"""The strength of a three-card hand: higher beats lower, equal ties; suits never matter."""
+hand_category: Final = RANKING.hand_category
+"""The category of a three-card hand."""
+describe_hand: Final = RANKING.describe_hand
+"""A sentence for people: ``"pair of kings, queen kicker"``, ``"straight, ace-two-three"``."""
+evaluate_hand: Final = RANKING.evaluate_hand
+"""Category and description of a three-card hand."""
 
 
 STAY_THRESHOLD: Final = strength_of_ranks((_KING, 10, 2), suited=False)
@@ -158,58 +181,6 @@ K-9-x and below, and every queen-high or lower high-card hand.
 
 DEALER_STANDS_THRESHOLD: Final = strength_of_ranks((_KING, 3, 2), suited=False)
 """The weakest hand the dealer stands on: K-3-2 of mixed suits (the lowest king-high)."""
-
-
-_check_hand: Final = three_card.hand_checker("Three Card Mulligan", {"game": GAME_ID})
-"""Check that cards are three distinct standard cards (RulesError: wrong count, a tile, the
-joker or a repeated card)."""
-
-
-def rank_hand(cards: Sequence[Piece]) -> int:
-    """The strength of a three-card hand: higher beats lower, equal ties; suits never matter.
-
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    a, b, c = _check_hand(cards)
-    return strength_of_codes(a.code, b.code, c.code)
-
-
-def hand_category(cards: Sequence[Piece]) -> MulliganHand:
-    """The category of a three-card hand.
-
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    return category_of_strength(rank_hand(cards))
-
-
-def describe_hand(cards: Sequence[Piece]) -> str:
-    """A sentence for people: ``"pair of kings, queen kicker"``, ``"straight, ace-two-three"``.
-
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    checked = _check_hand(cards)
-    category = hand_category(checked)
-    ranks = sorted((card.rank for card in checked), reverse=True)
-    if category is MulliganHand.THREE_OF_A_KIND:
-        return f"three {PLURAL_RANK_NAMES[ranks[0]]}"
-    if category in (MulliganHand.STRAIGHT_FLUSH, MulliganHand.STRAIGHT):
-        label = "straight flush" if category is MulliganHand.STRAIGHT_FLUSH else "straight"
-        order = (_ACE, 2, 3) if ranks == [_ACE, 3, 2] else tuple(reversed(ranks))
-        return three_card.describe_sequence(label, order)
-    return three_card.describe_plain(category.value, ranks)
-
-
-def evaluate_hand(cards: Sequence[Piece], hand: str = "") -> HandSummary:
-    """Category and description of a three-card hand.
-
-    Raises:
-        RulesError: Not three distinct standard cards.
-    """
-    checked = _check_hand(cards, hand)
-    return HandSummary(hand_category(checked).value, describe_hand(checked))
 
 
 def house_way_stays(cards: Sequence[Piece]) -> bool:
@@ -671,7 +642,7 @@ FACTS: Final = GameFacts(
 class ThreeCardMulligan(Declared):
     """Three Card Mulligan: the shared-hand live-dealer form."""
 
-    facts: ClassVar[GameFacts] = FACTS
+    facts = FACTS
 
     @property
     def deal_plan(self) -> DealPlan:
