@@ -57,12 +57,11 @@ from controller.games.break_poker.hands import (
     low_outranks_high,
     qualifies,
 )
-from controller.games.break_poker.rules import DEFAULT_PAYTABLES
+from controller.games.break_poker.rules import DEFAULT_PAYTABLES, GAME_ID
 from controller.money import Odds, PayTables
 
 IntArray = npt.NDArray[np.int64]
 
-GAME_ID: Final = "break-poker"
 HAND_SIZE: Final = 7
 _CHUNK: Final = 4096
 
@@ -408,7 +407,7 @@ def heads_up_counts(table: MultisetTable, *, progress: bool = False) -> HeadsUpC
     main = [0] * MainOutcome.COUNT
     bonus = [0] * DealerBonusOutcome.COUNT
     combined = signatures.outcome.astype(np.int64) * 2 + signatures.dealer_lucky[None, :]
-    items = iterate_with_progress(range(len(table)), len(table), "break-poker main bet", progress)
+    items = iterate_with_progress(range(len(table)), len(table), f"{GAME_ID} main bet", progress)
     for player in items:
         weights = factors[slots, table.counts[player]].prod(axis=0)
         per_signature = np.add.reduceat(weights, starts)
@@ -457,7 +456,7 @@ def monte_carlo_counts(
     dealer_lucky = signatures.dealer_lucky.tolist()
     sig = signatures.index.tolist()
     best = table.bonus.tolist()
-    for _ in iterate_with_progress(range(samples), samples, "break-poker samples", progress):
+    for _ in iterate_with_progress(range(samples), samples, f"{GAME_ID} samples", progress):
         dealt = rng.sample(codes, 2 * HAND_SIZE)
         player = index_of[tuple(sorted(rank_of[code] for code in dealt[:HAND_SIZE]))]
         dealer = index_of[tuple(sorted(rank_of[code] for code in dealt[HAND_SIZE:]))]

@@ -223,7 +223,7 @@ def count_ante_outcomes(
     steps += [("stand", index, n) for index, n in stand_classes]
     steps.append(("both mulligan", -1, 0))
     for kind, index, multiplicity in iterate_with_progress(
-        steps, len(steps), "three-card-mulligan exact", progress
+        steps, len(steps), f"{GAME_ID} exact", progress
     ):
         if kind == "both mulligan":
             _count_both_mulligan(
@@ -412,9 +412,7 @@ def _monte_carlo_report(samples: int, seed: int, progress: bool) -> AnalysisRepo
         index = three_card.triple_index(dealt[:, start], dealt[:, start + 1], dealt[:, start + 2])
         return np.asarray(table[index], dtype=np.int64)
 
-    for size in iterate_with_progress(
-        sizes, len(sizes), "three-card-mulligan monte carlo", progress
-    ):
+    for size in iterate_with_progress(sizes, len(sizes), f"{GAME_ID} monte carlo", progress):
         dealt = rng.random((size, 52)).argsort(axis=1)[:, :12].astype(np.int64)
         player, dealer = strength_at(dealt, 0), strength_at(dealt, 3)
         mulligan = player < STAY_THRESHOLD
