@@ -1,1 +1,4 @@
-"""Live play of each game at the table: the step protocol and one adapter per game."""
+"""Live play, generic part: the step protocol, shared checks, and the fixed-plan adapter.
+
+Each game's step machine lives in its package (``controller/games/<game>/live.py``).
+"""

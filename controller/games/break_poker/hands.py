@@ -1,4 +1,4 @@
-"""Break Poker hand strengths on ranks (private to :mod:`controller.games.break_poker.rules`).
+"""Break Poker hand strengths on ranks (used by ``rules`` and ``par_sheet`` of this package).
 
 Everything here works on rank values: 2-14 (ace 14) for the standard cards and ``0`` for the
 joker (``Card.rank`` gives 0 for the joker). Suits never matter in Break Poker, so the card-level
