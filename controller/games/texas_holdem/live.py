@@ -143,9 +143,7 @@ class HoldemLiveRound:
         cached = self._equity_cache.get(street)
         if cached is not None:
             return cached
-        # Equity is vectorised with numpy: loaded when the first equity is computed, so that
-        # building a table's rounds never loads numpy.
-        from controller.games.texas_holdem.equity import win_probabilities
+        from controller.games.texas_holdem.equity import win_probabilities  # loaded by build()
 
         state = self.state
         live = {seat_label(s.seat): list(s.hole) for s in state.seats if not s.folded}
@@ -582,6 +580,11 @@ def build(options: HoldemOptions, paytables: PayTables) -> HoldemLiveGame:
     except ConfigError as exc:
         where = f"{OPTIONS_FIELD}.{exc.context.get('field', '')}".rstrip(".")
         raise ConfigError(exc.message, field=where, game=rules.GAME_ID) from exc
+    # Equity is vectorised with numpy (and the evaluator's tables are built with it): loaded
+    # here, when a Hold'em table starts, not on the first hand's way; importing the registry
+    # (every game) loads no numpy.
+    import controller.games.texas_holdem.equity  # noqa: F401
+
     table = HoldemTable(
         config=config,
         starting_stack=options.starting_stack,

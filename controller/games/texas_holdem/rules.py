@@ -604,8 +604,8 @@ class HoldemState:
         strengths: dict[int, int] = {}
         descriptions: dict[int, str] = {}
         if len(in_hand) > 1:
-            # The evaluator's tables are built with numpy: loaded at the first showdown, so
-            # that building a table's rounds never loads numpy.
+            # The evaluator's tables are built with numpy: imported here so that the rules
+            # module loads none (a live table has it loaded already: see ``live.build``).
             from controller.games.poker.evaluator import hand_strength
 
             for seat in in_hand:
