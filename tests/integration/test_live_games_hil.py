@@ -65,11 +65,13 @@ from tests.integration._live_helpers import (
     leaks,
     live_table,
 )
-from tests.integration._secure_broker import SecureBroker, have_mosquitto
+from tests.integration._secure_broker import SecureBroker
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
 pytestmark = [
     pytest.mark.hil,
-    pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto"),
+    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
 ]
 
 

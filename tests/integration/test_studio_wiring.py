@@ -21,9 +21,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.app import Simulation, run_table, simulated_scanner
-from controller.mosquitto import free_port
 from controller.settings import load_settings
 from controller.signing import generate_keypair, load_public_key, verify_envelope
+from tests.support.mosquitto import free_port
 
 pytestmark = pytest.mark.hil
 
