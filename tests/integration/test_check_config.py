@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.checkconfig import register
+from controller.cli.check_config import register
 from tests.integration._secure_broker import SecureBroker, make_password_file
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import free_port, have_mosquitto

@@ -32,10 +32,10 @@ from typing import Any
 
 import pytest
 
-from controller.app import Simulation
 from controller.cards import parse_cards
 from controller.games.teen_patti import TEEN_PATTI_20_20
 from simulators.scanner import CardFault, FaultPlan
+from simulators.table import Simulation
 from tests.integration._live_helpers import TABLE, Live, Received, acl_broker, live_table
 from tests.integration._secure_broker import ROLE_PASSWORDS, SecureBroker
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING

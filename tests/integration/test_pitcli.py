@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from controller.cli import main
 from controller.commands import Answer, Command, CommandRouter
 from controller.errors import TablectlError
 from controller.journal import Journal
-from controller.pitcli import main
 from controller.publisher import MqttSettings, Publisher
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
