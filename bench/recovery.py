@@ -234,8 +234,8 @@ def part_restart(path: Path, rounds: int) -> None:
 
 
 async def _drain(workdir: Path, rounds: int) -> None:
-    from controller.mosquitto import MosquittoProcess
     from controller.publisher import MqttSettings, Publisher
+    from tests.support.mosquitto import MosquittoProcess
 
     path = workdir / "backlog.sqlite"
     entries = generate(path, rounds, interrupted=False, delivered=False)

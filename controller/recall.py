@@ -10,17 +10,14 @@ refunds), and the timing (betting window, deal, time to result). ``tablectl jour
 --journal PATH [--json]`` runs :meth:`~controller.journal.Journal.verify`: exit 0 when the
 journal is sound, 1 with every problem listed (seq, round, what).
 
-The lead wires :func:`register` into ``controller/cli.py``.
+The command line is :mod:`controller.cli.recall`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from controller.errors import JournalError
@@ -376,60 +373,3 @@ def verify_text(report: VerifyReport) -> str:
         if report.problems_total > len(report.problems):
             lines.append(f"  ... and {report.problems_total - len(report.problems)} more")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------- command line
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``recall`` and ``journal`` (``journal verify``) sub-commands."""
-    recall = subparsers.add_parser(
-        "recall",
-        help="print a round as the journal recorded it",
-        description="Print one round as recorded: every entry with its seq and time, the cards "
-        "by slot, misreads and rescans, refusals, decisions, the result and the settlement, "
-        "and the timing. Reads the journal read-only (safe beside a running controller).",
-    )
-    recall.add_argument("round_id", metavar="ROUND_ID", help="round id, e.g. tp-01-000042")
-    recall.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
-    recall.add_argument("--json", action="store_true", help="print one JSON document")
-    recall.set_defaults(func=recall_command)
-
-    journal = subparsers.add_parser(
-        "journal",
-        help="journal tools (verify)",
-        description="Journal tools. They open the journal read-only.",
-    )
-    actions = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
-    verify = actions.add_parser(
-        "verify",
-        help="check the journal's integrity (exit 0 sound, 1 with the problems listed)",
-        description="Check the journal: SQLite integrity, seq contiguous from 1, the hash "
-        "chain, bodies, times, sessions, and every round's entries in a legal order. Exit 0 "
-        "when sound, 1 with every problem listed (seq, round, what).",
-    )
-    verify.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
-    verify.add_argument("--json", action="store_true", help="print one JSON document")
-    verify.set_defaults(func=verify_command)
-
-
-def recall_command(args: argparse.Namespace) -> int:
-    """Entry point of ``tablectl recall`` (errors propagate as ``TablectlError``: exit 2)."""
-    with Journal.open_readonly(args.journal) as journal:
-        record = recall_round(journal, args.round_id)
-    if args.json:
-        print(json.dumps(record.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print(record.to_text())
-    return 0
-
-
-def verify_command(args: argparse.Namespace) -> int:
-    """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found."""
-    with Journal.open_readonly(args.journal) as journal:
-        report = journal.verify()
-    if args.json:
-        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print(verify_text(report), file=sys.stdout)
-    return 0 if report.ok else 1

@@ -30,10 +30,11 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from controller.app import Simulation, run_table, simulated_scanner
+from controller.app import run_table
 from controller.mqtt_ack import publish_checked
 from controller.orchestrator import RoundSummary
 from controller.settings import TableSettings, load_settings
+from simulators.table import Simulation, simulated_scanner
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,

@@ -39,7 +39,6 @@ from typing import Any
 
 import pytest
 
-from controller.app import Simulation
 from controller.cards import Tile, parse_cards
 from controller.games import break_poker as bp
 from controller.games import mahjong_pai_gow as mj
@@ -56,6 +55,7 @@ from controller.games.poker import category_of, describe
 from controller.games.teen_patti import TEEN_PATTI_20_20
 from controller.mqtt_ack import PublishRefused
 from simulators.scanner import CardFault, FaultPlan
+from simulators.table import Simulation
 from tests.integration._live_helpers import (
     Live,
     Peer,
@@ -65,11 +65,13 @@ from tests.integration._live_helpers import (
     leaks,
     live_table,
 )
-from tests.integration._secure_broker import SecureBroker, have_mosquitto
+from tests.integration._secure_broker import SecureBroker
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
 pytestmark = [
     pytest.mark.hil,
-    pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto"),
+    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
 ]
 
 

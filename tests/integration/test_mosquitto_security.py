@@ -31,12 +31,13 @@ from tests.integration._secure_broker import (
     SecureBroker,
     TlsFiles,
     copy_committed,
-    have_mosquitto,
     make_password_file,
     make_tls,
 )
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
-pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto")
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "mosquitto"
 ACL = CONFIG_DIR / "acl"

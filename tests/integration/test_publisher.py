@@ -356,7 +356,8 @@ async def test_watch_prints_what_a_consumer_sees(mosquitto_session, tmp_path):
     import argparse
     import io
 
-    from controller.watch import register, watch
+    from controller.cli.watch import register
+    from controller.watch import watch
 
     broker = mosquitto_session
     table = f"watch-{uuid.uuid4().hex[:6]}"

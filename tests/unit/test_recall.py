@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from controller.cli.recall import register
 from controller.errors import TablectlError
 from controller.journal import Journal
-from controller.recall import RoundNotFound, recall_round, register
+from controller.recall import RoundNotFound, recall_round
 
 T0 = datetime(2026, 1, 22, 10, 0, 0, tzinfo=UTC)
 SLOTS = ["A1", "B1", "A2", "B2", "A3", "B3"]
