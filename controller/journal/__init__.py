@@ -45,6 +45,7 @@ from controller.journal.entries import (
     TableStatusData,
     body_text,
     parse_body,
+    stored_body,
 )
 from controller.journal.fold import DealtCard, RoundFold
 from controller.journal.format import (
@@ -99,4 +100,5 @@ __all__ = [
     "format_time",
     "parse_body",
     "parse_time",
+    "stored_body",
 ]

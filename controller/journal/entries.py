@@ -357,14 +357,33 @@ def body_text(body: EntryBody) -> str:
     Raises:
         JournalError: The body is not JSON-able.
     """
+    return stored_body(body)[0]
+
+
+def stored_body(body: EntryBody) -> tuple[str, dict[str, Any]]:
+    """The stored JSON text of a body and the JSON object it reads back as.
+
+    A ``CORE_JSON`` body with every field set and no extra (the card) is dumped by
+    pydantic-core and its object is its fields (plain values: what ``json.loads`` would give);
+    any other body is dumped with ``json`` and read back with it.
+
+    Raises:
+        JournalError: The body is not JSON-able.
+    """
+    model = type(body)
     try:
-        if type(body).CORE_JSON and not body.__pydantic_extra__:
-            return body.model_dump_json(exclude_unset=True)
-        return json.dumps(
+        if (
+            model.CORE_JSON
+            and not body.__pydantic_extra__
+            and len(body.model_fields_set) == len(model.model_fields)
+        ):
+            return model.__pydantic_serializer__.to_json(body).decode(), dict(body.__dict__)
+        text = json.dumps(
             body_values(body), separators=(",", ":"), ensure_ascii=False, default=_nested
         )
     except (TypeError, ValueError) as exc:
         raise JournalError(f"entry body is not JSON-able: {exc}", kind=str(body.KIND)) from exc
+    return text, json.loads(text)
 
 
 def parse_body(kind: str, body: dict[str, Any]) -> EntryBody:

@@ -34,7 +34,7 @@ from urllib.parse import quote
 import structlog
 
 from controller.errors import JournalError
-from controller.journal.entries import EntryBody, EntryKind, JournalEntry, body_text
+from controller.journal.entries import EntryBody, EntryKind, JournalEntry, stored_body
 from controller.journal.format import (
     GENESIS_HASH,
     MIGRATIONS,
@@ -316,10 +316,10 @@ class Journal:
                 f"{type(body).__name__} is not the body of an entry kind", path=str(self.path)
             )
         try:
-            text = body_text(body)
+            text, value = stored_body(body)
         except JournalError as exc:
             raise JournalError(exc.message, path=str(self.path), kind=kind) from exc
-        return self._write(kind, text, body, round_id=round_id, happened_at=happened_at)
+        return self._write(kind, text, value, body, round_id=round_id, happened_at=happened_at)
 
     def append(
         self,
@@ -353,18 +353,24 @@ class Journal:
                 seq=self._last_seq + 1,
                 kind=kind,
             ) from exc
-        return self._write(kind, text, None, round_id=round_id, happened_at=happened_at)
+        return self._write(
+            kind, text, json.loads(text), None, round_id=round_id, happened_at=happened_at
+        )
 
     def _write(
         self,
         kind: EntryKind | str,
         body_text: str,
+        body: dict[str, Any],
         typed: EntryBody | None,
         *,
         round_id: str | None,
         happened_at: datetime | None,
     ) -> JournalEntry:
-        """Commit one entry (``body_text`` is its stored JSON), then tell the listeners."""
+        """Commit one entry, then tell the listeners.
+
+        ``body_text`` is its stored JSON text, ``body`` the object that text reads back as.
+        """
         db = self._writable()
         seq = self._last_seq + 1
         when = happened_at if happened_at is not None else datetime.now(UTC)
@@ -407,7 +413,7 @@ class Journal:
             round_id=round_id,
             kind=kind,
             happened_at=when.astimezone(UTC),  # == parse_time(when_text): format keeps the µs
-            body=json.loads(body_text),
+            body=body,
             hash=chain,
             _typed=typed,
         )
