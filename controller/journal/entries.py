@@ -414,7 +414,7 @@ class JournalEntry:
         round_id: The round it belongs to, or ``None`` (device and table status).
         kind: What happened: an :class:`EntryKind` value (any text in an old or test journal).
         happened_at: When it happened (aware, UTC).
-        body: The event's fields (JSON-able).
+        body: The event's fields, the stored JSON object as it is (:attr:`typed_body`: typed).
         delivered_at: When the broker acknowledged it, or ``None`` while undelivered.
         hash: The entry's link in the hash chain (hex sha256), ``None`` in a v1 file read
             without migrating it.
