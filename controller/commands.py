@@ -43,7 +43,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.aio import first_completed
 from controller.broker import BrokerAddress
 from controller.errors import TablectlError
-from controller.journal import Journal, JournalEntry
+from controller.journal import (
+    CommandAnsweredData,
+    CommandReceivedData,
+    Journal,
+    JournalEntry,
+)
 from controller.messages import Role, Topics
 from controller.publisher import MqttSettings, backoff_seconds, client_options, tls_context
 
@@ -458,15 +463,14 @@ class CommandRouter:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            self.journal.append(
-                "command_received",
-                {
-                    "command_id": command.command_id,
-                    "role": command.role,
-                    "name": command.name,
-                    "round": command.round_id,
-                    "data": command.data,
-                },
+            self.journal.record(
+                CommandReceivedData.model_construct(
+                    command_id=command.command_id,
+                    role=command.role,
+                    name=command.name,
+                    round=command.round_id,
+                    data=command.data,
+                )
             )
             answer = await self._call_handler(command, clog)
             entry = self._answer(
@@ -540,7 +544,7 @@ class CommandRouter:
         }
         if duplicate:
             body["duplicate"] = True
-        entry = self.journal.append("command_answered", body)
+        entry = self.journal.record(CommandAnsweredData.model_construct(**body))
         if command_id and remember and not duplicate:
             # A message that was not a valid command is not remembered: the sender may fix
             # it and send it again under the same id.

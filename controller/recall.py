@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.errors import JournalError
-from controller.journal import Journal, JournalEntry, VerifyReport, format_time
+from controller.journal import Journal, JournalEntry, RoundFold, VerifyReport, format_time
 
 
 class RoundNotFound(JournalError):
@@ -71,12 +71,14 @@ class RoundRecord:
             round is unfinished).
         sessions: The controller runs that journalled it (more than one: resumed after a
             restart).
+        fold: Its entries folded (the round fold the snapshot and the verifier share).
     """
 
     round_id: str
     entries: list[JournalEntry]
     status: str = "betting_open"
     sessions: list[int] = field(default_factory=list)
+    fold: RoundFold = field(default_factory=RoundFold)
 
     # -- views ---------------------------------------------------------------------------------
 
@@ -130,8 +132,7 @@ class RoundRecord:
     @property
     def settlement(self) -> Any:
         """The ``bets`` of the result (or the void's refunds); ``None`` while unfinished."""
-        end = self.result or self.void
-        return None if end is None else end.body.get("bets")
+        return self.fold.bets
 
     @property
     def timing(self) -> Timing:
@@ -331,6 +332,10 @@ def _brief(entry: JournalEntry) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
+_STATUS: dict[str | None, str] = {"result": "settled", "void": "voided"}
+"""A finished round's status in a record, by the fold's outcome."""
+
+
 def recall_round(journal: Journal, round_id: str) -> RoundRecord:
     """A round as the journal recorded it (read through the ``round_id`` index).
 
@@ -342,16 +347,14 @@ def recall_round(journal: Journal, round_id: str) -> RoundRecord:
         raise RoundNotFound(
             "no such round in the journal", path=str(journal.path), round_id=round_id
         )
-    record = RoundRecord(round_id=round_id, entries=entries)
-    kinds = {entry.kind for entry in entries}
-    if "round_result" in kinds:
-        record.status = "settled"
-    elif "round_voided" in kinds:
-        record.status = "voided"
-    elif "betting_closed" in kinds:
-        record.status = "dealing"
-    record.sessions = sorted({entry.session for entry in entries})
-    return record
+    fold = RoundFold.replay(round_id, ((entry.kind, entry.body) for entry in entries))
+    return RoundRecord(
+        round_id=round_id,
+        entries=entries,
+        status=_STATUS.get(fold.outcome, "dealing" if fold.betting_closed else "betting_open"),
+        sessions=sorted({entry.session for entry in entries}),
+        fold=fold,
+    )
 
 
 def verify_text(report: VerifyReport) -> str:
