@@ -25,7 +25,7 @@ import pytest
 from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.errors import PublishError
-from controller.mqtt_ack import PublishRefused, publish_checked
+from controller.mqtt.ack import PublishRefused, publish_checked
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
@@ -513,7 +513,7 @@ async def test_betting_presence_topic(broker: SecureBroker) -> None:
 def _publisher_settings(port: int, user: str) -> Any:
     from pydantic import SecretStr
 
-    from controller.publisher import MqttSettings
+    from controller.mqtt.settings import MqttSettings
 
     return MqttSettings(
         urls=[f"mqtt://127.0.0.1:{port}"],

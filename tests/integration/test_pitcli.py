@@ -16,8 +16,9 @@ import pytest
 from controller.commands import Answer, Command, CommandRouter
 from controller.errors import TablectlError
 from controller.journal import Journal
+from controller.mqtt.settings import MqttSettings
 from controller.pitcli import main
-from controller.publisher import MqttSettings, Publisher
+from controller.publisher import Publisher
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
