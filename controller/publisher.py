@@ -25,27 +25,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
 
-from controller.aio import first_completed
-from controller.broker import BrokerAddress
 from controller.errors import ConfigError, PublishError
 from controller.journal import Journal, JournalEntry
-from controller.messages import Topics, birth_message, offline_message
+from controller.messages import Topics
 from controller.mqtt.ack import PublishRefused
 from controller.mqtt.connection import Connector
 from controller.mqtt.settings import MqttSettings
 from controller.outbox.delivery import Delivery
+from controller.outbox.link import OutboxLink
 from controller.outbox.replay import replay
 from controller.outbox.sending import Refusals, Sender
 from controller.outbox.snapshots import SnapshotFolder
 
 if TYPE_CHECKING:
-    import aiomqtt
-
     from controller.signing import Signer
 
 _log = structlog.get_logger(__name__)
@@ -100,20 +96,6 @@ class Publisher:
         self._stop_requested = asyncio.Event()
         self._finished = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._client: aiomqtt.Client | None = None
-        self._connector = Connector(
-            settings,
-            client_id=self.client_id,
-            name="publisher",
-            logger="tablectl.publisher.paho",
-            persistent=True,
-            will=self._will,
-            max_inflight=100,
-            # A backlog keeps many publishes pending by design; do not warn about it.
-            pending_calls_threshold=10 * settings.window,
-            write_through=True,
-            log=self.log,
-        )
         self._refusals = Refusals(on_refused, self.log)
         self._sender = Sender(settings, self._refusals)
         self._delivery = Delivery(
@@ -126,6 +108,31 @@ class Publisher:
             stopping=self._stop_requested,
             signer=signer,
             on_delivered=on_delivered,
+            log=self.log,
+        )
+        self._link = OutboxLink(
+            settings,
+            journal,
+            self.topics,
+            self._sender,
+            self._delivery,
+            connected=self.connected,
+            client_id=self.client_id,
+            game=game,
+            version=version,
+            log=self.log,
+        )
+        self._connector = Connector(
+            settings,
+            client_id=self.client_id,
+            name="publisher",
+            logger="tablectl.publisher.paho",
+            persistent=True,
+            will=self._link.will,
+            max_inflight=100,
+            # A backlog keeps many publishes pending by design; do not warn about it.
+            pending_calls_threshold=10 * settings.window,
+            write_through=True,
             log=self.log,
         )
         journal.add_listener(self._delivery.on_entry)
@@ -188,7 +195,7 @@ class Publisher:
         """
         if from_seq < 1 or (to_seq is not None and to_seq < from_seq):
             raise ValueError(f"bad replay range {from_seq}..{to_seq}")
-        client = self._client
+        client = self._link.client
         if client is None or not self.connected.is_set():
             raise PublishError("cannot replay: not connected to a broker", table=self.table_id)
         return await replay(
@@ -297,9 +304,9 @@ class Publisher:
         try:
             self._delivery.folder.prepare()
             await self._connector.run(
-                self._serve,
+                self._link.serve,
                 stop=self._stop_requested,
-                on_error=self._on_error,
+                on_error=self._link.on_error,
                 penalty=lambda: self._refusals.count,
             )
         finally:
@@ -307,122 +314,3 @@ class Publisher:
             self.journal.remove_listener(self._delivery.on_entry)
             self._delivery.flush_marks()
             self._finished.set()
-
-    def _will(self) -> tuple[str, bytes]:
-        will = offline_message(
-            self.topics,
-            session=self.journal.session,
-            game=self.game,
-            version=self.version,
-            at=None,
-            reason="connection lost",
-        )
-        return will.topic, will.payload
-
-    def _on_error(self, address: BrokerAddress, exc: Exception) -> bool:
-        """Log a lost or refused connection; a refusal starts over from the first URL."""
-        import aiomqtt
-
-        if isinstance(exc, PublishRefused):
-            self.log.error(
-                "broker refused a publish; the outbox holds it (and what follows) and retries "
-                "after a back-off",
-                url=address.url,
-                topic=exc.topic,
-                reason_code=exc.reason_code,
-                reason=exc.reason,
-                seq=exc.context.get("seq"),
-                undelivered=self.journal.undelivered_count(),
-            )
-            return True
-        if isinstance(exc, aiomqtt.MqttError | OSError | TimeoutError | PublishError):
-            self.log.warning(
-                "broker connection lost or refused",
-                url=address.url,
-                error=f"{type(exc).__name__}: {exc}",
-                undelivered=self.journal.undelivered_count(),
-            )
-        else:
-            self.log.exception("publisher failed; reconnecting", url=address.url)
-        return False
-
-    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
-        """One connection's life: birth, outbox until the link drops (raises) or we stop."""
-        clean_exit = False
-        try:
-            birth = birth_message(
-                self.topics,
-                session=self.journal.session,
-                game=self.game,
-                version=self.version,
-                at=datetime.now(UTC),
-            )
-            await self._sender.publish(client, birth)
-            self._client = client
-            self.connected.set()
-            self.log.info(
-                "connected",
-                url=address.url,
-                protocol=self.settings.protocol,
-                client_id=self.client_id,
-                session=self.journal.session,
-                undelivered=self.journal.undelivered_count(),
-            )
-            await self._outbox(client, address)
-            # Stop requested: say goodbye while the link is still up.
-            await self._goodbye(client)
-            clean_exit = True
-        finally:
-            self.connected.clear()
-            self._delivery.progress.set()  # wake wait_idle: nothing to wait for without a link
-            self._client = None
-            if not clean_exit:
-                # Whatever was journalled and not acknowledged by now misses its live moment:
-                # it is published after the outage, flagged delayed.
-                self._delivery.lost()
-
-    async def _outbox(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
-        """Run the outbox until a stop is requested (returns) or the link fails (raises)."""
-        import aiomqtt
-
-        watcher = asyncio.ensure_future(self._watch_link(client))
-        outbox = asyncio.ensure_future(self._delivery.serve(client))
-        done = await first_completed(watcher, outbox)
-        if outbox in done and not outbox.cancelled():
-            error = outbox.exception()
-            if error is None:
-                return
-            if isinstance(error, TimeoutError):
-                raise PublishError(
-                    "broker did not acknowledge a publish in time",
-                    url=address.url,
-                    timeout=self.settings.publish_timeout,
-                ) from error
-            raise error
-        error = watcher.exception() if watcher in done and not watcher.cancelled() else None
-        if error is not None:
-            raise error
-        raise aiomqtt.MqttError("connection to the broker ended")
-
-    async def _goodbye(self, client: aiomqtt.Client) -> None:
-        message = offline_message(
-            self.topics,
-            session=self.journal.session,
-            game=self.game,
-            version=self.version,
-            at=datetime.now(UTC),
-            reason="stopped",
-        )
-        try:
-            await self._sender.publish(client, message)
-        except Exception as exc:
-            self.log.warning("could not publish the offline status", error=str(exc))
-        self.log.info("stopped", undelivered=self.journal.undelivered_count())
-
-    async def _watch_link(self, client: aiomqtt.Client) -> None:
-        """Raise ``MqttError`` as soon as the connection drops (aiomqtt's only public signal).
-
-        Inbound messages (none today: the publisher subscribes to nothing) are dropped.
-        """
-        async for _message in client.messages:
-            pass

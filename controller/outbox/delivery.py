@@ -79,6 +79,35 @@ class _Flow:
         self.snapshot_scheduled = False
 
 
+class Lateness:
+    """Which entries go out flagged ``delayed`` (``docs/mqtt.md``).
+
+    An entry is delayed if it was journalled while disconnected, was not acknowledged when
+    a link was lost, belongs to an earlier session, or is handed off later than
+    ``delayed_after_seconds`` after it happened.
+    """
+
+    def __init__(self, journal: Journal, after_seconds: float) -> None:
+        self.journal = journal
+        self.after_seconds = after_seconds
+        self.offline: set[int] = set()
+        self.upto = 0
+
+    def lost(self) -> None:
+        """The link was lost: what is not acknowledged by now goes out flagged."""
+        self.upto = self.journal.last_seq
+
+    def delayed(self, entry: JournalEntry, now: datetime) -> bool:
+        """Whether ``entry``, handed off ``now``, is flagged."""
+        if (
+            entry.seq <= self.upto
+            or entry.seq in self.offline
+            or entry.session != self.journal.session
+        ):
+            return True
+        return (now - entry.happened_at).total_seconds() > self.after_seconds
+
+
 class Delivery:
     """Hands a table's journal to the client, in order, and settles it as the PUBACKs come.
 
@@ -129,8 +158,7 @@ class Delivery:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._flow: _Flow | None = None
-        self._offline_seqs: set[int] = set()
-        self._delayed_upto = 0
+        self.lateness = Lateness(journal, settings.delayed_after_seconds)
 
     def start(self) -> None:
         """Take entries from the listener from now on, in this loop (called by ``run``)."""
@@ -138,16 +166,12 @@ class Delivery:
         self._loop_thread = threading.get_ident()
         self.wake.set()
 
-    def lost(self) -> None:
-        """The link was lost: what is not acknowledged by now goes out flagged ``delayed``."""
-        self._delayed_upto = self.journal.last_seq
-
     # -- journal listener --------------------------------------------------------------------
 
     def on_entry(self, entry: JournalEntry) -> None:
         """Called by the journal after each commit (usually in the event loop thread)."""
         if not self.connected.is_set():
-            self._offline_seqs.add(entry.seq)
+            self.lateness.offline.add(entry.seq)
         loop = self._loop
         if loop is None:
             return  # not running yet: run() starts from the journal anyway
@@ -228,7 +252,7 @@ class Delivery:
                 if not flow.sent:
                     if self.sender.refusals.count:
                         self.sender.refusals.flowing()
-                    self._offline_seqs.clear()
+                    self.lateness.offline.clear()
                     self.progress.set()
                     await self.wake.wait()
                     continue
@@ -242,16 +266,6 @@ class Delivery:
             flow.open = False
             if self._flow is flow:
                 self._flow = None
-
-    def _is_delayed(self, entry: JournalEntry, now: datetime) -> bool:
-        if (
-            entry.seq <= self._delayed_upto
-            or entry.seq in self._offline_seqs
-            or entry.session != self.journal.session
-        ):
-            return True
-        late = (now - entry.happened_at).total_seconds()
-        return late > self.settings.delayed_after_seconds
 
     def _hand_off(self, flow: _Flow, batch: list[JournalEntry]) -> None:
         """Give the messages of ``batch`` (entries from ``flow.cursor`` on) to paho.
@@ -275,7 +289,7 @@ class Delivery:
             self._settle(flow)
 
         for entry in batch:
-            delayed = self._is_delayed(entry, now)
+            delayed = self.lateness.delayed(entry, now)
             messages = messages_for(
                 entry,
                 self.topics,
@@ -376,7 +390,7 @@ class Delivery:
             self.log.warning("cannot note deliveries", error=str(exc), seqs=len(seqs))
         for seq in seqs:
             self.folder.forget(seq)
-            self._offline_seqs.discard(seq)
+            self.lateness.offline.discard(seq)
         self.delivered_entries += len(seqs)
         self.progress.set()
         if self.on_delivered is not None:
