@@ -31,8 +31,8 @@ from controller.mqtt.adapter import failure, hand_off
 
 if TYPE_CHECKING:
     import aiomqtt
-    from paho.mqtt.properties import Properties
-    from paho.mqtt.reasoncodes import ReasonCode
+
+    from controller.mqtt.adapter import Properties, ReasonCode
 
 
 class PublishRefused(PublishError):

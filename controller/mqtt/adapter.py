@@ -31,8 +31,10 @@ from controller.errors import PublishError
 
 if TYPE_CHECKING:
     import aiomqtt
-    from paho.mqtt.properties import Properties
-    from paho.mqtt.reasoncodes import ReasonCode
+
+    # paho's types, re-exported for annotations elsewhere (so they name this module only).
+    from paho.mqtt.properties import Properties as Properties  # noqa: PLC0414
+    from paho.mqtt.reasoncodes import ReasonCode as ReasonCode  # noqa: PLC0414
 
 __all__ = [
     "abort_connect",

@@ -31,8 +31,8 @@ from controller.outbox.snapshots import SnapshotFolder
 
 if TYPE_CHECKING:
     import aiomqtt
-    from paho.mqtt.reasoncodes import ReasonCode
 
+    from controller.mqtt.adapter import ReasonCode
     from controller.signing import Signer
 
 MARK_BATCH = 1000

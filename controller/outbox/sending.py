@@ -19,8 +19,8 @@ from controller.mqtt.settings import MqttSettings
 
 if TYPE_CHECKING:
     import aiomqtt
-    from paho.mqtt.properties import Properties
-    from paho.mqtt.reasoncodes import ReasonCode
+
+    from controller.mqtt.adapter import Properties, ReasonCode
 
 
 class Refusals:
