@@ -54,6 +54,16 @@ class _Sent:
     deadline: float
     retired: bool = False
 
+    def refusal(self, sender: Sender) -> PublishRefused | None:
+        """The refusal among the (come) acknowledgements that holds the outbox back, if any."""
+        for message, future in self.acks:
+            if future is None or future.cancelled():
+                continue
+            refused = sender.check(message, future.result(), self.entry)
+            if refused is not None:
+                return refused
+        return None
+
 
 class _Flow:
     """The outbox of one connection: the next ``seq`` to hand off and what awaits its PUBACK.
@@ -353,12 +363,7 @@ class Delivery:
             head = flow.sent[0]
             if not all(future is None or future.done() for _m, future in head.acks):
                 break
-            for message, future in head.acks:
-                if future is None or future.cancelled():
-                    continue
-                flow.failure = self.sender.check(message, future.result(), head.entry)
-                if flow.failure is not None:
-                    break
+            flow.failure = head.refusal(self.sender)
             if flow.failure is not None:
                 break
             flow.sent.popleft()
