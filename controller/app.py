@@ -33,7 +33,7 @@ from drivers.supervisor import SupervisedCardSource
 
 if TYPE_CHECKING:
     from controller.metrics import TableMetrics
-    from controller.publisher import MqttSettings
+    from controller.mqtt.settings import MqttSettings
 
 log = structlog.get_logger(__name__)
 

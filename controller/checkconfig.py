@@ -38,7 +38,7 @@ from controller.errors import ConfigError, TablectlError
 
 if TYPE_CHECKING:
     from controller.broker import BrokerAddress
-    from controller.publisher import MqttSettings
+    from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
     from drivers.source import DriverSettings
 
@@ -191,7 +191,7 @@ async def check_broker(
     import aiomqtt
     from paho.mqtt.reasoncodes import ReasonCode
 
-    from controller.publisher import tls_context
+    from controller.mqtt.settings import tls_context
 
     where = address.url
     password = mqtt.password.get_secret_value() if mqtt.password is not None else None

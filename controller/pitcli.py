@@ -32,7 +32,7 @@ from pydantic import SecretStr
 
 from controller.errors import ConfigError, PublishError
 from controller.messages import Role, Topics
-from controller.publisher import MqttSettings, client_options, tls_context
+from controller.mqtt.settings import MqttSettings, client_options, tls_context
 
 EXIT_ACCEPTED = 0
 EXIT_REFUSED = 1
@@ -136,7 +136,7 @@ async def send_command(
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
 
-    from controller.mqtt_ack import PublishRefused, publish_checked
+    from controller.mqtt.ack import PublishRefused, publish_checked
 
     settings = target.mqtt
     topics = Topics(prefix=settings.topic_prefix, table=target.table_id)

@@ -25,7 +25,7 @@ from pydantic_settings import (
 
 from controller.errors import ConfigError, PayTableError
 from controller.money import parse_odds
-from controller.publisher import MqttSettings
+from controller.mqtt.settings import MqttSettings
 from drivers.source import DriverSettings
 
 GameId = Literal[

@@ -17,7 +17,7 @@ from simulators.cli import add_fault_arguments
 
 if TYPE_CHECKING:
     from controller.app import Companion
-    from controller.publisher import MqttSettings
+    from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
 
 SIM_TABLE_ID = "sim-1"

@@ -53,7 +53,7 @@ from controller.games.holdem import (
 )
 from controller.games.poker import category_of, describe
 from controller.games.teen_patti import TEEN_PATTI_20_20
-from controller.mqtt_ack import PublishRefused
+from controller.mqtt.ack import PublishRefused
 from simulators.scanner import CardFault, FaultPlan
 from simulators.table import Simulation
 from tests.integration._live_helpers import (

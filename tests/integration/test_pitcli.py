@@ -17,7 +17,8 @@ from controller.cli import main
 from controller.commands import Answer, Command, CommandRouter
 from controller.errors import TablectlError
 from controller.journal import Journal
-from controller.publisher import MqttSettings, Publisher
+from controller.mqtt.settings import MqttSettings
+from controller.publisher import Publisher
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,

@@ -21,8 +21,9 @@ from controller.commands import Answer, Command, CommandRouter
 from controller.errors import ConfigError
 from controller.journal import Journal
 from controller.messages import Topics
+from controller.mqtt.settings import MqttSettings
 from controller.pitcli import Target, send_command
-from controller.publisher import MqttSettings, Publisher
+from controller.publisher import Publisher
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
