@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test check lint typecheck bench chaos clean
+.PHONY: run test check lint typecheck imports bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-check: lint typecheck test
+## make imports: the import rule (layers controller.cli > simulators > controller > drivers,
+## no cycles); contracts in pyproject.toml, see docs/architecture.md "Packages and layers".
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+check: lint typecheck imports test
 
 bench: $(STAMP)
 	$(BIN)/python bench/scan_to_publish.py
@@ -41,4 +46,4 @@ chaos: $(STAMP)
 	TABLECTL_CHAOS_ROUNDS=200 $(BIN)/pytest tests/chaos -s -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache build *.egg-info

@@ -24,9 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.analysis import ANALYZERS, Method, analyzer_for
+from controller.analysis import Method
 from controller.cards import Card
 from controller.games.poker import evaluator as poker
+from controller.games.registry import ANALYZERS, analyzer_for
 
 
 def rate(function: Callable[[], object], count: int, repeats: int = 3) -> float:

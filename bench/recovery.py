@@ -234,8 +234,9 @@ def part_restart(path: Path, rounds: int) -> None:
 
 
 async def _drain(workdir: Path, rounds: int) -> None:
-    from controller.mosquitto import MosquittoProcess
-    from controller.publisher import MqttSettings, Publisher
+    from controller.mqtt.settings import MqttSettings
+    from controller.publisher import Publisher
+    from tests.support.mosquitto import MosquittoProcess
 
     path = workdir / "backlog.sqlite"
     entries = generate(path, rounds, interrupted=False, delivered=False)

@@ -43,7 +43,6 @@ import aiomqtt
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.cards import Card
-from controller.mosquitto import MosquittoProcess
 from drivers.codec import (
     AckFrame,
     CardFrame,
@@ -55,6 +54,7 @@ from drivers.codec import (
     StatusFrame,
     encode,
 )
+from tests.support.mosquitto import MosquittoProcess
 
 TABLE = "bench"
 BETTING_SECONDS = 0.0

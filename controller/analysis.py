@@ -1,9 +1,8 @@
 """Par sheets: what every bet pays, how often, and its return to player.
 
-Each game's ``par_sheet`` module (named in its spec, :mod:`controller.games.registry`)
-provides ``analyze(method, samples, seed, progress) -> AnalysisReport``.
-This module holds the report model, its JSON and text forms, and the dispatch used by
-``tablectl analyze``.
+Each game's ``par_sheet`` module (named in its spec; :func:`controller.games.registry.analyzer_for`
+finds it) provides ``analyze(method, samples, seed, progress) -> AnalysisReport``. This module
+holds the report model and its JSON and text forms.
 
 JSON form (one document)::
 
@@ -28,7 +27,6 @@ from fractions import Fraction
 from typing import Any, Protocol, TypeVar
 
 from controller.errors import TablectlError
-from controller.games.registry import GAMES
 from controller.money import to_decimal_str
 
 T = TypeVar("T")
@@ -233,21 +231,5 @@ class AnalyzeFunction(Protocol):
         ...
 
 
-ANALYZERS: dict[str, str] = {spec.id: spec.par_sheet for spec in GAMES}
-"""Game id -> the module of its par sheet (from the registry)."""
-
-
 class UnknownGame(TablectlError):
     """A game id we do not have."""
-
-
-def analyzer_for(game: str) -> AnalyzeFunction:
-    """The ``analyze`` function of a game id.
-
-    Raises:
-        UnknownGame: No such game.
-    """
-    for spec in GAMES:
-        if spec.id == game:
-            return spec.analyzer()
-    raise UnknownGame(f"unknown game {game!r}; known: {', '.join(ANALYZERS)}", game=game)

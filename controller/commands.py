@@ -27,10 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
-import logging
-import random
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,9 +40,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.aio import first_completed
 from controller.broker import BrokerAddress
 from controller.errors import TablectlError
-from controller.journal import Journal, JournalEntry
+from controller.journal import (
+    CommandAnsweredData,
+    CommandReceivedData,
+    Journal,
+    JournalEntry,
+)
 from controller.messages import Role, Topics
-from controller.publisher import MqttSettings, backoff_seconds, client_options, tls_context
+from controller.mqtt.connection import Connector
+from controller.mqtt.settings import MqttSettings
 
 if TYPE_CHECKING:
     import aiomqtt
@@ -352,14 +355,24 @@ class CommandRouter:
         self.topics = Topics(prefix=settings.topic_prefix, table=table_id)
         self.client_id = f"{settings.client_id or f'tablectl-{table_id}'}-cmd"
         self.subscribed = asyncio.Event()
-        self.connections = 0
         self.log = _log.bind(table=table_id)
         self._answers: dict[tuple[str, str], dict[str, Any]] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any]]] = {}
         self._stop = asyncio.Event()
-        self._tls = tls_context(settings) if settings.uses_tls else None
-        self._random = random.Random()
+        # Commands sent while the controller is away are stale: no persistent session.
+        self._connector = Connector(
+            settings,
+            client_id=self.client_id,
+            name="command",
+            logger="tablectl.commands.paho",
+            log=self.log,
+        )
         self._loaded = False
+
+    @property
+    def connections(self) -> int:
+        """How many times it connected."""
+        return self._connector.connections
 
     # -- idempotence -------------------------------------------------------------------------
 
@@ -458,15 +471,14 @@ class CommandRouter:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            self.journal.append(
-                "command_received",
-                {
-                    "command_id": command.command_id,
-                    "role": command.role,
-                    "name": command.name,
-                    "round": command.round_id,
-                    "data": command.data,
-                },
+            self.journal.record(
+                CommandReceivedData.model_construct(
+                    command_id=command.command_id,
+                    role=command.role,
+                    name=command.name,
+                    round=command.round_id,
+                    data=command.data,
+                )
             )
             answer = await self._call_handler(command, clog)
             entry = self._answer(
@@ -540,7 +552,7 @@ class CommandRouter:
         }
         if duplicate:
             body["duplicate"] = True
-        entry = self.journal.append("command_answered", body)
+        entry = self.journal.record(CommandAnsweredData.model_construct(**body))
         if command_id and remember and not duplicate:
             # A message that was not a valid command is not remembered: the sender may fix
             # it and send it again under the same id.
@@ -554,72 +566,19 @@ class CommandRouter:
         self._stop.set()
 
     async def run(self) -> None:
-        """Connect, subscribe to ``{base}/cmd/#``, handle commands; reconnect until stopped."""
+        """Connect, subscribe to ``{base}/cmd/#``, handle commands; reconnect until stopped.
+
+        The connection, failover and back-off are :class:`~controller.mqtt.connection.
+        Connector`'s.
+        """
         self._load_answers()
-        addresses = self.settings.addresses
-        if not addresses:
+        if not self.settings.addresses:
             raise CommandError("no broker URL for the command router", table=self.table_id)
-        failures = 0
-        while not self._stop.is_set():
-            was_up = False
-            for address in addresses:
-                if self._stop.is_set():
-                    return
-                before = self.connections
-                try:
-                    await self._connection(address)
-                except Exception as exc:
-                    self.log.warning(
-                        "command link lost or refused",
-                        url=address.url,
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                if self._stop.is_set():
-                    return
-                if self.connections != before:
-                    was_up = True
-                    break
-            failures = 1 if was_up else failures + 1
-            delay = backoff_seconds(self.settings, failures, self._random)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._stop.wait()
+        await self._connector.run(self._serve, stop=self._stop)
 
-    def _make_client(self, address: BrokerAddress) -> aiomqtt.Client:
-        import aiomqtt
-
-        version = (
-            aiomqtt.ProtocolVersion.V5
-            if self.settings.protocol == "5"
-            else aiomqtt.ProtocolVersion.V311
-        )
-        # Commands sent while the controller is away are stale: no persistent session.
-        session: dict[str, Any] = (
-            {"clean_start": True} if self.settings.protocol == "5" else {"clean_session": True}
-        )
-        client = aiomqtt.Client(
-            address.host,
-            address.port,
-            identifier=self.client_id,
-            protocol=version,
-            logger=logging.getLogger("tablectl.commands.paho"),
-            **session,
-            **client_options(self.settings, address, self._tls),
-        )
-        client._client.connect_timeout = self.settings.connect_timeout
-        return client
-
-    async def _connection(self, address: BrokerAddress) -> None:
-        client = self._make_client(address)
+    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+        """One connection: subscribe, read commands until stopped (returns) or lost (raises)."""
         try:
-            async with asyncio.timeout(self.settings.connect_timeout):
-                await client.__aenter__()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                client._client.disconnect()
-            raise
-        try:
-            self.connections += 1
             await client.subscribe(f"{self.topics.cmd_root}/#", qos=1)
             if self.status is not None:
                 await client.subscribe(self.status.topic, qos=1)
@@ -637,9 +596,6 @@ class CommandRouter:
                 raise error
         finally:
             self.subscribed.clear()
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(min(1.0, self.settings.publish_timeout)):
-                    await client.__aexit__(None, None, None)
 
     async def _read(self, client: aiomqtt.Client, group: asyncio.TaskGroup) -> None:
         async for message in client.messages:
@@ -743,58 +699,29 @@ class StatusWatcher:
         self._stop.set()
 
     async def run(self) -> None:
-        """Watch on a connection of its own until :meth:`stop`, reconnecting with back-off."""
-        import aiomqtt
+        """Watch on a connection of its own until :meth:`stop`, reconnecting with back-off.
 
-        settings = self.settings
-        context = tls_context(settings) if settings.uses_tls else None
-        rng = random.Random()
-        failures = 0
-        version = (
-            aiomqtt.ProtocolVersion.V5 if settings.protocol == "5" else aiomqtt.ProtocolVersion.V311
+        The connection, failover and back-off are :class:`~controller.mqtt.connection.
+        Connector`'s (a clean session each time: the retained message comes again).
+        """
+        connector = Connector(
+            self.settings,
+            client_id=self.client_id,
+            name="status",
+            logger="tablectl.commands.paho",
+            log=self.log,
         )
-        while not self._stop.is_set():
-            for address in settings.addresses:
-                client = aiomqtt.Client(
-                    address.host,
-                    address.port,
-                    identifier=self.client_id,
-                    protocol=version,
-                    logger=logging.getLogger("tablectl.commands.paho"),
-                    **client_options(settings, address, context),
-                )
-                try:
-                    async with asyncio.timeout(settings.connect_timeout):
-                        await client.__aenter__()
-                except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
-                    with contextlib.suppress(Exception):
-                        client._client.disconnect()
-                    self.log.warning("status link refused", url=address.url, error=str(exc))
-                    continue
-                failures = 0
-                try:
-                    await client.subscribe(self.topic, qos=1)
-                    reader = asyncio.ensure_future(self._read(client))
-                    waiter = asyncio.ensure_future(self._stop.wait())
-                    try:
-                        await asyncio.wait({reader, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        for task in (reader, waiter):
-                            task.cancel()
-                        await asyncio.gather(reader, waiter, return_exceptions=True)
-                except aiomqtt.MqttError as exc:
-                    self.log.warning("status link lost", url=address.url, error=str(exc))
-                finally:
-                    with contextlib.suppress(Exception):
-                        async with asyncio.timeout(1.0):
-                            await client.__aexit__(None, None, None)
-                if self._stop.is_set():
-                    return
-                break
-            failures += 1
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(backoff_seconds(settings, failures, rng)):
-                    await self._stop.wait()
+        await connector.run(self._serve, stop=self._stop)
+
+    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+        """One connection: follow the topic until stopped (returns) or lost (raises)."""
+        await client.subscribe(self.topic, qos=1)
+        reader = asyncio.ensure_future(self._read(client))
+        done = await first_completed(reader, self._stop.wait())
+        if reader in done and not reader.cancelled():
+            error = reader.exception()
+            if error is not None:
+                raise error
 
     async def _read(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:

@@ -34,7 +34,31 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from controller.errors import TablectlError
-from controller.journal import JournalEntry
+from controller.journal import (
+    BettingClosedData,
+    CardDealtData,
+    CardRefusedData,
+    CardsRevealedData,
+    CommandAnsweredData,
+    CommandReceivedData,
+    DecisionAppliedData,
+    DecisionOpenData,
+    DeviceStatusData,
+    EntryKind,
+    JournalEntry,
+    OpenModel,
+    PitAlertData,
+    RescanRequestedData,
+    RoundFold,
+    RoundHaltedData,
+    RoundOpenedData,
+    RoundResultData,
+    RoundResumedData,
+    RoundVoidedData,
+    TableInfoData,
+    TableStatusData,
+)
+from controller.journal import Role as Role  # noqa: PLC0414 (a contract type, re-exported)
 
 if TYPE_CHECKING:
     from controller.signing import Signer
@@ -45,34 +69,11 @@ SCHEMA_VERSION: Literal["1"] = "1"
 ROUND_SNAPSHOT_KIND = "round_snapshot"
 """The ``kind`` of the envelope on the retained ``round`` topic."""
 
-PUBLIC_KINDS = frozenset(
-    {
-        "round_opened",
-        "betting_closed",
-        "card_dealt",
-        "rescan_requested",
-        "card_refused",
-        "round_result",
-        "round_voided",
-        "device_status",
-        "table_status",
-        "pit_alert",
-        "decision_open",
-        "decision_applied",
-        "cards_revealed",
-        "table_info",
-        "round_halted",
-        "round_resumed",
-        "command_received",
-        "command_answered",
-    }
-)
+PUBLIC_KINDS = frozenset(EntryKind)
 """The journal kinds of the version 1 contract (others are published as they are)."""
 
 ROLES = ("betting", "pit")
 """Who may send commands: the betting system and the pit boss."""
-
-Role = Literal["betting", "pit"]
 
 RESULT_KINDS = frozenset({"round_result", "round_voided"})
 """Kinds also published on the ``results`` topic."""
@@ -299,182 +300,11 @@ class StatusMessage(BaseModel):
 
 
 # -- the data of each entry kind -------------------------------------------------------------
+# The full data of an entry is its journal body: those models live with the journal
+# (controller.journal.entries). Here: what differs on the wire.
 
 
-class _Data(BaseModel):
-    """Base of the ``data`` models: consumers must ignore fields they do not know."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class RoundOpenedData(_Data):
-    """``round_opened``: betting is open."""
-
-    round_id: str | None = Field(default=None, description="the round id (also in `round`)")
-    round_no: int = Field(description="the table's round counter, from 1")
-    game: str = Field(description="game id")
-    betting_seconds: float = Field(description="length of the betting window")
-    betting_closes_at: str = Field(description="UTC ISO-8601 time betting closes")
-    slots: list[str] | None = Field(default=None, description="the deal plan's slots, in order")
-
-
-class BettingClosedData(_Data):
-    """``betting_closed``: the round has started (it will be completed, not voided)."""
-
-
-class CardDealtData(_Data):
-    """``card_dealt``: a card or tile accepted into a slot."""
-
-    slot: str
-    hand: str | None
-    index: int = Field(ge=0, description="0-based position in the deal plan")
-    card: str | None = Field(description="notation; null on public topics while face down")
-    face: Literal["up", "hidden"]
-
-
-class RescanRequestedData(_Data):
-    """``rescan_requested``: a misread; the dealer scans the same card again."""
-
-    slot: str
-    cause: str = Field(description="device, crc, malformed or gap")
-    detail: str | None = None
-    attempt: int = Field(ge=1)
-
-
-class CardRefusedData(_Data):
-    """``card_refused``: an impossible card (not in the deck, a duplicate); the slot waits."""
-
-    slot: str | None
-    card: str | None = Field(description="null when withheld (hidden slot or hidden duplicate)")
-    reason: str
-    hand: str | None = None
-    index: int | None = None
-    face: Literal["up", "hidden"] | None = None
-
-
-class SettledBet(_Data):
-    """One bet type's settlement, per unit staked."""
-
-    outcome: Literal["win", "lose", "push", "refund"]
-    payout: str = Field(
-        pattern=r"^[0-9]+(\.[0-9]+)?$",
-        description="exact decimal returned per unit staked, stake included ('1.95', '0', '1')",
-    )
-    reason: str | None = None
-
-
-class HandSummary(_Data):
-    """A hand's evaluation in a result."""
-
-    category: str | None = None
-    description: str | None = None
-
-
-class RoundResultData(_Data):
-    """``round_result``: every card, the winner, each hand, and every bet settled."""
-
-    game: str
-    round_no: int | None = None
-    cards: dict[str, list[str]]
-    winner: str | None
-    hands: dict[str, HandSummary]
-    bets: dict[str, SettledBet]
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-class RoundVoidedData(_Data):
-    """``round_voided``: the round is void; every bet is refunded."""
-
-    reason: str
-    bets: dict[str, SettledBet]
-
-
-class DeviceStatusData(_Data):
-    """``device_status``: the card source changed state."""
-
-    device: str
-    state: str
-    detail: str | None = None
-
-
-class TableStatusData(_Data):
-    """``table_status``: table-level state (e.g. ``publish_refused``, ``held``)."""
-
-    state: str
-    detail: str | None = None
-
-
-class PitAlertData(_Data):
-    """``pit_alert``: the pit boss is needed (repeated misreads...)."""
-
-    slot: str | None = None
-    reason: str
-
-
-class DecisionOpenData(_Data):
-    """``decision_open``: a decision window opens (a player action, a dealer choice)."""
-
-    window: str = Field(description="the window id; decisions name it")
-    kind: str = Field(description="what is decided (game-specific)")
-    seat: str | None
-    seconds: float
-    options: list[str]
-    info: dict[str, Any] = Field(default_factory=dict)
-    closes_at: str = Field(description="UTC ISO-8601; the default applies then")
-
-
-class DecisionAppliedData(_Data):
-    """``decision_applied``: a decision took effect."""
-
-    window: str
-    decision: dict[str, Any]
-    default: bool = Field(description="true when applied at the deadline, without a command")
-    command_id: str | None
-
-
-class CardsRevealedData(_Data):
-    """``cards_revealed``: hidden cards of a hand shown (the reveal)."""
-
-    hand: str
-    cards: list[str]
-
-
-class TableInfoData(_Data):
-    """``table_info``: information for the stream (e.g. equities).
-
-    A secure one carries ``data`` only on ``secure/events``.
-    """
-
-    kind: str
-    secure: bool
-    data: dict[str, Any] | None = Field(
-        default=None, description="absent on public topics when secure"
-    )
-
-
-class RoundHaltedData(_Data):
-    """``round_halted``: dealing paused (pit boss needed)."""
-
-    reason: str
-
-
-class RoundResumedData(_Data):
-    """``round_resumed``: dealing continues."""
-
-    by: str
-
-
-class CommandReceivedData(_Data):
-    """``command_received`` (full, on ``secure/events``): a command as it arrived."""
-
-    command_id: str
-    role: Role
-    name: str
-    round: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-class CommandReceivedPublicData(_Data):
+class CommandReceivedPublicData(OpenModel):
     """``command_received`` on ``events``: who sent what, without its fields."""
 
     command_id: str
@@ -482,23 +312,7 @@ class CommandReceivedPublicData(_Data):
     name: str
 
 
-class CommandAnsweredData(_Data):
-    """``command_answered`` (full, on the reply or response topic): the answer to a command."""
-
-    command_id: str
-    role: Role
-    name: str
-    accepted: bool
-    reason: str = ""
-    data: dict[str, Any] = Field(default_factory=dict)
-    response_topic: str | None = None
-    correlation_data: str | None = Field(default=None, description="base64, as received")
-    duplicate: bool | None = Field(
-        default=None, description="true when a repeated command_id got the first answer again"
-    )
-
-
-class CommandAnsweredPublicData(_Data):
+class CommandAnsweredPublicData(OpenModel):
     """``command_answered`` on ``events``."""
 
     command_id: str
@@ -508,7 +322,7 @@ class CommandAnsweredPublicData(_Data):
     reason: str = ""
 
 
-class SnapshotCardData(_Data):
+class SnapshotCardData(OpenModel):
     """A dealt slot in the round snapshot."""
 
     slot: str
@@ -518,7 +332,7 @@ class SnapshotCardData(_Data):
     card: str | None
 
 
-class RoundSnapshotData(_Data):
+class RoundSnapshotData(OpenModel):
     """``round_snapshot`` (retained ``round`` topic): the current round, public facts only."""
 
     round_no: int | None
@@ -652,54 +466,22 @@ class SnapshotCard:
         }
 
 
-_STATE_AFTER = {
-    "round_opened": "betting_open",
-    "betting_closed": "dealing",
-    "card_dealt": "dealing",
-    "rescan_requested": "dealing",
-    "card_refused": "dealing",
-    "round_result": "settled",
-    "round_voided": "voided",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class RoundSnapshot:
     """The current round folded from journal entries (immutable; :meth:`apply` returns new).
 
-    Only public facts are serialized (:meth:`to_wire`). ``hidden_cards`` keeps the values of
-    hidden cards dealt so far, never serialized, so a refusal that names one of them can be
-    kept off the public topics.
+    A view of the shared round fold (:class:`~controller.journal.RoundFold`): only public facts
+    are serialized (:meth:`to_wire`). ``hidden_cards`` keeps the values of hidden cards dealt
+    so far, never serialized, so a refusal that names one of them can be kept off the public
+    topics.
 
     Attributes:
-        round_id: The current round, ``None`` before the first one.
-        round_no: Its number, if known.
-        game: The game id.
-        state: ``idle``, ``betting_open``, ``dealing``, ``settled`` or ``voided``.
-        betting_closes_at: When betting closes (UTC ISO text), while open.
-        cards: Dealt slots, in dealing order.
-        awaiting_rescan: The slot waiting for a rescan, if any.
-        result: Winner, hands and cards once the round has a result; the refunds if voided.
+        fold: The current round's fold (a fold of no round before the first one).
         last_seq: The ``seq`` of the last entry folded in.
-        hidden_cards: Values of hidden cards dealt in this round (never published).
-        hidden_slots: ``(slot, value)`` of hidden cards not revealed yet (never published).
-        halted: Dealing is paused (``round_halted`` until ``round_resumed``).
-        decision: The open decision window (``decision_open`` data) until it is applied.
     """
 
-    round_id: str | None = None
-    round_no: int | None = None
-    game: str | None = None
-    state: str = "idle"
-    betting_closes_at: str | None = None
-    cards: tuple[SnapshotCard, ...] = ()
-    awaiting_rescan: str | None = None
-    result: Mapping[str, Any] | None = None
+    fold: RoundFold = field(default_factory=RoundFold)
     last_seq: int = 0
-    hidden_cards: frozenset[str] = field(default_factory=frozenset)
-    hidden_slots: tuple[tuple[str, str], ...] = ()
-    halted: bool = False
-    decision: Mapping[str, Any] | None = None
 
     @classmethod
     def replay(cls, entries: Iterable[JournalEntry]) -> RoundSnapshot:
@@ -712,113 +494,92 @@ class RoundSnapshot:
     def apply(self, entry: JournalEntry) -> RoundSnapshot:
         """The snapshot after ``entry``. Entries without a round only advance ``last_seq``."""
         if entry.round_id is None:
-            return _replace(self, last_seq=entry.seq)
-        body = entry.body
-        if entry.kind == "round_opened" or entry.round_id != self.round_id:
+            return RoundSnapshot(self.fold, entry.seq)
+        fold = self.fold
+        if entry.kind == EntryKind.ROUND_OPENED or entry.round_id != fold.round_id:
             # A new round starts (also when we first see a round midway, e.g. after a restart
             # whose replay starts late).
-            base = RoundSnapshot(round_id=entry.round_id, last_seq=entry.seq)
-            if entry.kind != "round_opened":
-                return base.apply(entry)
-            round_no = body.get("round_no")
-            return _replace(
-                base,
-                round_no=round_no if isinstance(round_no, int) else None,
-                game=_opt_str(body.get("game")),
-                state="betting_open",
-                betting_closes_at=_opt_str(body.get("betting_closes_at")),
-            )
-        state = _STATE_AFTER.get(entry.kind, self.state)
-        if self.state in ("settled", "voided"):
-            state = self.state
-        changes: dict[str, Any] = {"last_seq": entry.seq, "state": state}
-        if entry.kind == "betting_closed":
-            changes["betting_closes_at"] = None
-        elif entry.kind == "card_dealt":
-            face = str(body.get("face", "up"))
-            card = _opt_str(body.get("card"))
-            public = card if face != "hidden" else None
-            index = body.get("index")
-            dealt = SnapshotCard(
-                slot=str(body.get("slot", "")),
-                hand=_opt_str(body.get("hand")),
-                index=index if isinstance(index, int) else None,
-                face=face,
-                card=public,
-            )
-            changes["cards"] = (*self.cards, dealt)
-            changes["awaiting_rescan"] = None
-            if face == "hidden" and card is not None:
-                changes["hidden_cards"] = self.hidden_cards | {card}
-                changes["hidden_slots"] = (*self.hidden_slots, (dealt.slot, card))
-        elif entry.kind == "cards_revealed":
-            revealed = {str(card) for card in body.get("cards", ()) if card is not None}
-            values = dict(self.hidden_slots)
-            shown = {slot for slot, value in self.hidden_slots if value in revealed}
-            changes["cards"] = tuple(
-                SnapshotCard(c.slot, c.hand, c.index, "up", values[c.slot])
-                if c.slot in shown
-                else c
-                for c in self.cards
-            )
-            changes["hidden_slots"] = tuple(
-                (slot, value) for slot, value in self.hidden_slots if slot not in shown
-            )
-            changes["hidden_cards"] = self.hidden_cards - revealed
-        elif entry.kind == "round_halted":
-            changes["halted"] = True
-        elif entry.kind == "round_resumed":
-            changes["halted"] = False
-        elif entry.kind == "decision_open":
-            changes["decision"] = dict(body)
-        elif entry.kind == "decision_applied":
-            if self.decision is not None and self.decision.get("window") == body.get("window"):
-                changes["decision"] = None
-        elif entry.kind == "rescan_requested":
-            changes["awaiting_rescan"] = _opt_str(body.get("slot"))
-        elif entry.kind == "round_result":
-            changes["awaiting_rescan"] = None
-            changes["result"] = {
-                "winner": body.get("winner"),
-                "hands": body.get("hands", {}),
-                "cards": body.get("cards", {}),
-            }
-            changes["game"] = _opt_str(body.get("game")) or self.game
-            changes["hidden_cards"] = frozenset()  # revealed by the result
-            changes["hidden_slots"] = ()
-            changes["halted"] = False
-            changes["decision"] = None
-        elif entry.kind == "round_voided":
-            changes["awaiting_rescan"] = None
-            changes["halted"] = False
-            changes["decision"] = None
-            changes["result"] = {"voided": True, "reason": body.get("reason")}
-        return _replace(self, **changes)
+            fold = RoundFold(round_id=entry.round_id)
+        return RoundSnapshot(fold.apply(entry.kind, entry.body), entry.seq)
+
+    @property
+    def round_id(self) -> str | None:
+        """The current round, ``None`` before the first one."""
+        return self.fold.round_id
+
+    @property
+    def round_no(self) -> int | None:
+        """Its number, if known."""
+        return self.fold.round_no
+
+    @property
+    def game(self) -> str | None:
+        """The game id."""
+        return self.fold.game
+
+    @property
+    def state(self) -> str:
+        """``idle``, ``betting_open``, ``dealing``, ``settled`` or ``voided``."""
+        return self.fold.state
+
+    @property
+    def betting_closes_at(self) -> str | None:
+        """When betting closes (UTC ISO text), while open."""
+        return self.fold.betting_closes_at
+
+    @property
+    def cards(self) -> tuple[SnapshotCard, ...]:
+        """Dealt slots, in dealing order, as the public sees them."""
+        return tuple(
+            SnapshotCard(card.slot, card.hand, card.index, card.face, card.public)
+            for card in self.fold.cards
+        )
+
+    @property
+    def awaiting_rescan(self) -> str | None:
+        """The slot waiting for a rescan, if any."""
+        return self.fold.awaiting_rescan
+
+    @property
+    def result(self) -> Mapping[str, Any] | None:
+        """Winner, hands and cards once the round has a result; the refunds if voided."""
+        return self.fold.result
+
+    @property
+    def hidden_cards(self) -> frozenset[str]:
+        """Values of hidden cards dealt in this round (never published)."""
+        return self.fold.hidden_cards
+
+    @property
+    def hidden_slots(self) -> tuple[tuple[str, str], ...]:
+        """``(slot, value)`` of hidden cards not revealed yet (never published)."""
+        return self.fold.hidden_slots
+
+    @property
+    def halted(self) -> bool:
+        """Dealing is paused (``round_halted`` until ``round_resumed``)."""
+        return self.fold.halted
+
+    @property
+    def decision(self) -> Mapping[str, Any] | None:
+        """The open decision window (``decision_open`` data) until it is applied."""
+        return self.fold.decision
 
     def to_wire(self) -> dict[str, Any]:
         """The public JSON form (no hidden card value)."""
+        fold = self.fold
         return {
-            "round_no": self.round_no,
-            "game": self.game,
-            "state": self.state,
-            "betting_closes_at": self.betting_closes_at,
+            "round_no": fold.round_no,
+            "game": fold.game,
+            "state": fold.state,
+            "betting_closes_at": fold.betting_closes_at,
             "cards": [card.to_wire() for card in self.cards],
-            "awaiting_rescan": self.awaiting_rescan,
-            "result": dict(self.result) if self.result is not None else None,
+            "awaiting_rescan": fold.awaiting_rescan,
+            "result": dict(fold.result) if fold.result is not None else None,
             "last_seq": self.last_seq,
-            "halted": self.halted,
-            "decision": dict(self.decision) if self.decision is not None else None,
+            "halted": fold.halted,
+            "decision": dict(fold.decision) if fold.decision is not None else None,
         }
-
-
-def _replace(snapshot: RoundSnapshot, **changes: Any) -> RoundSnapshot:
-    values = {name: getattr(snapshot, name) for name in RoundSnapshot.__dataclass_fields__}
-    values.update(changes)
-    return RoundSnapshot(**values)
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 # -- entry -> messages ----------------------------------------------------------------------

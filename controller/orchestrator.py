@@ -1,7 +1,7 @@
 """The round orchestrator: from the betting window to the settlement of every bet.
 
 Betting window, dealing in the game's order, decision windows, reveals, result, settlement,
-for any game that speaks the step protocol (:mod:`controller.live.base`).
+for any game that speaks the step protocol (:mod:`controller.games.live.base`).
 
 The orchestrator owns the clock of the round. Every state change is appended to the journal
 (durably) before anything else happens: the publisher only ever sends what the journal holds,
@@ -35,8 +35,7 @@ from controller.aio import first_completed
 from controller.cards import Piece
 from controller.commands import Answer, Command
 from controller.errors import IllegalAction, NotationError, PieceRefused, TablectlError
-from controller.journal import Journal, JournalEntry
-from controller.live.base import (
+from controller.games.live.base import (
     DealStep,
     DecisionStep,
     FinishStep,
@@ -45,8 +44,30 @@ from controller.live.base import (
     LiveRound,
     RevealStep,
 )
+from controller.journal import (
+    BettingClosedData,
+    CardDealtData,
+    CardRefusedData,
+    CardsRevealedData,
+    DecisionAppliedData,
+    DecisionOpenData,
+    DeviceStatusData,
+    EntryBody,
+    Journal,
+    JournalEntry,
+    PitAlertData,
+    RescanRequestedData,
+    RoundHaltedData,
+    RoundOpenedData,
+    RoundResultData,
+    RoundResumedData,
+    RoundVoidedData,
+    SettledBet,
+    TableInfoData,
+    TableStatusData,
+)
 from controller.metrics import TableMetrics
-from controller.round import EntryKind, Phase, Round, round_id_for
+from controller.round import Phase, Round, round_id_for
 from controller.settings import RoundSettings
 from drivers.errors import DriverError
 from drivers.source import CardRead, CardSource, DeviceStatus, Misread, Read
@@ -192,19 +213,18 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ journal helpers
 
-    def _append(self, kind: EntryKind, body: dict[str, Any], *, fold: bool = True) -> JournalEntry:
+    def _append(self, body: EntryBody, *, fold: bool = True) -> JournalEntry:
         """Journal an entry of the current round, then fold it into the round's state.
 
         Args:
-            kind: The entry kind.
-            body: Its body.
+            body: Its typed body (the model names the kind).
             fold: ``False`` when the state already holds it (a decision is applied to the
                 game first, because applying is what validates and normalises it).
         """
         round_id = self.current.round_id if self.current is not None else None
-        entry = self.journal.append(kind.value, body, round_id=round_id)
+        entry = self.journal.record(body, round_id=round_id)
         if fold and self.current is not None:
-            self.current.apply(kind.value, body)
+            self.current.apply(entry.kind, entry.body)
         return entry
 
     def finished_rounds(self) -> int:
@@ -276,13 +296,13 @@ class Orchestrator:
             if gate.is_open():
                 continue
             self.waiting_for = gate.reason
-            self._append(EntryKind.TABLE_STATUS, {"state": "waiting", "detail": gate.reason})
+            self._append(TableStatusData.model_construct(state="waiting", detail=gate.reason))
             self._log.warning("no new round: waiting", gate=gate.name, reason=gate.reason)
             await self._wait_or_stop(gate.wait_open())
             if self._stop.is_set():
                 return
             self._append(
-                EntryKind.TABLE_STATUS, {"state": "ready", "detail": f"{gate.name} is back"}
+                TableStatusData.model_construct(state="ready", detail=f"{gate.name} is back")
             )
         self.waiting_for = None
 
@@ -318,7 +338,7 @@ class Orchestrator:
                 return self.game.new_round(table_state)
             except IllegalAction as exc:
                 if not told:
-                    self._append(EntryKind.TABLE_STATUS, {"state": "idle", "detail": exc.reason})
+                    self._append(TableStatusData.model_construct(state="idle", detail=exc.reason))
                     self._log.warning("no round can open", reason=exc.reason)
                     told = True
                 with contextlib.suppress(TimeoutError):
@@ -344,15 +364,14 @@ class Orchestrator:
         self._void_reason = None
         closes_at = datetime.now(UTC) + timedelta(seconds=self.settings.betting_seconds)
         self._append(
-            EntryKind.ROUND_OPENED,
-            {
-                "round_id": round_id,
-                "round_no": round_no,
-                "game": self.game.id,
-                "betting_seconds": self.settings.betting_seconds,
-                "betting_closes_at": _utc(closes_at),
-                "table_state": table_state,
-            },
+            RoundOpenedData.model_construct(
+                round_id=round_id,
+                round_no=round_no,
+                game=self.game.id,
+                betting_seconds=self.settings.betting_seconds,
+                betting_closes_at=_utc(closes_at),
+                table_state=table_state,
+            )
         )
         self._log.info("betting open", round=round_id, seconds=self.settings.betting_seconds)
         await self._betting_window()
@@ -366,7 +385,7 @@ class Orchestrator:
                 return self._void(current, "controller stopped before betting closed")
             if self._void_reason is not None:
                 return self._void(current, self._void_reason)
-            self._append(EntryKind.BETTING_CLOSED, {})
+            self._append(BettingClosedData.model_construct())
             rlog.info("betting closed")
         try:
             while True:
@@ -377,12 +396,13 @@ class Orchestrator:
                     await self._decide(current, step)
                 elif isinstance(step, RevealStep):
                     self._append(
-                        EntryKind.CARDS_REVEALED, {"hand": step.hand, "cards": list(step.cards)}
+                        CardsRevealedData.model_construct(hand=step.hand, cards=list(step.cards))
                     )
                 elif isinstance(step, InfoStep):
                     self._append(
-                        EntryKind.TABLE_INFO,
-                        {"kind": step.kind, "data": dict(step.data), "secure": step.secure},
+                        TableInfoData.model_construct(
+                            kind=step.kind, data=dict(step.data), secure=step.secure
+                        )
                     )
                 elif isinstance(step, FinishStep):
                     break
@@ -393,7 +413,7 @@ class Orchestrator:
             "round_no": current.round_no,
             **current.live.result(),
         }
-        self._append(EntryKind.ROUND_RESULT, body)
+        self._append(RoundResultData.model_construct(**body))
         table_state = json.dumps(dict(current.live.table_state_after()))
         self._finish(current, Phase.SETTLED, {META_TABLE_STATE: table_state})
         rlog.info("round settled", winner=body.get("winner"))
@@ -401,12 +421,14 @@ class Orchestrator:
 
     def _void(self, current: Round, reason: str) -> RoundSummary:
         self._append(
-            EntryKind.ROUND_VOIDED,
-            {
-                "reason": reason,
-                "started": current.started,
-                "bets": {bet: {"outcome": "refund", "payout": "1"} for bet in self.game.bet_ids},
-            },
+            RoundVoidedData.model_construct(
+                reason=reason,
+                started=current.started,
+                bets={
+                    bet: SettledBet.model_construct(outcome="refund", payout="1")
+                    for bet in self.game.bet_ids
+                },
+            )
         )
         self._finish(current, Phase.VOIDED)
         self._log.warning("round voided", round=current.round_id, reason=reason)
@@ -519,9 +541,7 @@ class Orchestrator:
     async def _out_of_turn(self, read: Read, reason: str) -> None:
         """A read while no card is expected: refuse cards, record device states."""
         if isinstance(read, CardRead):
-            self._append(
-                EntryKind.CARD_REFUSED, {"slot": None, "card": read.value, "reason": reason}
-            )
+            self._append(CardRefusedData.model_construct(slot=None, card=read.value, reason=reason))
             await self._command(self.source.reject("", reason))
         elif isinstance(read, DeviceStatus):
             self._device_status(read)
@@ -580,12 +600,11 @@ class Orchestrator:
                 if isinstance(read, CardRead):
                     # Not rejected: the dealer keeps the card and rescans it after the resume.
                     self._append(
-                        EntryKind.CARD_REFUSED,
-                        {
-                            "slot": slot.name,
-                            "card": read.value,
-                            "reason": "round halted: keep the card until the pit boss resumes",
-                        },
+                        CardRefusedData.model_construct(
+                            slot=slot.name,
+                            card=read.value,
+                            reason="round halted: keep the card until the pit boss resumes",
+                        )
                     )
                     self._card_held = True
                 continue
@@ -610,9 +629,9 @@ class Orchestrator:
                 return
 
     def _halt(self, current: Round, reason: str) -> None:
-        self._append(EntryKind.ROUND_HALTED, {"reason": reason})
+        self._append(RoundHaltedData.model_construct(reason=reason))
         self._append(
-            EntryKind.PIT_ALERT, {"slot": None, "reason": f"round halted: {reason}: pit boss"}
+            PitAlertData.model_construct(slot=None, reason=f"round halted: {reason}: pit boss")
         )
         self._log.error("round halted", round=current.round_id, reason=reason)
 
@@ -620,8 +639,9 @@ class Orchestrator:
         attempt = current.misreads + 1
         reason = f"misread ({read.cause}): scan the same card again"
         self._append(
-            EntryKind.RESCAN_REQUESTED,
-            {"slot": slot, "cause": read.cause, "detail": read.detail, "attempt": attempt},
+            RescanRequestedData.model_construct(
+                slot=slot, cause=read.cause, detail=read.detail, attempt=attempt
+            )
         )
         await self._command(self.source.request_rescan(slot, reason))
         if self.metrics is not None:
@@ -629,11 +649,9 @@ class Orchestrator:
             self.metrics.rescan()
         if attempt == self.settings.rescan_alert_after:
             self._append(
-                EntryKind.PIT_ALERT,
-                {
-                    "slot": slot,
-                    "reason": f"{attempt} misreads in a row at {slot}: pit boss needed",
-                },
+                PitAlertData.model_construct(
+                    slot=slot, reason=f"{attempt} misreads in a row at {slot}: pit boss needed"
+                )
             )
 
     async def _accept(self, current: Round, step: DealStep, read: CardRead) -> Piece | None:
@@ -652,22 +670,23 @@ class Orchestrator:
         except (NotationError, PieceRefused) as exc:
             reason = exc.reason
             self._append(
-                EntryKind.CARD_REFUSED, {"slot": slot.name, "card": read.value, "reason": reason}
+                CardRefusedData.model_construct(slot=slot.name, card=read.value, reason=reason)
             )
             if self.metrics is not None:
                 self.metrics.card_refused(reason.split(":")[0])
             await self._command(self.source.reject(slot.name, reason))
             await self._command(self.source.expect(current.round_no, step.index, slot.name))
             return None
+        # The hot path: five plain fields, validated here (cheaper than model_construct) and
+        # dumped by pydantic-core (bench/journal_append.py).
         entry = self._append(
-            EntryKind.CARD_DEALT,
-            {
-                "slot": slot.name,
-                "hand": slot.hand,
-                "index": step.index,
-                "card": str(piece),
-                "face": slot.face.value,
-            },
+            CardDealtData(
+                slot=slot.name,
+                hand=slot.hand,
+                index=step.index,
+                card=str(piece),
+                face=slot.face.value,
+            )
         )
         if self._on_card is not None:
             self._on_card(entry, read.at)
@@ -696,8 +715,9 @@ class Orchestrator:
     def _device_status(self, read: DeviceStatus) -> bool:
         """Journal a device state; returns whether the device just came back."""
         self._append(
-            EntryKind.DEVICE_STATUS,
-            {"device": self.source.url, "state": read.state, "detail": read.detail},
+            DeviceStatusData.model_construct(
+                device=self.source.url, state=read.state, detail=read.detail
+            )
         )
         if self.metrics is not None:
             if read.state in LOST_STATES:
@@ -720,16 +740,15 @@ class Orchestrator:
     async def _decide(self, current: Round, step: DecisionStep) -> None:
         closes_at = datetime.now(UTC) + timedelta(seconds=step.seconds)
         self._append(
-            EntryKind.DECISION_OPEN,
-            {
-                "window": step.window,
-                "kind": step.kind,
-                "seat": step.seat,
-                "seconds": step.seconds,
-                "options": list(step.options),
-                "info": dict(step.info),
-                "closes_at": _utc(closes_at),
-            },
+            DecisionOpenData.model_construct(
+                window=step.window,
+                kind=step.kind,
+                seat=step.seat,
+                seconds=step.seconds,
+                options=list(step.options),
+                info=dict(step.info),
+                closes_at=_utc(closes_at),
+            )
         )
         self.open_window = step
         self._window_done = False
@@ -743,13 +762,12 @@ class Orchestrator:
                 if remaining <= 0:
                     decision = current.live.apply_decision(step.window, step.default)
                     self._append(
-                        EntryKind.DECISION_APPLIED,
-                        {
-                            "window": step.window,
-                            "decision": dict(decision),
-                            "default": True,
-                            "command_id": None,
-                        },
+                        DecisionAppliedData.model_construct(
+                            window=step.window,
+                            decision=dict(decision),
+                            default=True,
+                            command_id=None,
+                        ),
                         fold=False,
                     )
                     break
@@ -792,7 +810,7 @@ class Orchestrator:
                 return Answer(False, "only the pit boss can resume a round")
             if not current.halted:
                 return Answer(False, f"round {current.round_id} is not halted")
-            self._append(EntryKind.ROUND_RESUMED, {"by": "pit"})
+            self._append(RoundResumedData.model_construct(by="pit"))
             self._device_lost_at = None
             self._resumed = True
             self._poke()
@@ -818,13 +836,12 @@ class Orchestrator:
         except IllegalAction as exc:
             return Answer(False, exc.reason)
         self._append(
-            EntryKind.DECISION_APPLIED,
-            {
-                "window": step.window,
-                "decision": dict(normalised),
-                "default": False,
-                "command_id": command.command_id,
-            },
+            DecisionAppliedData.model_construct(
+                window=step.window,
+                decision=dict(normalised),
+                default=False,
+                command_id=command.command_id,
+            ),
             fold=False,
         )
         self._window_done = True

@@ -3,7 +3,8 @@
 Each sub-command connects to the broker (``--config FILE``: URLs, credentials, TLS and the
 table id from a table config; or ``--broker URL --table-id ID`` with ``--username``,
 ``--password``, ``--ca-file``), sends one command, waits (bounded by ``--timeout``) for the
-controller's answer and prints it.
+controller's answer and prints it. This module is the client (:func:`resolve_target`,
+:func:`send_command`); the command line is :mod:`controller.cli.pit`.
 
 * MQTT v5 (default): the command carries a response topic of its own under
   ``{prefix}/{table}/reply/{role}/`` and random correlation data; the answer is the message on
@@ -18,22 +19,20 @@ Exit status: 0 accepted, 1 refused (by the controller or the broker; the reason 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import secrets
-import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from pydantic import SecretStr
 
-from controller.errors import ConfigError, PublishError, TablectlError
+from controller.errors import ConfigError, PublishError
 from controller.messages import Role, Topics
-from controller.publisher import MqttSettings, client_options, tls_context
+from controller.mqtt.settings import MqttSettings, client_options, tls_context
 
 EXIT_ACCEPTED = 0
 EXIT_REFUSED = 1
@@ -68,38 +67,52 @@ class Outcome:
     answer: dict[str, Any] | None = None
 
 
-def target_from_args(args: argparse.Namespace) -> Target:
-    """Broker settings and table id from ``--config`` or ``--broker``/``--table-id``.
+def resolve_target(
+    *,
+    config: Path | None = None,
+    brokers: Sequence[str] | None = None,
+    table_id: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    ca_file: Path | None = None,
+    protocol: str | None = None,
+) -> Target:
+    """Broker settings and table id from a table config, or from broker URLs and a table id.
+
+    Args:
+        config: A table config (TOML): its broker URLs, credentials, TLS and table id.
+        brokers: Broker URLs (over the config's, if both are given).
+        table_id: The table (over the config's).
+        username: Broker user name (over the config's).
+        password: Broker password (over the config's).
+        ca_file: CA of ``mqtts://`` brokers (over the config's).
+        protocol: MQTT version, ``"5"`` or ``"3.1.1"`` (over the config's).
 
     Raises:
-        ConfigError: Neither given, or an unusable config.
+        ConfigError: Neither a config nor brokers and a table id, or an unusable config.
     """
     overrides: dict[str, Any] = {}
-    if args.username is not None:
-        overrides["username"] = args.username
-    password = (
-        args.password if args.password is not None else os.environ.get("TABLECTL_PIT_PASSWORD")
-    )
+    if username is not None:
+        overrides["username"] = username
     if password is not None:
         overrides["password"] = SecretStr(password)
-    if args.ca_file is not None:
-        overrides["ca_file"] = args.ca_file
-    if args.protocol is not None:
-        overrides["protocol"] = args.protocol
-    if args.config is not None:
+    if ca_file is not None:
+        overrides["ca_file"] = ca_file
+    if protocol is not None:
+        overrides["protocol"] = protocol
+    if config is not None:
         from controller.settings import load_settings
 
-        settings = load_settings(args.config)
+        settings = load_settings(config)
         mqtt = settings.mqtt
-        if args.broker:
-            overrides["urls"] = list(args.broker)
-        table_id = args.table_id or settings.table_id
+        if brokers:
+            overrides["urls"] = list(brokers)
         data = mqtt.model_dump()
         data.update(overrides)
-        return Target(MqttSettings(**data), table_id)
-    if not args.broker or not args.table_id:
+        return Target(MqttSettings(**data), table_id or settings.table_id)
+    if not brokers or not table_id:
         raise ConfigError("give --config FILE, or --broker URL and --table-id ID")
-    return Target(MqttSettings(urls=list(args.broker), **overrides), args.table_id)
+    return Target(MqttSettings(urls=list(brokers), **overrides), table_id)
 
 
 async def send_command(
@@ -123,7 +136,7 @@ async def send_command(
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
 
-    from controller.mqtt_ack import PublishRefused, publish_checked
+    from controller.mqtt.ack import PublishRefused, publish_checked
 
     settings = target.mqtt
     topics = Topics(prefix=settings.topic_prefix, table=target.table_id)
@@ -209,105 +222,3 @@ def _outcome(envelope: dict[str, Any], data: dict[str, Any]) -> Outcome:
         return Outcome(EXIT_ACCEPTED, text, envelope)
     text = f"REFUSED {data.get('name')} {data.get('command_id')}{again}: {data.get('reason')}"
     return Outcome(EXIT_REFUSED, text + details, envelope)
-
-
-# -- command line ----------------------------------------------------------------------------
-
-
-def _connection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, metavar="FILE", help="a table config (TOML)")
-    parser.add_argument(
-        "--broker", action="append", metavar="URL", help="broker URL (repeat to fail over)"
-    )
-    parser.add_argument("--table-id", metavar="ID", help="the table (default: from --config)")
-    parser.add_argument("--username", help="broker user name (e.g. pitboss)")
-    parser.add_argument(
-        "--password",
-        help="broker password (prefer the TABLECTL_PIT_PASSWORD environment variable)",
-    )
-    parser.add_argument("--ca-file", type=Path, metavar="FILE", help="CA of mqtts:// brokers")
-    parser.add_argument("--protocol", choices=("5", "3.1.1"), help="MQTT version (default 5)")
-    parser.add_argument(
-        "--timeout", type=float, default=10.0, metavar="S", help="seconds to wait (default 10)"
-    )
-    parser.add_argument("--command-id", metavar="ID", help="command id (default: random)")
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``tablectl pit resume``, ``tablectl pit void`` and ``tablectl replay``."""
-    pit = subparsers.add_parser(
-        "pit",
-        help="pit-boss commands to a table (resume, void)",
-        description="Send a pit-boss command to a table's controller and print its answer. "
-        "Exit 0 accepted, 1 refused, 2 no answer.",
-    )
-    actions = pit.add_subparsers(dest="pit_command", required=True, metavar="ACTION")
-    resume = actions.add_parser("resume", help="continue a halted round")
-    _connection_arguments(resume)
-    resume.add_argument("--round", metavar="ID", help="the round meant (refused if not current)")
-    resume.set_defaults(func=_run_resume)
-    void = actions.add_parser("void", help="void the current round (every bet refunded)")
-    _connection_arguments(void)
-    void.add_argument("--reason", required=True, help="why (journalled and published)")
-    void.add_argument("--round", metavar="ID", help="the round meant (refused if not current)")
-    void.set_defaults(func=_run_void)
-
-    replay = subparsers.add_parser(
-        "replay",
-        help="ask a table to re-send its results from a sequence number",
-        description="Ask a table's controller to re-send round_result and round_voided "
-        "messages with FROM <= seq <= TO on its results topic (flagged replayed). "
-        "Exit 0 accepted, 1 refused, 2 no answer.",
-    )
-    _connection_arguments(replay)
-    replay.add_argument("--from-seq", type=int, required=True, metavar="N")
-    replay.add_argument("--to-seq", type=int, metavar="M", help="default: up to the last")
-    replay.add_argument(
-        "--as",
-        dest="role",
-        choices=("pit", "betting"),
-        default="pit",
-        help="send as the pit boss (cmd/pit/replay, default) or the betting system (cmd/replay)",
-    )
-    replay.set_defaults(func=_run_replay)
-
-
-def _run(args: argparse.Namespace, role: Role, name: str, body: dict[str, Any]) -> int:
-    out: TextIO = sys.stdout
-    if args.command_id:
-        body = {"command_id": args.command_id, **body}
-    try:
-        target = target_from_args(args)
-        outcome = asyncio.run(send_command(target, role, name, body, timeout=args.timeout))
-    except TablectlError as exc:
-        print(f"tablectl {name}: {exc}", file=sys.stderr)
-        return EXIT_NO_ANSWER
-    print(outcome.text, file=out if outcome.code == EXIT_ACCEPTED else sys.stderr)
-    return outcome.code
-
-
-def _run_resume(args: argparse.Namespace) -> int:
-    return _run(args, "pit", "resume", {"round": args.round})
-
-
-def _run_void(args: argparse.Namespace) -> int:
-    return _run(args, "pit", "void", {"round": args.round, "reason": args.reason})
-
-
-def _run_replay(args: argparse.Namespace) -> int:
-    body = {"round": None, "from_seq": args.from_seq, "to_seq": args.to_seq}
-    return _run(args, args.role, "replay", body)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m controller.pitcli pit void --reason ...`` (until ``tablectl`` wires it)."""
-    parser = argparse.ArgumentParser(prog="tablectl")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    register(subparsers)
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

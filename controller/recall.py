@@ -10,21 +10,18 @@ refunds), and the timing (betting window, deal, time to result). ``tablectl jour
 --journal PATH [--json]`` runs :meth:`~controller.journal.Journal.verify`: exit 0 when the
 journal is sound, 1 with every problem listed (seq, round, what).
 
-The lead wires :func:`register` into ``controller/cli.py``.
+The command line is :mod:`controller.cli.recall`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from controller.errors import JournalError
-from controller.journal import Journal, JournalEntry, VerifyReport, format_time
+from controller.journal import Journal, JournalEntry, RoundFold, VerifyReport, format_time
 
 
 class RoundNotFound(JournalError):
@@ -74,12 +71,14 @@ class RoundRecord:
             round is unfinished).
         sessions: The controller runs that journalled it (more than one: resumed after a
             restart).
+        fold: Its entries folded (the round fold the snapshot and the verifier share).
     """
 
     round_id: str
     entries: list[JournalEntry]
     status: str = "betting_open"
     sessions: list[int] = field(default_factory=list)
+    fold: RoundFold = field(default_factory=RoundFold)
 
     # -- views ---------------------------------------------------------------------------------
 
@@ -133,8 +132,7 @@ class RoundRecord:
     @property
     def settlement(self) -> Any:
         """The ``bets`` of the result (or the void's refunds); ``None`` while unfinished."""
-        end = self.result or self.void
-        return None if end is None else end.body.get("bets")
+        return self.fold.bets
 
     @property
     def timing(self) -> Timing:
@@ -334,6 +332,10 @@ def _brief(entry: JournalEntry) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
+_STATUS: dict[str | None, str] = {"result": "settled", "void": "voided"}
+"""A finished round's status in a record, by the fold's outcome."""
+
+
 def recall_round(journal: Journal, round_id: str) -> RoundRecord:
     """A round as the journal recorded it (read through the ``round_id`` index).
 
@@ -345,16 +347,14 @@ def recall_round(journal: Journal, round_id: str) -> RoundRecord:
         raise RoundNotFound(
             "no such round in the journal", path=str(journal.path), round_id=round_id
         )
-    record = RoundRecord(round_id=round_id, entries=entries)
-    kinds = {entry.kind for entry in entries}
-    if "round_result" in kinds:
-        record.status = "settled"
-    elif "round_voided" in kinds:
-        record.status = "voided"
-    elif "betting_closed" in kinds:
-        record.status = "dealing"
-    record.sessions = sorted({entry.session for entry in entries})
-    return record
+    fold = RoundFold.replay(round_id, ((entry.kind, entry.body) for entry in entries))
+    return RoundRecord(
+        round_id=round_id,
+        entries=entries,
+        status=_STATUS.get(fold.outcome, "dealing" if fold.betting_closed else "betting_open"),
+        sessions=sorted({entry.session for entry in entries}),
+        fold=fold,
+    )
 
 
 def verify_text(report: VerifyReport) -> str:
@@ -376,60 +376,3 @@ def verify_text(report: VerifyReport) -> str:
         if report.problems_total > len(report.problems):
             lines.append(f"  ... and {report.problems_total - len(report.problems)} more")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------- command line
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``recall`` and ``journal`` (``journal verify``) sub-commands."""
-    recall = subparsers.add_parser(
-        "recall",
-        help="print a round as the journal recorded it",
-        description="Print one round as recorded: every entry with its seq and time, the cards "
-        "by slot, misreads and rescans, refusals, decisions, the result and the settlement, "
-        "and the timing. Reads the journal read-only (safe beside a running controller).",
-    )
-    recall.add_argument("round_id", metavar="ROUND_ID", help="round id, e.g. tp-01-000042")
-    recall.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
-    recall.add_argument("--json", action="store_true", help="print one JSON document")
-    recall.set_defaults(func=recall_command)
-
-    journal = subparsers.add_parser(
-        "journal",
-        help="journal tools (verify)",
-        description="Journal tools. They open the journal read-only.",
-    )
-    actions = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
-    verify = actions.add_parser(
-        "verify",
-        help="check the journal's integrity (exit 0 sound, 1 with the problems listed)",
-        description="Check the journal: SQLite integrity, seq contiguous from 1, the hash "
-        "chain, bodies, times, sessions, and every round's entries in a legal order. Exit 0 "
-        "when sound, 1 with every problem listed (seq, round, what).",
-    )
-    verify.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
-    verify.add_argument("--json", action="store_true", help="print one JSON document")
-    verify.set_defaults(func=verify_command)
-
-
-def recall_command(args: argparse.Namespace) -> int:
-    """Entry point of ``tablectl recall`` (errors propagate as ``TablectlError``: exit 2)."""
-    with Journal.open_readonly(args.journal) as journal:
-        record = recall_round(journal, args.round_id)
-    if args.json:
-        print(json.dumps(record.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print(record.to_text())
-    return 0
-
-
-def verify_command(args: argparse.Namespace) -> int:
-    """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found."""
-    with Journal.open_readonly(args.journal) as journal:
-        report = journal.verify()
-    if args.json:
-        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print(verify_text(report), file=sys.stdout)
-    return 0 if report.ok else 1

@@ -14,7 +14,8 @@ from typing import Any
 
 from controller.cards import Piece, parse_piece
 from controller.errors import JournalError
-from controller.live.base import LiveGame, LiveRound
+from controller.games.live.base import LiveGame, LiveRound
+from controller.journal import EntryKind
 
 
 class Phase(enum.StrEnum):
@@ -24,27 +25,6 @@ class Phase(enum.StrEnum):
     DEALING = "dealing"
     SETTLED = "settled"
     VOIDED = "voided"
-
-
-class EntryKind(enum.StrEnum):
-    """The kinds of journal entry the orchestrator writes (see docs/mqtt.md)."""
-
-    ROUND_OPENED = "round_opened"
-    BETTING_CLOSED = "betting_closed"
-    CARD_DEALT = "card_dealt"
-    RESCAN_REQUESTED = "rescan_requested"
-    CARD_REFUSED = "card_refused"
-    PIT_ALERT = "pit_alert"
-    DECISION_OPEN = "decision_open"
-    DECISION_APPLIED = "decision_applied"
-    CARDS_REVEALED = "cards_revealed"
-    TABLE_INFO = "table_info"
-    ROUND_HALTED = "round_halted"
-    ROUND_RESUMED = "round_resumed"
-    ROUND_RESULT = "round_result"
-    ROUND_VOIDED = "round_voided"
-    DEVICE_STATUS = "device_status"
-    TABLE_STATUS = "table_status"
 
 
 def round_id_for(table_id: str, round_no: int) -> str:

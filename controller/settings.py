@@ -26,7 +26,7 @@ from pydantic_settings import (
 from controller.errors import ConfigError, PayTableError
 from controller.games.registry import DEFAULT_GAME, GAME_IDS
 from controller.money import parse_odds
-from controller.publisher import MqttSettings
+from controller.mqtt.settings import MqttSettings
 from drivers.source import DriverSettings
 
 if TYPE_CHECKING:

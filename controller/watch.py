@@ -1,12 +1,12 @@
 """``tablectl watch``: a table's messages, as a consumer sees them, one readable line each.
 
 :func:`describe` turns one received message into text (pure, tested); :func:`watch`
-subscribes to a table's public topics and prints; :func:`register` adds the sub-command.
+subscribes to a table's public topics and prints; the sub-command is
+:mod:`controller.cli.watch`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -335,46 +335,3 @@ async def _print_messages(
                 print(line, file=stream, flush=True)
     finally:
         stopper.cancel()
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``tablectl watch`` to the CLI."""
-    parser = subparsers.add_parser(
-        "watch",
-        help="show a table's messages as a consumer sees them",
-        description="Subscribe to a table's public topics and print one readable line per "
-        "message: status, betting, cards, rescans, refusals, results and settlements.",
-    )
-    parser.add_argument(
-        "--broker", required=True, action="append", metavar="URL",
-        help="broker URL, mqtt://HOST:PORT (repeat to fail over)",
-    )  # fmt: skip
-    parser.add_argument("--table-id", required=True, help="the table to watch")
-    parser.add_argument(
-        "--protocol", choices=("5", "3.1.1"), default="5", help="MQTT version (default 5)"
-    )
-    parser.add_argument("--prefix", default="tables", help="topic prefix (default tables)")
-    parser.add_argument("--username", help="broker user name (e.g. viewer)")
-    parser.add_argument(
-        "--password", help="broker password (prefer TABLECTL_WATCH_PASSWORD in the environment)"
-    )
-    parser.add_argument("--ca-file", metavar="FILE", help="CA of mqtts:// brokers")
-    parser.set_defaults(func=_run_watch)
-
-
-def _run_watch(args: argparse.Namespace) -> int:
-    import os
-
-    password = args.password or os.environ.get("TABLECTL_WATCH_PASSWORD")
-    asyncio.run(
-        watch(
-            args.broker,
-            args.table_id,
-            protocol=args.protocol,
-            prefix=args.prefix,
-            username=args.username,
-            password=password,
-            ca_file=args.ca_file,
-        )
-    )
-    return 0

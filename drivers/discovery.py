@@ -9,8 +9,6 @@ the URL to put in the table config's ``[device] url``.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,27 +111,18 @@ def render(serial_ports: list[FoundDevice], usb: list[FoundDevice], note: str | 
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace, *, usb_backend: Any = None) -> int:
-    """List the devices; 0 when at least one candidate was found, 1 otherwise."""
-    serial_ports = [] if args.usb_only else list_serial_ports()
-    if args.known_only:
+def find_devices(
+    *, known_only: bool = False, usb_only: bool = False, usb_backend: Any = None
+) -> tuple[list[FoundDevice], list[FoundDevice], str | None]:
+    """The candidate devices: serial ports, USB scanners, and a note on USB enumeration.
+
+    Args:
+        known_only: Only serial ports recognised as scanners.
+        usb_only: Skip serial ports.
+        usb_backend: The pyusb backend (``None``: pyusb's default libusb backend).
+    """
+    serial_ports = [] if usb_only else list_serial_ports()
+    if known_only:
         serial_ports = [port for port in serial_ports if port.known]
     usb, note = list_usb_scanners(usb_backend)
-    print(render(serial_ports, usb, note))
-    sys.stdout.flush()
-    return 0 if serial_ports or usb else 1
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register the ``devices`` sub-command."""
-    parser = subparsers.add_parser(
-        "devices",
-        help="list serial ports and USB devices that look like card scanners",
-        description="List serial ports and USB card scanners, with the URL to put in the "
-        "table config's [device] url.",
-    )
-    parser.add_argument(
-        "--known-only", action="store_true", help="only devices recognised as scanners"
-    )
-    parser.add_argument("--usb-only", action="store_true", help="skip serial ports")
-    parser.set_defaults(func=run)
+    return serial_ports, usb, note

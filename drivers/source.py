@@ -14,6 +14,7 @@ URLs (see ``docs/protocol.md``):
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
@@ -303,6 +304,17 @@ def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec:
     )
 
 
+BACKENDS: dict[str, tuple[str, str]] = {
+    "serial": ("drivers.serial_source", "SerialCardSource"),
+    "socket": ("drivers.serial_source", "SerialCardSource"),
+    "usb": ("drivers.usb_source", "UsbCardSource"),
+}
+"""The driver of each URL kind: ``(module, class)``, imported only when a URL of that kind is
+opened (so this module does not import the drivers that import it, and ``tablectl --help``
+stays fast). The class is called as ``cls(url, spec, settings)``, and for ``usb`` also with
+``backend=``."""
+
+
 def open_card_source(
     url: str, settings: DriverSettings | None = None, *, usb_backend: IBackend | None = None
 ) -> CardSource:
@@ -319,10 +331,8 @@ def open_card_source(
     """
     effective = settings if settings is not None else DriverSettings()
     spec = parse_url(url, effective.baud)
-    if isinstance(spec, UsbSpec):
-        from drivers.usb_source import UsbCardSource
-
-        return UsbCardSource(url, spec, effective, backend=usb_backend)
-    from drivers.serial_source import SerialCardSource
-
-    return SerialCardSource(url, spec, effective)
+    module_name, class_name = BACKENDS[spec.kind]
+    backend_class = getattr(importlib.import_module(module_name), class_name)
+    options: dict[str, object] = {"backend": usb_backend} if spec.kind == "usb" else {}
+    source: CardSource = backend_class(url, spec, effective, **options)
+    return source

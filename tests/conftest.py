@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from controller.mosquitto import MosquittoError, MosquittoProcess
-from controller.mosquitto import find_mosquitto as _find_mosquitto
+from tests.support.mosquitto import MosquittoError, MosquittoProcess
+from tests.support.mosquitto import find_mosquitto as _find_mosquitto
 
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile(
@@ -26,9 +26,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 def find_mosquitto() -> str:
     """The Mosquitto binary (``MOSQUITTO_BIN`` first), or a failure saying how to get one."""
-    override = os.environ.get("MOSQUITTO_BIN")
-    if override and os.access(override, os.X_OK):
-        return override
     try:
         return _find_mosquitto()
     except MosquittoError:
@@ -40,7 +37,7 @@ def find_mosquitto() -> str:
 
 
 class MosquittoBroker(MosquittoProcess):
-    """The shared :class:`controller.mosquitto.MosquittoProcess`, failing tests cleanly."""
+    """The shared :class:`tests.support.mosquitto.MosquittoProcess`, failing tests cleanly."""
 
     def __init__(self, workdir: Path, binary: str) -> None:
         super().__init__(workdir, binary=binary)

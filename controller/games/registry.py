@@ -1,7 +1,8 @@
 """Every game a table can run: the one list of games, and how a table's game is built.
 
 :data:`GAMES` holds one :class:`~controller.games.spec.GameSpec` per game, one line each;
-everything else (the table config, ``tablectl analyze``, the simulators' decks) reads it.
+everything else (the table config, ``tablectl analyze``: :func:`analyzer_for`, the
+simulators' decks) reads it.
 Adding a game is one package under ``controller/games/`` and one line here.
 
 ``make_live_game(game_id, options, paytable_overrides)`` validates the table's
@@ -17,6 +18,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from controller.analysis import AnalyzeFunction, UnknownGame
 from controller.errors import ConfigError, PayTableError, RulesError
 from controller.games import (
     break_poker,
@@ -25,8 +27,8 @@ from controller.games import (
     texas_holdem,
     three_card_mulligan,
 )
+from controller.games.live.base import LiveGame
 from controller.games.spec import OPTIONS_FIELD, GameOptions, GameSpec
-from controller.live.base import LiveGame
 from controller.money import PayTables, merge_paytables
 
 GAMES: Final[tuple[GameSpec, ...]] = (
@@ -46,6 +48,9 @@ DEFAULT_GAME: Final = GAMES[0].id
 
 _BY_ID: Final[dict[str, GameSpec]] = {spec.id: spec for spec in GAMES}
 
+ANALYZERS: Final[dict[str, str]] = {spec.id: spec.par_sheet for spec in GAMES}
+"""Game id -> the module of its par sheet (``tablectl analyze`` lists these)."""
+
 
 def game_spec(game_id: str) -> GameSpec:
     """The spec of a game id.
@@ -61,6 +66,18 @@ def game_spec(game_id: str) -> GameSpec:
             value=game_id,
         )
     return spec
+
+
+def analyzer_for(game: str) -> AnalyzeFunction:
+    """The ``analyze`` function of a game id (imports its par sheet: numpy).
+
+    Raises:
+        UnknownGame: No such game.
+    """
+    spec = _BY_ID.get(game)
+    if spec is None:
+        raise UnknownGame(f"unknown game {game!r}; known: {', '.join(ANALYZERS)}", game=game)
+    return spec.analyzer()
 
 
 def _options_error(game_id: str, error: ValidationError) -> ConfigError:
@@ -139,9 +156,11 @@ def make_live_game(
 
 
 __all__ = [
+    "ANALYZERS",
     "DEFAULT_GAME",
     "GAMES",
     "GAME_IDS",
+    "analyzer_for",
     "game_spec",
     "make_live_game",
     "validate_options",

@@ -21,7 +21,7 @@ from controller.money import PayTables
 
 if TYPE_CHECKING:
     from controller.analysis import AnalyzeFunction
-    from controller.live.base import LiveGame
+    from controller.games.live.base import LiveGame
 
 OPTIONS_FIELD: Final = "game_options"
 """Where a game's live options live in a table config (named in errors)."""

@@ -6,7 +6,7 @@
   ``tables/<id>/#`` (the broker's ACL decides what it really receives), records every message,
   lets the test await a message, and sends commands the way a betting system or a pit-boss
   console does: a v5 response topic under its own reply tree, correlation data, a PUBACK
-  checked for a refusal (:func:`controller.mqtt_ack.publish_checked`), and the same
+  checked for a refusal (:func:`controller.mqtt.ack.publish_checked`), and the same
   ``command_id`` sent again if no answer comes (commands are idempotent per id).
 * :func:`table_settings`: a table's settings with the controller's credentials.
 
@@ -30,10 +30,11 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from controller.app import Simulation, run_table, simulated_scanner
-from controller.mqtt_ack import publish_checked
+from controller.app import run_table
+from controller.mqtt.ack import publish_checked
 from controller.orchestrator import RoundSummary
 from controller.settings import TableSettings, load_settings
+from simulators.table import Simulation, simulated_scanner
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,

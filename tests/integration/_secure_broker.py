@@ -1,7 +1,8 @@
 """A real Mosquitto with a given config (ACLs, passwords, TLS) for security tests.
 
 Small on purpose: write the config into a directory, pick free loopback ports, start
-``/usr/sbin/mosquitto``, wait until every listener accepts TCP connections, stop it.
+Mosquitto (the binaries found by :mod:`tests.support.mosquitto`, shared by every test that
+needs a broker), wait until every listener accepts TCP connections, stop it.
 
 The config body is a ``str.format`` template with ``{port}`` (plain listener), ``{tls_port}``
 (TLS listener) and ``{dir}`` (the broker's directory). ``user root`` is added when the test
@@ -26,8 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-MOSQUITTO = "/usr/sbin/mosquitto"
-MOSQUITTO_PASSWD = "/usr/bin/mosquitto_passwd"
+from tests.support.mosquitto import find_mosquitto, find_mosquitto_passwd, free_port
 
 ROLE_PASSWORDS = {
     "table-tp-01": "pw-table-tp-01",
@@ -40,22 +40,12 @@ ROLE_PASSWORDS = {
 """The users of the committed ACL file, with test passwords."""
 
 
-def have_mosquitto() -> bool:
-    return Path(MOSQUITTO).exists() and Path(MOSQUITTO_PASSWD).exists()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def make_password_file(path: Path, users: dict[str, str]) -> Path:
     """A Mosquitto password file with these users, made by ``mosquitto_passwd -b``."""
     path.write_text("")
     for user, password in users.items():
         subprocess.run(
-            [MOSQUITTO_PASSWD, "-b", str(path), user, password],
+            [find_mosquitto_passwd(), "-b", str(path), user, password],
             check=True,
             capture_output=True,
             timeout=30,
@@ -219,7 +209,7 @@ class SecureBroker:
         self.config_path.write_text(self.config_text)
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [MOSQUITTO, "-c", str(self.config_path)], stdout=log, stderr=subprocess.STDOUT
+            [find_mosquitto(), "-c", str(self.config_path)], stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         deadline = time.monotonic() + timeout

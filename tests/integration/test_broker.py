@@ -19,7 +19,8 @@ from controller.broker import (
 )
 from controller.errors import ConfigError
 from controller.journal import Journal
-from controller.publisher import MqttSettings, Publisher
+from controller.mqtt.settings import MqttSettings
+from controller.publisher import Publisher
 
 
 def test_parse_broker_url():

@@ -10,15 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.checkconfig import register
-from tests.integration._secure_broker import (
-    SecureBroker,
-    free_port,
-    have_mosquitto,
-    make_password_file,
-)
+from controller.cli.check_config import register
+from tests.integration._secure_broker import SecureBroker, make_password_file
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import free_port, have_mosquitto
 
-pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto")
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 
 
 @pytest.fixture(autouse=True)

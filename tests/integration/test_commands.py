@@ -25,7 +25,8 @@ from controller.commands import (
 from controller.errors import TablectlError
 from controller.journal import Journal
 from controller.messages import Topics
-from controller.publisher import MqttSettings, Publisher
+from controller.mqtt.settings import MqttSettings
+from controller.publisher import Publisher
 
 TOPICS = Topics(table="tp-9")
 

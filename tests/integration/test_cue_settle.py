@@ -20,8 +20,9 @@ import pytest
 
 from controller.games.registry import make_live_game
 from controller.journal import Journal
+from controller.mqtt.settings import MqttSettings
 from controller.orchestrator import Orchestrator, RoundSummary
-from controller.publisher import MqttSettings, Publisher
+from controller.publisher import Publisher
 from controller.round import Phase
 from controller.settings import RoundSettings
 from drivers.codec import ExpectFrame

@@ -13,8 +13,9 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from controller.app import Simulation, run_table, simulated_scanner
+from controller.app import run_table
 from controller.settings import load_settings
+from simulators.table import Simulation, simulated_scanner
 
 pytestmark = pytest.mark.hil
 

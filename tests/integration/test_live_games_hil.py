@@ -9,7 +9,7 @@ answers each ``decision_open`` on ``cmd/decision``; a ``stream`` client records 
 The expected results are computed here from the scripted cards and decisions with the pure
 rules modules (``controller/games/*.py``: ``round_result``, ``house_way``, Hold'em's
 ``HoldemState``, Mahjong Pai Gow's ``resolve_positions``/``settle_position``), never by running
-the live adapters (``controller/live/*.py``) again.
+the live adapters (``controller/games/<game>/live.py``) again.
 
 Each test also sends illegal and late commands (each must be refused with a reason and change
 nothing) and checks that no hidden card reaches the betting credential before its reveal
@@ -39,7 +39,6 @@ from typing import Any
 
 import pytest
 
-from controller.app import Simulation
 from controller.cards import Tile, parse_cards
 from controller.games.break_poker import rules as bp
 from controller.games.mahjong_pai_gow import rules as mj
@@ -54,8 +53,9 @@ from controller.games.texas_holdem.rules import (
     start_hand,
 )
 from controller.games.three_card_mulligan import rules as tcm
-from controller.mqtt_ack import PublishRefused
+from controller.mqtt.ack import PublishRefused
 from simulators.scanner import CardFault, FaultPlan
+from simulators.table import Simulation
 from tests.integration._live_helpers import (
     Live,
     Peer,
@@ -65,11 +65,13 @@ from tests.integration._live_helpers import (
     leaks,
     live_table,
 )
-from tests.integration._secure_broker import SecureBroker, have_mosquitto
+from tests.integration._secure_broker import SecureBroker
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
 pytestmark = [
     pytest.mark.hil,
-    pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto"),
+    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
 ]
 
 

@@ -5,7 +5,7 @@
   it, followed by a positive control message that it does receive (so the test can fail):
   the refused publish was acknowledged before the control was sent, and the broker handles
   messages in order, so had it been delivered it would have arrived first.
-* ``publish_checked`` (controller/mqtt_ack.py): the v5 PUBACK reason code surfaces.
+* ``publish_checked`` (controller/mqtt/ack.py): the v5 PUBACK reason code surfaces.
 * TLS (config/mosquitto/mosquitto.conf, with only its paths and port replaced): a client
   with the CA connects; a plain client or one trusting another CA does not.
 """
@@ -25,18 +25,19 @@ import pytest
 from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.errors import PublishError
-from controller.mqtt_ack import PublishRefused, publish_checked
+from controller.mqtt.ack import PublishRefused, publish_checked
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
     TlsFiles,
     copy_committed,
-    have_mosquitto,
     make_password_file,
     make_tls,
 )
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
-pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto")
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "mosquitto"
 ACL = CONFIG_DIR / "acl"
@@ -190,7 +191,7 @@ async def test_betting_publishes_decisions_only(
     ):
         await table.subscribe("tables/tp-01/#", qos=1)
         for topic in forbidden:
-            await betting.publish(topic, b"forged", qos=1)  # returns normally: see mqtt_ack
+            await betting.publish(topic, b"forged", qos=1)  # returns normally: see mqtt/ack.py
         control = marker()
         await betting.publish("tables/tp-01/cmd/decision", control, qos=1)
         got = await received_until(table, control)
@@ -513,7 +514,7 @@ async def test_betting_presence_topic(broker: SecureBroker) -> None:
 def _publisher_settings(port: int, user: str) -> Any:
     from pydantic import SecretStr
 
-    from controller.publisher import MqttSettings
+    from controller.mqtt.settings import MqttSettings
 
     return MqttSettings(
         urls=[f"mqtt://127.0.0.1:{port}"],

@@ -32,16 +32,18 @@ from typing import Any
 
 import pytest
 
-from controller.app import Simulation
 from controller.cards import parse_cards
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from simulators.scanner import CardFault, FaultPlan
+from simulators.table import Simulation
 from tests.integration._live_helpers import TABLE, Live, Received, acl_broker, live_table
-from tests.integration._secure_broker import ROLE_PASSWORDS, SecureBroker, have_mosquitto
+from tests.integration._secure_broker import ROLE_PASSWORDS, SecureBroker
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
 pytestmark = [
     pytest.mark.hil,
-    pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto"),
+    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
 ]
 
 GAME = "teen-patti-20-20"

@@ -13,17 +13,19 @@ from typing import Any
 
 import pytest
 
+from controller.cli import main
 from controller.commands import Answer, Command, CommandRouter
 from controller.errors import TablectlError
 from controller.journal import Journal
-from controller.pitcli import main
-from controller.publisher import MqttSettings, Publisher
+from controller.mqtt.settings import MqttSettings
+from controller.publisher import Publisher
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
-    have_mosquitto,
     make_password_file,
 )
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
 ACL = Path(__file__).resolve().parents[2] / "config" / "mosquitto" / "acl"
 
@@ -147,7 +149,7 @@ async def test_config_file_gives_broker_and_table(
     journal.close()
 
 
-@pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto")
+@pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 async def test_broker_refusal_is_reported_with_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,8 @@ import pytest
 
 from controller.broker import free_port
 from controller.journal import Journal
-from controller.publisher import MqttSettings, Publisher
+from controller.mqtt.settings import MqttSettings
+from controller.publisher import Publisher
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ["5", "3.1.1"]
@@ -268,7 +269,8 @@ async def test_last_will_is_published_when_the_controller_dies(mosquitto_session
         f"""
         import asyncio, sys
         from controller.journal import Journal
-        from controller.publisher import MqttSettings, Publisher
+        from controller.mqtt.settings import MqttSettings
+        from controller.publisher import Publisher
 
         async def main():
             journal = Journal.open({str(tmp_path / "j.sqlite")!r})
@@ -356,7 +358,8 @@ async def test_watch_prints_what_a_consumer_sees(mosquitto_session, tmp_path):
     import argparse
     import io
 
-    from controller.watch import register, watch
+    from controller.cli.watch import register
+    from controller.watch import watch
 
     broker = mosquitto_session
     table = f"watch-{uuid.uuid4().hex[:6]}"

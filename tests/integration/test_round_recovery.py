@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.app import Simulation, run_table, simulated_scanner
+from controller.app import run_table
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.settings import load_settings
+from simulators.table import Simulation, simulated_scanner
 
 pytestmark = pytest.mark.hil
 

@@ -12,8 +12,8 @@ import pytest
 
 from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread
 from drivers.supervisor import SupervisedCardSource
+from simulators.cli import add_fault_arguments, fault_plan_from_args, scenario_from_args
 from simulators.errors import SimulatorConfigError
-from simulators.faults import add_fault_arguments, fault_plan_from_args, scenario_from_args
 from simulators.scanner import CardFault, FaultPlan, ScannerSimulator
 from simulators.scenario import ScenarioError, load_scenario, shipped_scenarios
 

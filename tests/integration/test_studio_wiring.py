@@ -20,10 +20,11 @@ import aiomqtt
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.app import Simulation, run_table, simulated_scanner
-from controller.mosquitto import free_port
+from controller.app import run_table
 from controller.settings import load_settings
 from controller.signing import generate_keypair, load_public_key, verify_envelope
+from simulators.table import Simulation, simulated_scanner
+from tests.support.mosquitto import free_port
 
 pytestmark = pytest.mark.hil
 

@@ -21,19 +21,21 @@ from controller.commands import Answer, Command, CommandRouter
 from controller.errors import ConfigError
 from controller.journal import Journal
 from controller.messages import Topics
+from controller.mqtt.settings import MqttSettings
 from controller.pitcli import Target, send_command
-from controller.publisher import MqttSettings, Publisher
+from controller.publisher import Publisher
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
     TlsFiles,
-    have_mosquitto,
     make_client_cert,
     make_password_file,
     make_tls,
 )
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
 
-pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="needs /usr/sbin/mosquitto")
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 
 ACL = Path(__file__).resolve().parents[2] / "config" / "mosquitto" / "acl"
 SECRET = ROLE_PASSWORDS["table-tp-01"]

@@ -7,13 +7,12 @@ import argparse
 
 import pytest
 
+from controller.cli.devices import register, run
 from drivers.discovery import (
     FoundDevice,
     list_serial_ports,
     list_usb_scanners,
-    register,
     render,
-    run,
 )
 from drivers.source import UsbSpec, parse_url
 from simulators.usb import PRODUCT_ID, VENDOR_ID, SimulatedUsbBackend

@@ -17,7 +17,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import JournalError
-from controller.journal import MIGRATIONS, SCHEMA_VERSION, Journal, JournalEntry, format_time
+from controller.journal import (
+    BODY_MODELS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    CardDealtData,
+    EntryBody,
+    EntryKind,
+    Journal,
+    JournalEntry,
+    RoundVoidedData,
+    SettledBet,
+    TableInfoData,
+    TableStatusData,
+    body_text,
+    format_time,
+)
 
 
 def _raw(path: Path, sql: str, *args: object) -> list[tuple[object, ...]]:
@@ -888,3 +903,99 @@ def test_set_metas_is_all_or_nothing_when_the_write_fails(tmp_path: Path) -> Non
         finally:
             other.close()
         assert (journal.get_meta("a"), journal.get_meta("b")) == ("old", None)
+
+
+# -- typed entries, and a journal written by main's code ----------------------------------------
+
+MAIN_JOURNAL = Path(__file__).parent / "data" / "journal_main.sqlite"
+"""Written by main's code (f2eff05, ``append(str, dict)``): every entry kind, 26 entries."""
+
+MAIN_CHAIN_HEAD = "2da4ebfe0a2576a06e4ff9b38ad53ef3cdac46ba38aeabd612a03fe08e015582"
+
+
+def _typed(kind: str, body: dict[str, object]) -> EntryBody:
+    model = BODY_MODELS[EntryKind(kind)]
+    if model is CardDealtData:  # the hot path's way: validated, dumped by pydantic-core
+        return CardDealtData.model_validate(body)
+    return model.model_construct(**body)
+
+
+def test_a_journal_written_by_main_is_read_and_verified(tmp_path):
+    path = tmp_path / "main.sqlite"
+    path.write_bytes(MAIN_JOURNAL.read_bytes())
+    with Journal.open_readonly(path) as journal:
+        report = journal.verify()
+        entries = list(journal.entries())
+    assert report.ok, report.problems
+    assert (report.entries, report.rounds, report.settled, report.voided) == (26, 2, 1, 1)
+    assert report.chain_head == MAIN_CHAIN_HEAD
+    assert {entry.kind for entry in entries} == set(EntryKind)
+    for entry in entries:  # every stored body reads as its kind's model
+        assert type(entry.typed_body) is BODY_MODELS[EntryKind(entry.kind)]
+    card = next(entry for entry in entries if entry.kind == EntryKind.CARD_DEALT)
+    assert card.typed_body is card.typed_body  # parsed once
+    assert isinstance(card.typed_body, CardDealtData)
+    assert (card.typed_body.slot, card.typed_body.card) == ("A1", "As")
+    with Journal.open(path) as journal:  # opened for writing: the chain goes on
+        journal.record(TableStatusData.model_construct(state="ready", detail="after main"))
+        assert journal.verify().ok
+
+
+def test_typed_bodies_store_what_main_stored_byte_for_byte(tmp_path):
+    main = tmp_path / "main.sqlite"
+    main.write_bytes(MAIN_JOURNAL.read_bytes())
+    with Journal.open_readonly(main) as journal:
+        entries = list(journal.entries())
+    path = tmp_path / "new.sqlite"
+    with Journal.open(path) as journal:
+        for entry in entries:
+            written = journal.record(
+                _typed(entry.kind, entry.body),
+                round_id=entry.round_id,
+                happened_at=entry.happened_at,
+            )
+            assert written.hash == entry.hash, entry.kind
+    columns = "seq, session, round_id, kind, happened_at, body, hash"
+    assert _raw(path, f"SELECT {columns} FROM entries ORDER BY seq") == _raw(
+        main, f"SELECT {columns} FROM entries ORDER BY seq"
+    )
+
+
+def test_record_takes_the_kind_from_the_body_model(tmp_path):
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        body = CardDealtData(slot="A1", hand="A", index=0, card="Qh", face="hidden")
+        entry = journal.record(body, round_id="r1")
+        assert entry.kind == EntryKind.CARD_DEALT == "card_dealt"
+        assert entry.typed_body is body  # not parsed again
+        assert entry.body == {"slot": "A1", "hand": "A", "index": 0, "card": "Qh", "face": "hidden"}
+        stored = journal.get(entry.seq)
+        assert stored is not None and stored == entry
+        assert stored.typed_body == body
+        with pytest.raises(JournalError, match="not the body of an entry kind"):
+            journal.record(EntryBody())
+        with pytest.raises(JournalError, match="not JSON-able"):
+            journal.record(TableStatusData.model_construct(state="x", detail=object()))
+        assert journal.last_seq == 1
+
+
+def test_a_body_that_does_not_match_its_model_is_a_journal_error(tmp_path):
+    with Journal.open(tmp_path / "j.sqlite") as journal:
+        entry = journal.append("card_dealt", {"slot": "A1", "index": "first"})
+        unknown = journal.append("x", {"n": 1})
+    with pytest.raises(JournalError, match="card_dealt body does not match its model"):
+        _ = entry.typed_body
+    assert type(unknown.typed_body) is EntryBody
+    assert unknown.typed_body.model_extra == {"n": 1}
+
+
+def test_nested_models_and_the_journal_order_of_keys():
+    voided = RoundVoidedData.model_construct(
+        reason="stopped",
+        started=False,
+        bets={"a": SettledBet.model_construct(outcome="refund", payout="1")},
+    )
+    assert body_text(voided) == (
+        '{"reason":"stopped","started":false,"bets":{"a":{"outcome":"refund","payout":"1"}}}'
+    )
+    info = TableInfoData.model_construct(kind="equity", data={"p": 1e-05}, secure=True)
+    assert body_text(info) == '{"kind":"equity","data":{"p":1e-05},"secure":true}'

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from controller.games.live.base import JSON, DecisionStep
 from controller.games.registry import GAME_IDS, make_live_game
-from controller.live.base import JSON, DecisionStep
 from controller.messages import DecisionOpenData
 from simulators.betting import BettingPolicy
 from tests.unit.test_live_helpers import drive, shuffled

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from controller.errors import ConfigError
+from controller.games.live.base import DealStep, DecisionStep
+from controller.games.live.fixed_plan import FixedPlanGame
 from controller.games.mahjong_pai_gow.live import MahjongLiveGame
 from controller.games.registry import GAME_IDS, make_live_game, validate_options
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.games.texas_holdem.live import HoldemLiveGame
-from controller.live.base import DealStep, DecisionStep
-from controller.live.fixed_plan import FixedPlanGame
 from controller.money import parse_odds
 
 

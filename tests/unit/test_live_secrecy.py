@@ -13,8 +13,8 @@ import json
 import pytest
 
 from controller.games.base import Face
+from controller.games.live.base import DealStep, DecisionStep, FinishStep, InfoStep, RevealStep
 from controller.games.registry import GAME_IDS, make_live_game
-from controller.live.base import DealStep, DecisionStep, FinishStep, InfoStep, RevealStep
 from simulators.betting import BettingPolicy
 from tests.unit.test_live_helpers import shuffled
 

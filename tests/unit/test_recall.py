@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from controller.cli.recall import register
 from controller.errors import TablectlError
-from controller.journal import Journal
-from controller.recall import RoundNotFound, recall_round, register
+from controller.journal import Journal, RoundFold
+from controller.recall import RoundNotFound, recall_round
 
 T0 = datetime(2026, 1, 22, 10, 0, 0, tzinfo=UTC)
 SLOTS = ["A1", "B1", "A2", "B2", "A3", "B3"]
@@ -229,3 +230,54 @@ def test_journal_verify_command(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False
     assert {"seq": 10, "round": "tp-01-000001"}.items() <= doc["problems"][0].items()
+
+
+def test_snapshot_recall_and_verify_share_one_fold_of_a_round(tmp_path):
+    from controller.messages import RoundSnapshot
+
+    path = tmp_path / "j.sqlite"
+    _write_table(path)
+    with Journal.open_readonly(path) as journal:
+        record = recall_round(journal, "tp-01-000001")
+        snapshot = RoundSnapshot.replay(journal.entries(round_id="tp-01-000001"))
+        report = journal.verify()
+    fold = RoundFold.replay("tp-01-000001", ((e.kind, e.body) for e in record.entries))
+    assert record.fold == fold == snapshot.fold
+    assert (fold.state, fold.outcome, record.status, snapshot.state) == (
+        "settled",
+        "result",
+        "settled",
+        "settled",
+    )
+    assert [card.card for card in fold.cards] == CARDS
+    assert (
+        record.settlement
+        == fold.bets
+        == {
+            "player_a": {"outcome": "win", "payout": "1.98"},
+            "player_b": {"outcome": "lose", "payout": "0"},
+        }
+    )
+    assert report.ok and report.settled == 1
+
+
+def test_the_fold_checks_an_entry_against_the_round_so_far():
+    opened = RoundFold(round_id="r").apply("round_opened", {"round_no": 1, "slots": ["A1"]})
+    card = {"slot": "A1", "hand": "A", "index": 0, "card": "As", "face": "hidden"}
+    assert opened.check("card_dealt", card) == ["card dealt before betting closed"]
+    dealing = opened.apply("betting_closed", {}).apply("card_dealt", card)
+    assert dealing.check("betting_closed", {}) == ["betting closed twice"]
+    assert dealing.check("card_dealt", card) == [
+        "card_dealt index 0 out of order (next is 1)",
+        "more cards than the round has slots",
+    ]
+    assert dealing.hidden_cards == {"As"} and dealing.cards[0].public is None
+    assert dealing.check("round_result", {"cards": {"A": ["As", "Kd"]}}) == [
+        "result card Kd of hand A was not dealt in the round"
+    ]
+    assert dealing.check("round_voided", {"bets": {"a": {"outcome": "win"}}}) == [
+        "void without a refund of every bet"
+    ]
+    voided = dealing.apply("round_voided", {"reason": "x", "bets": {}})
+    assert (voided.state, voided.outcome, voided.finished) == ("voided", "void", True)
+    assert voided.apply("round_result", {"cards": {}}).outcome == "void"  # the first one counts

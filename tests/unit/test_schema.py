@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from controller import schema
+from controller.cli import schema as schema_cli
 from controller.journal import JournalEntry
 from controller.messages import DATA_MODELS, PUBLIC_KINDS, RoundSnapshot, Topics, messages_for
 
@@ -197,7 +198,7 @@ def test_committed_documents_match_the_models(tmp_path: Path) -> None:
 
 
 def test_schema_cli_writes_json_schemas(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert schema.main(["--json-schemas", str(tmp_path / "out"), "--asyncapi"]) == 0
+    assert schema_cli.main(["--json-schemas", str(tmp_path / "out"), "--asyncapi"]) == 0
     printed = capsys.readouterr().out
     assert printed == schema.asyncapi_text()
     assert (tmp_path / "out" / "event-card-dealt.json").exists()

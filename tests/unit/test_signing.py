@@ -15,13 +15,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.cli.signing import register
 from controller.signing import (
     SignatureError,
     Signer,
     canonical_bytes,
     generate_keypair,
     load_public_key,
-    register,
     verify_envelope,
     why_invalid,
 )

@@ -12,9 +12,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from controller.analysis import AnalysisReport, Method, analyzer_for
+from controller.analysis import AnalysisReport, Method
 from controller.cards import Card
 from controller.errors import RulesError
+from controller.games.registry import analyzer_for
 from controller.games.teen_patti.par_sheet import (
     analyze,
     count_hand_categories,

@@ -19,15 +19,15 @@ from controller.cards import Card, Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import Declared
 from controller.games.break_poker import rules
-from controller.games.spec import GameOptions
-from controller.live._common import (
+from controller.games.live._common import (
     cards_wire,
     expect_deal,
     expect_reveal,
     expect_window,
     summaries_wire,
 )
-from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.spec import GameOptions
 from controller.money import PayTables
 
 WINDOW: Final = "setting"
@@ -163,7 +163,7 @@ class BreakPokerLiveRound:
 
 @dataclass(frozen=True)
 class BreakPokerLiveGame(Declared):
-    """Break Poker as a :class:`controller.live.base.LiveGame`.
+    """Break Poker as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         paytables: Merged pay tables.

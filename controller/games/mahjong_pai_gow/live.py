@@ -19,17 +19,17 @@ from pydantic import Field, model_validator
 from controller.cards import Piece, Tile
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import DealPlan, Declared, Slot
-from controller.games.mahjong_pai_gow import rules
-from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
-from controller.games.spec import GameOptions
-from controller.live._common import (
+from controller.games.live._common import (
     cards_wire,
     expect_deal,
     expect_window,
     read_choice,
     summary_wire,
 )
-from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
+from controller.games.mahjong_pai_gow import rules
+from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
+from controller.games.spec import GameOptions
 from controller.money import BetResult, PayTables
 
 CHOICES: Final = ("accept", "decline")
@@ -235,7 +235,7 @@ def _summary(tiles: Sequence[Piece], label: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class MahjongLiveGame(Declared):
-    """Mahjong Pai Gow as a :class:`controller.live.base.LiveGame`.
+    """Mahjong Pai Gow as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         paytables: Merged pay tables.

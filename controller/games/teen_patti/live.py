@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from controller.games.live.fixed_plan import FixedPlanGame
 from controller.games.spec import GameOptions
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
-from controller.live.fixed_plan import FixedPlanGame
 from controller.money import PayTables
 
 

@@ -28,6 +28,21 @@ from pydantic import Field, model_validator
 from controller.cards import Card, Piece
 from controller.errors import ConfigError, IllegalAction, PieceRefused, RulesError
 from controller.games.base import Declared
+from controller.games.live._common import (
+    check_decision_fields,
+    expect_deal,
+    expect_reveal,
+    expect_window,
+)
+from controller.games.live.base import (
+    JSON,
+    DealStep,
+    DecisionStep,
+    FinishStep,
+    InfoStep,
+    RevealStep,
+    Step,
+)
 from controller.games.poker.hands import category_of, describe
 from controller.games.spec import OPTIONS_FIELD, GameOptions
 from controller.games.texas_holdem import rules
@@ -39,21 +54,6 @@ from controller.games.texas_holdem.rules import (
     HoldemState,
     next_button,
     start_hand,
-)
-from controller.live._common import (
-    check_decision_fields,
-    expect_deal,
-    expect_reveal,
-    expect_window,
-)
-from controller.live.base import (
-    JSON,
-    DealStep,
-    DecisionStep,
-    FinishStep,
-    InfoStep,
-    RevealStep,
-    Step,
 )
 from controller.money import PayTables
 
@@ -455,7 +455,7 @@ def _parse_action(decision: JSON, step: DecisionStep, window: str) -> Action:
 
 @dataclass(frozen=True)
 class HoldemLiveGame(Declared):
-    """Texas Hold'em as a :class:`controller.live.base.LiveGame`.
+    """Texas Hold'em as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         table: The table's live settings.

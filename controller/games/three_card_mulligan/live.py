@@ -20,10 +20,7 @@ from pydantic import Field
 from controller.cards import Piece
 from controller.errors import PieceRefused, RulesError
 from controller.games.base import Declared
-from controller.games.spec import GameOptions
-from controller.games.three_card_mulligan import rules
-from controller.games.three_card_mulligan.rules import MulliganRound, Path
-from controller.live._common import (
+from controller.games.live._common import (
     cards_wire,
     expect_deal,
     expect_reveal,
@@ -31,7 +28,10 @@ from controller.live._common import (
     read_choice,
     summaries_wire,
 )
-from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.spec import GameOptions
+from controller.games.three_card_mulligan import rules
+from controller.games.three_card_mulligan.rules import MulliganRound, Path
 from controller.money import BetResult, PayTables
 
 WINDOW: Final = "mulligan"
@@ -167,7 +167,7 @@ class MulliganLiveRound:
 
 @dataclass(frozen=True)
 class MulliganLiveGame(Declared):
-    """Three Card Mulligan as a :class:`controller.live.base.LiveGame`.
+    """Three Card Mulligan as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         paytables: Merged pay tables.

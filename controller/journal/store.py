@@ -1,4 +1,4 @@
-"""The journal: every state change of the table, appended and fsynced before it is published.
+"""The journal store: the :class:`Journal`, one SQLite file per table.
 
 The journal is one SQLite file per table (``journal_mode=WAL``, ``synchronous=FULL``). Each
 entry gets the table's sequence number ``seq`` (DESIGN.md §6): gap-free, never repeated, kept
@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -37,248 +34,18 @@ from urllib.parse import quote
 import structlog
 
 from controller.errors import JournalError
+from controller.journal.entries import EntryBody, EntryKind, JournalEntry, stored_body
+from controller.journal.format import (
+    GENESIS_HASH,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    entry_hash,
+    format_time,
+    parse_time,
+)
+from controller.journal.verify import Verifier, VerifyReport
 
 log = structlog.get_logger(__name__)
-
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-_TIME_TEXT = re.compile(
-    r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z\Z"
-)
-"""What :func:`format_time` writes (checked by :meth:`Journal.verify`)."""
-
-GENESIS_HASH = "0" * 64
-"""The ``prev_hash`` of the first entry of a journal."""
-
-
-def entry_hash(
-    prev_hash: str,
-    *,
-    seq: int,
-    session: int,
-    round_id: str | None,
-    kind: str,
-    happened_at: str,
-    body: str,
-) -> str:
-    """The chained hash of one entry: ``sha256(prev_hash || canonical(entry))``, in hex.
-
-    ``canonical`` is the compact JSON array ``[seq, session, round_id, kind, happened_at,
-    body]`` (UTF-8), where ``happened_at`` and ``body`` are the exact texts stored in the file.
-    ``delivered_at`` is not covered: it changes after the append.
-
-    Args:
-        prev_hash: The previous entry's hash (hex), :data:`GENESIS_HASH` for ``seq`` 1.
-        seq: The entry's sequence number.
-        session: The session that appended it.
-        round_id: Its round, or ``None``.
-        kind: Its kind.
-        happened_at: The stored time text.
-        body: The stored JSON text of the body.
-    """
-    canonical = json.dumps(
-        [seq, session, round_id, kind, happened_at, body], separators=(",", ":"), ensure_ascii=False
-    )
-    digest = hashlib.sha256(bytes.fromhex(prev_hash))
-    digest.update(canonical.encode("utf-8"))
-    return digest.hexdigest()
-
-
-def _chain_existing_entries(db: sqlite3.Connection) -> None:
-    """Migration 2: compute the hash chain of the entries written before it existed."""
-    prev = GENESIS_HASH
-    after = 0
-    while True:
-        rows = db.execute(
-            "SELECT seq, session, round_id, kind, happened_at, body FROM entries "
-            "WHERE seq > ? ORDER BY seq LIMIT 5000",
-            (after,),
-        ).fetchall()
-        if not rows:
-            return
-        updates = []
-        for seq, session, round_id, kind, happened_at, body in rows:
-            prev = entry_hash(
-                prev,
-                seq=seq,
-                session=session,
-                round_id=round_id,
-                kind=kind,
-                happened_at=happened_at,
-                body=body,
-            )
-            updates.append((prev, seq))
-            after = seq
-        db.executemany("UPDATE entries SET hash = ? WHERE seq = ?", updates)
-
-
-MigrationStep = str | Callable[[sqlite3.Connection], None]
-"""One step of a migration: an SQL statement, or a function run inside its transaction."""
-
-# Ordered migrations: migration i (0-based) takes the schema from user_version i to i + 1.
-# Never edit a released migration; append a new one.
-MIGRATIONS: tuple[tuple[MigrationStep, ...], ...] = (
-    (
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        """CREATE TABLE entries (
-            seq INTEGER PRIMARY KEY,
-            session INTEGER NOT NULL,
-            round_id TEXT,
-            kind TEXT NOT NULL,
-            happened_at TEXT NOT NULL,
-            body TEXT NOT NULL,
-            delivered_at TEXT
-        )""",
-        "CREATE INDEX entries_round ON entries (round_id, seq)",
-        "CREATE INDEX entries_undelivered ON entries (seq) WHERE delivered_at IS NULL",
-        "INSERT INTO meta (key, value) VALUES ('session', '0')",
-    ),
-    (
-        # v2: the tamper-evident hash chain, and an index for "the last entry of a kind".
-        "ALTER TABLE entries ADD COLUMN hash TEXT",
-        "CREATE INDEX entries_kind ON entries (kind, seq)",
-        _chain_existing_entries,
-    ),
-)
-"""The schema, as an ordered list of migrations (each a list of steps)."""
-
-SCHEMA_VERSION = len(MIGRATIONS)
-"""The ``PRAGMA user_version`` of a journal this code wrote."""
-
-
-def format_time(moment: datetime) -> str:
-    """A UTC ISO-8601 time with microseconds and ``Z`` (``2026-11-22T02:10:59.123456Z``).
-
-    Raises:
-        JournalError: The datetime is naive (no time zone).
-    """
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise JournalError(f"time {moment.isoformat()} has no time zone", moment=str(moment))
-    # isoformat pads the year to four digits (strftime's %Y does not below 1000).
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def parse_time(text: str) -> datetime:
-    """Read a time written by :func:`format_time` (an aware UTC datetime)."""
-    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class JournalEntry:
-    """One journalled state change.
-
-    Attributes:
-        seq: The table's sequence number: gap-free, never repeated, survives restarts.
-        session: The session counter of the controller run that appended it.
-        round_id: The round it belongs to, or ``None`` (device and table status).
-        kind: What happened (``"card_dealt"``, ``"round_result"``, ...).
-        happened_at: When it happened (aware, UTC).
-        body: The event's fields (JSON-able).
-        delivered_at: When the broker acknowledged it, or ``None`` while undelivered.
-        hash: The entry's link in the hash chain (hex sha256), ``None`` in a v1 file read
-            without migrating it.
-    """
-
-    seq: int
-    session: int
-    round_id: str | None
-    kind: str
-    happened_at: datetime
-    body: dict[str, Any]
-    delivered_at: datetime | None = None
-    hash: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing :meth:`Journal.verify` found wrong.
-
-    Attributes:
-        what: What is wrong, in a sentence.
-        seq: The entry concerned, if one is.
-        round_id: The round concerned, if one is.
-    """
-
-    what: str
-    seq: int | None = None
-    round_id: str | None = None
-
-    def __str__(self) -> str:
-        where = []
-        if self.seq is not None:
-            where.append(f"seq {self.seq}")
-        if self.round_id is not None:
-            where.append(f"round {self.round_id}")
-        return f"{', '.join(where)}: {self.what}" if where else self.what
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able form."""
-        return {"seq": self.seq, "round": self.round_id, "what": self.what}
-
-
-MAX_PROBLEMS = 1000
-""":meth:`Journal.verify` keeps the first this many problems (and counts them all)."""
-
-
-@dataclass(slots=True)
-class VerifyReport:
-    """What :meth:`Journal.verify` found.
-
-    Attributes:
-        path: The journal file.
-        schema_version: Its ``PRAGMA user_version``.
-        entries: How many entries it holds.
-        last_seq: The highest ``seq`` (0 when empty).
-        chain_head: The last entry's hash (anchor it elsewhere to detect a cut tail).
-        rounds: Rounds opened.
-        settled: Rounds with a result.
-        voided: Rounds voided.
-        unfinished: Rounds with neither (at most the last one in a sound journal).
-        undelivered: Entries the broker has not acknowledged yet.
-        problems: The first :data:`MAX_PROBLEMS` problems, in the order found.
-        problems_total: How many problems there were in all.
-    """
-
-    path: str
-    schema_version: int = 0
-    entries: int = 0
-    last_seq: int = 0
-    chain_head: str | None = None
-    rounds: int = 0
-    settled: int = 0
-    voided: int = 0
-    unfinished: list[str] = field(default_factory=list)
-    undelivered: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    problems_total: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """Whether no problem was found."""
-        return self.problems_total == 0
-
-    def add(self, what: str, *, seq: int | None = None, round_id: str | None = None) -> None:
-        """Record a problem (kept if fewer than :data:`MAX_PROBLEMS` are kept already)."""
-        self.problems_total += 1
-        if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append(Problem(what, seq, round_id))
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able form."""
-        return {
-            "path": self.path,
-            "ok": self.ok,
-            "schema_version": self.schema_version,
-            "entries": self.entries,
-            "last_seq": self.last_seq,
-            "chain_head": self.chain_head,
-            "rounds": self.rounds,
-            "settled": self.settled,
-            "voided": self.voided,
-            "unfinished": list(self.unfinished),
-            "undelivered": self.undelivered,
-            "problems_total": self.problems_total,
-            "problems": [problem.to_dict() for problem in self.problems],
-        }
 
 
 _COLUMNS = "seq, session, round_id, kind, happened_at, body, delivered_at, hash"
@@ -299,243 +66,6 @@ def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
         delivered_at=parse_time(delivered_at) if delivered_at is not None else None,
         hash=chain,
     )
-
-
-@dataclass(slots=True)
-class _RoundState:
-    """What :class:`_Verifier` remembers of one round."""
-
-    opened_seq: int
-    slots: list[str] | None
-    closed: bool = False
-    cards: list[str] = field(default_factory=list)
-    next_index: int = 0
-    outcome: str | None = None
-
-
-_ROUND_KINDS = frozenset(
-    {"round_opened", "betting_closed", "card_dealt", "round_result", "round_voided"}
-)
-
-
-class _Verifier:
-    """The checks of :meth:`Journal.verify`, fed the rows in ``seq`` order."""
-
-    def __init__(self, report: VerifyReport, meta_session: int, *, with_hash: bool) -> None:
-        self.report = report
-        self.meta_session = meta_session
-        self.with_hash = with_hash
-        self.prev_hash = GENESIS_HASH
-        self.expected_seq = 1
-        self.last_session = 0
-        self.rounds: dict[str, _RoundState] = {}
-        self.open_round: str | None = None
-
-    def run(self, db: sqlite3.Connection) -> None:
-        chain = "hash" if self.with_hash else "NULL"
-        after = 0
-        while True:
-            rows = db.execute(
-                "SELECT seq, session, round_id, kind, happened_at, body, delivered_at, "
-                f"{chain} FROM entries WHERE seq > ? ORDER BY seq LIMIT 5000",
-                (after,),
-            ).fetchall()
-            for row in rows:
-                self.row(row)
-                after = int(row[0])
-            if len(rows) < 5000:
-                break
-        report = self.report
-        report.last_seq = after
-        report.chain_head = self.prev_hash if self.with_hash and after else None
-        for round_id, state in self.rounds.items():
-            if state.outcome is None:
-                report.unfinished.append(round_id)
-        for round_id in report.unfinished[:-1]:
-            report.add("round never finished (neither result nor void)", round_id=round_id)
-
-    def row(self, row: tuple[Any, ...]) -> None:
-        seq, session, round_id, kind, happened_at, body_text, delivered_at, chain = row
-        report = self.report
-        report.entries += 1
-        if seq != self.expected_seq:
-            if seq > self.expected_seq:
-                missing = (
-                    f"seq {self.expected_seq}"
-                    if seq == self.expected_seq + 1
-                    else f"seq {self.expected_seq}-{seq - 1}"
-                )
-                report.add(f"gap: {missing} missing", seq=seq, round_id=round_id)
-            else:
-                report.add(f"seq out of order (expected {self.expected_seq})", seq=seq)
-        self.expected_seq = seq + 1
-        if self.with_hash:
-            try:
-                expected = entry_hash(
-                    self.prev_hash,
-                    seq=seq,
-                    session=session,
-                    round_id=round_id,
-                    kind=kind,
-                    happened_at=happened_at,
-                    body=body_text,
-                )
-            except (TypeError, ValueError):
-                expected = ""
-            if chain != expected:
-                report.add(
-                    "hash chain broken: the entry or one before it was altered, inserted "
-                    f"or removed (stored {str(chain)[:12]}..., computed {expected[:12]}...)",
-                    seq=seq,
-                    round_id=round_id,
-                )
-            # Continue from the stored hash, so one altered entry is reported once.
-            self.prev_hash = chain if isinstance(chain, str) and len(chain) == 64 else expected
-        if session < self.last_session:
-            report.add(
-                f"session {session} after session {self.last_session}", seq=seq, round_id=round_id
-            )
-        self.last_session = max(self.last_session, session)
-        if session > self.meta_session:
-            report.add(
-                f"session {session} is beyond the meta counter {self.meta_session}",
-                seq=seq,
-                round_id=round_id,
-            )
-        # The stored format is fixed-width UTC, so the texts compare as the times do.
-        happened_ok = isinstance(happened_at, str) and _TIME_TEXT.match(happened_at) is not None
-        if not happened_ok:
-            report.add(f"happened_at {happened_at!r} is not a journal time", seq=seq)
-        if delivered_at is not None:
-            if not (isinstance(delivered_at, str) and _TIME_TEXT.match(delivered_at)):
-                report.add(f"delivered_at {delivered_at!r} is not a journal time", seq=seq)
-            elif happened_ok and delivered_at < happened_at:
-                report.add(
-                    f"delivered_at {delivered_at} is before happened_at {happened_at}",
-                    seq=seq,
-                    round_id=round_id,
-                )
-        try:
-            body = json.loads(body_text)
-        except (TypeError, ValueError) as exc:
-            report.add(f"body is not JSON: {exc}", seq=seq, round_id=round_id)
-            return
-        if not isinstance(body, dict):
-            report.add("body is not a JSON object", seq=seq, round_id=round_id)
-            return
-        self.round_order(seq, round_id, kind, body)
-
-    def round_order(self, seq: int, round_id: str | None, kind: str, body: dict[str, Any]) -> None:
-        report = self.report
-        if round_id is None:
-            if kind in _ROUND_KINDS:
-                report.add(f"{kind} without a round id", seq=seq)
-            return
-        state = self.rounds.get(round_id)
-        if kind == "round_opened":
-            if state is not None:
-                report.add(
-                    f"round opened again (first at seq {state.opened_seq})",
-                    seq=seq,
-                    round_id=round_id,
-                )
-                return
-            if body.get("round_id", round_id) != round_id:
-                report.add(
-                    f"round_opened names round {body.get('round_id')!r}",
-                    seq=seq,
-                    round_id=round_id,
-                )
-            if self.open_round is not None:
-                report.add(
-                    f"round opened while round {self.open_round} is unfinished",
-                    seq=seq,
-                    round_id=round_id,
-                )
-            slots = body.get("slots")
-            self.rounds[round_id] = _RoundState(
-                seq, [str(s) for s in slots] if isinstance(slots, list) else None
-            )
-            self.open_round = round_id
-            report.rounds += 1
-            return
-        if state is None:
-            report.add(f"{kind} for a round that was never opened", seq=seq, round_id=round_id)
-            return
-        if state.outcome is not None:
-            report.add(f"{kind} after the round's {state.outcome}", seq=seq, round_id=round_id)
-            return
-        if kind == "betting_closed":
-            if state.closed:
-                report.add("betting closed twice", seq=seq, round_id=round_id)
-            state.closed = True
-        elif kind == "card_dealt":
-            self.card(seq, round_id, state, body)
-        elif kind == "cards_revealed":
-            revealed = body.get("cards")
-            if isinstance(revealed, list):
-                state.cards.extend(str(piece) for piece in revealed)
-        elif kind == "round_result":
-            self.result(seq, round_id, state, body)
-        elif kind == "round_voided":
-            bets = body.get("bets")
-            if not isinstance(bets, dict) or any(
-                not isinstance(bet, dict) or bet.get("outcome") != "refund" for bet in bets.values()
-            ):
-                report.add("void without a refund of every bet", seq=seq, round_id=round_id)
-            self.finish(round_id, state, "void")
-            report.voided += 1
-
-    def card(self, seq: int, round_id: str, state: _RoundState, body: dict[str, Any]) -> None:
-        report = self.report
-        if not state.closed:
-            report.add("card dealt before betting closed", seq=seq, round_id=round_id)
-        index = body.get("index")
-        if not isinstance(index, int) or index < state.next_index:
-            report.add(
-                f"card_dealt index {index!r} out of order (next is {state.next_index})",
-                seq=seq,
-                round_id=round_id,
-            )
-        else:
-            state.next_index = index + 1
-        if state.slots is not None and len(state.cards) >= len(state.slots):
-            report.add("more cards than the round has slots", seq=seq, round_id=round_id)
-        state.cards.append(str(body.get("card")))
-
-    def result(self, seq: int, round_id: str, state: _RoundState, body: dict[str, Any]) -> None:
-        report = self.report
-        if not state.closed:
-            report.add("result before betting closed", seq=seq, round_id=round_id)
-        if state.slots is not None and len(state.cards) != len(state.slots):
-            report.add(
-                f"result after {len(state.cards)} of {len(state.slots)} cards",
-                seq=seq,
-                round_id=round_id,
-            )
-        cards = body.get("cards")
-        if not isinstance(cards, dict):
-            report.add("result without its cards", seq=seq, round_id=round_id)
-        else:
-            left = list(state.cards)  # a multiset: some decks hold copies (tiles)
-            for hand, pieces in cards.items():
-                for piece in pieces if isinstance(pieces, list) else [pieces]:
-                    if str(piece) in left:
-                        left.remove(str(piece))
-                    else:
-                        report.add(
-                            f"result card {piece} of hand {hand} was not dealt in the round",
-                            seq=seq,
-                            round_id=round_id,
-                        )
-        self.finish(round_id, state, "result")
-        report.settled += 1
-
-    def finish(self, round_id: str, state: _RoundState, outcome: str) -> None:
-        state.outcome = outcome
-        state.cards = []
-        if self.open_round == round_id:
-            self.open_round = None
 
 
 class Journal:
@@ -758,18 +288,54 @@ class Journal:
         """The highest ``seq`` appended so far (0 for an empty journal)."""
         return self._last_seq
 
+    def record(
+        self,
+        body: EntryBody,
+        *,
+        round_id: str | None = None,
+        happened_at: datetime | None = None,
+    ) -> JournalEntry:
+        """Append a typed entry: its kind is its body model's (``CardDealtData`` ...).
+
+        The body is stored as :func:`~controller.journal.entries.body_text` writes it, and the
+        returned entry (and the one the listeners get) carries it as its
+        :attr:`~controller.journal.JournalEntry.typed_body`, not parsed again.
+
+        Args:
+            body: The body model of an entry kind (built by the caller, not validated again).
+            round_id: The round it belongs to, if any.
+            happened_at: When it happened (aware); now if omitted.
+
+        Raises:
+            JournalError: The model is no entry kind's, the body is not JSON-able, the time
+                is naive, the write failed, or the journal is read-only.
+        """
+        kind = body.KIND
+        if kind is None:
+            raise JournalError(
+                f"{type(body).__name__} is not the body of an entry kind", path=str(self.path)
+            )
+        try:
+            text, value = stored_body(body)
+        except JournalError as exc:
+            raise JournalError(exc.message, path=str(self.path), kind=kind) from exc
+        return self._write(kind, text, value, body, round_id=round_id, happened_at=happened_at)
+
     def append(
         self,
-        kind: str,
+        kind: EntryKind | str,
         body: Mapping[str, Any],
         *,
         round_id: str | None = None,
         happened_at: datetime | None = None,
     ) -> JournalEntry:
-        """Append an entry and return once it is durably committed; then tell the listeners.
+        """Append an entry given as a kind and a JSON object (tools, tests, old journals' kinds).
+
+        The product journals typed bodies with :meth:`record`; both store the same text for
+        the same body.
 
         Args:
-            kind: What happened (``"card_dealt"``).
+            kind: What happened (``EntryKind.CARD_DEALT``; any text is stored as it is).
             body: The event's fields; must be JSON-able (strings, numbers, lists, dicts).
             round_id: The round it belongs to, if any.
             happened_at: When it happened (aware); now if omitted.
@@ -778,22 +344,44 @@ class Journal:
             JournalError: The body is not JSON-able, the time is naive, the write failed, or
                 the journal is read-only.
         """
+        try:
+            text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise JournalError(
+                f"entry body is not JSON-able: {exc}",
+                path=str(self.path),
+                seq=self._last_seq + 1,
+                kind=kind,
+            ) from exc
+        return self._write(
+            kind, text, json.loads(text), None, round_id=round_id, happened_at=happened_at
+        )
+
+    def _write(
+        self,
+        kind: EntryKind | str,
+        body_text: str,
+        body: dict[str, Any],
+        typed: EntryBody | None,
+        *,
+        round_id: str | None,
+        happened_at: datetime | None,
+    ) -> JournalEntry:
+        """Commit one entry, then tell the listeners.
+
+        ``body_text`` is its stored JSON text, ``body`` the object that text reads back as.
+        """
         db = self._writable()
         seq = self._last_seq + 1
         when = happened_at if happened_at is not None else datetime.now(UTC)
         when_text = format_time(when)
-        try:
-            body_text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise JournalError(
-                f"entry body is not JSON-able: {exc}", path=str(self.path), seq=seq, kind=kind
-            ) from exc
+        kind_text = str(kind)
         chain = entry_hash(
             self._last_hash,
             seq=seq,
             session=self.session,
             round_id=round_id,
-            kind=kind,
+            kind=kind_text,
             happened_at=when_text,
             body=body_text,
         )
@@ -805,7 +393,7 @@ class Journal:
                     db.executemany(_MARK_DELIVERED, self._pending_marks[:marks])
                 db.execute(
                     f"INSERT INTO entries ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
-                    (seq, self.session, round_id, kind, when_text, body_text, chain),
+                    (seq, self.session, round_id, kind_text, when_text, body_text, chain),
                 )
                 db.execute("COMMIT")
             except BaseException:
@@ -814,7 +402,7 @@ class Journal:
                 raise
         except sqlite3.Error as exc:
             raise JournalError(
-                f"cannot append entry: {exc}", path=str(self.path), seq=seq, kind=kind
+                f"cannot append entry: {exc}", path=str(self.path), seq=seq, kind=kind_text
             ) from exc
         self._last_seq = seq
         self._last_hash = chain
@@ -825,8 +413,9 @@ class Journal:
             round_id=round_id,
             kind=kind,
             happened_at=when.astimezone(UTC),  # == parse_time(when_text): format keeps the µs
-            body=json.loads(body_text),
+            body=body,
             hash=chain,
+            _typed=typed,
         )
         for listener in tuple(self._listeners):
             try:
@@ -1068,7 +657,7 @@ class Journal:
                         "SELECT COUNT(*) FROM entries WHERE delivered_at IS NULL"
                     ).fetchone()[0]
                 )
-                _Verifier(report, meta_session, with_hash=version >= 2).run(db)
+                Verifier(report, meta_session, with_hash=version >= 2).run(db)
             finally:
                 db.execute("COMMIT")
         except sqlite3.Error as exc:

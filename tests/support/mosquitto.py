@@ -2,7 +2,11 @@
 
 Production tables talk to the studio's broker; this starts the real ``mosquitto`` binary with
 a config of its own (in a work directory), so tests and benchmarks never depend on, or
-disturb, a broker someone else runs.
+disturb, a broker someone else runs. Test support: not part of the product.
+
+The binaries are found here once for every user (``MOSQUITTO_BIN`` first, then the PATH, then
+``/usr/sbin``, ``/usr/local/sbin``): the fixtures in ``tests/conftest.py``, the brokers with
+ACLs and TLS in ``tests/integration/_secure_broker.py``, the chaos run and the benchmarks.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from pathlib import Path
 from controller.errors import TablectlError
 
 DEFAULT_BINARY_PATHS = ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto")
+DEFAULT_PASSWD_PATHS = ("/usr/bin/mosquitto_passwd", "/usr/local/bin/mosquitto_passwd")
+MISSING = "needs mosquitto and mosquitto_passwd (apt-get install mosquitto)"
+"""The reason of a test skipped for want of Mosquitto."""
 
 
 class MosquittoError(TablectlError):
@@ -27,11 +34,14 @@ class MosquittoError(TablectlError):
 
 
 def find_mosquitto() -> str:
-    """The path of the ``mosquitto`` binary.
+    """The path of the ``mosquitto`` binary (``MOSQUITTO_BIN`` first).
 
     Raises:
         MosquittoError: Not installed (``apt-get install mosquitto``).
     """
+    override = os.environ.get("MOSQUITTO_BIN")
+    if override and os.access(override, os.X_OK):
+        return override
     found = shutil.which("mosquitto")
     if found:
         return found
@@ -39,6 +49,36 @@ def find_mosquitto() -> str:
         if os.access(candidate, os.X_OK):
             return candidate
     raise MosquittoError("mosquitto is not installed (apt-get install mosquitto)")
+
+
+def find_mosquitto_passwd() -> str:
+    """The path of ``mosquitto_passwd`` (beside ``MOSQUITTO_BIN`` first).
+
+    Raises:
+        MosquittoError: Not installed (``apt-get install mosquitto``).
+    """
+    override = os.environ.get("MOSQUITTO_BIN")
+    candidates: list[str] = []
+    if override:
+        candidates.append(str(Path(override).with_name("mosquitto_passwd")))
+    found = shutil.which("mosquitto_passwd")
+    if found:
+        candidates.append(found)
+    candidates.extend(DEFAULT_PASSWD_PATHS)
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise MosquittoError("mosquitto_passwd is not installed (apt-get install mosquitto)")
+
+
+def have_mosquitto() -> bool:
+    """Whether ``mosquitto`` and ``mosquitto_passwd`` are both installed."""
+    try:
+        find_mosquitto()
+        find_mosquitto_passwd()
+    except MosquittoError:
+        return False
+    return True
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -1,0 +1,67 @@
+"""The ``tablectl`` command line: the only layer that knows argparse.
+
+One module per command group, each with ``register(subparsers)`` and the functions that run
+its sub-commands. A command module parses options and calls library functions with plain
+typed parameters; it imports the library (and its heavy dependencies) only when the command
+runs, so ``tablectl --help`` stays fast. ``python -m controller.cli`` is ``tablectl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from controller import __version__
+from controller.errors import TablectlError
+from drivers.errors import DriverError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with every sub-command registered."""
+    parser = argparse.ArgumentParser(
+        prog="tablectl",
+        description="Controller for a live-dealer casino table: scanners in, rules, journal, "
+        "MQTT out.",
+    )
+    parser.add_argument("--version", action="version", version=f"tablectl {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    from controller.cli import (
+        analyze,
+        check_config,
+        devices,
+        pit,
+        recall,
+        run,
+        schema,
+        signing,
+        simulate,
+        watch,
+    )
+
+    run.register(subparsers)
+    simulate.register(subparsers)
+    watch.register(subparsers)
+    analyze.register(subparsers)
+    devices.register(subparsers)
+    pit.register(subparsers)
+    recall.register(subparsers)
+    check_config.register(subparsers)
+    signing.register(subparsers)
+    schema.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tablectl`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (TablectlError, DriverError) as exc:
+        print(f"tablectl {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code

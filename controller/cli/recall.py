@@ -1,0 +1,72 @@
+"""``tablectl recall ROUND_ID`` and ``tablectl journal verify``: read a journal back.
+
+Both open the journal read-only (safe beside a running controller); the views are
+:mod:`controller.recall` and :meth:`controller.journal.Journal.verify`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``recall`` and ``journal`` (``journal verify``) sub-commands."""
+    recall = subparsers.add_parser(
+        "recall",
+        help="print a round as the journal recorded it",
+        description="Print one round as recorded: every entry with its seq and time, the cards "
+        "by slot, misreads and rescans, refusals, decisions, the result and the settlement, "
+        "and the timing. Reads the journal read-only (safe beside a running controller).",
+    )
+    recall.add_argument("round_id", metavar="ROUND_ID", help="round id, e.g. tp-01-000042")
+    recall.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
+    recall.add_argument("--json", action="store_true", help="print one JSON document")
+    recall.set_defaults(func=recall_command)
+
+    journal = subparsers.add_parser(
+        "journal",
+        help="journal tools (verify)",
+        description="Journal tools. They open the journal read-only.",
+    )
+    actions = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
+    verify = actions.add_parser(
+        "verify",
+        help="check the journal's integrity (exit 0 sound, 1 with the problems listed)",
+        description="Check the journal: SQLite integrity, seq contiguous from 1, the hash "
+        "chain, bodies, times, sessions, and every round's entries in a legal order. Exit 0 "
+        "when sound, 1 with every problem listed (seq, round, what).",
+    )
+    verify.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
+    verify.add_argument("--json", action="store_true", help="print one JSON document")
+    verify.set_defaults(func=verify_command)
+
+
+def recall_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl recall`` (errors propagate as ``TablectlError``: exit 2)."""
+    from controller.journal import Journal
+    from controller.recall import recall_round
+
+    with Journal.open_readonly(args.journal) as journal:
+        record = recall_round(journal, args.round_id)
+    if args.json:
+        print(json.dumps(record.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(record.to_text())
+    return 0
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found."""
+    from controller.journal import Journal
+    from controller.recall import verify_text
+
+    with Journal.open_readonly(args.journal) as journal:
+        report = journal.verify()
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(verify_text(report), file=sys.stdout)
+    return 0 if report.ok else 1

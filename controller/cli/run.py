@@ -1,0 +1,231 @@
+"""``tablectl run``: a table, real (``--config FILE``) or simulated (``--simulate``).
+
+The options become settings overrides (command line over environment over file over
+defaults); :func:`controller.app.run_table` runs the table. With ``--simulate`` the scanner
+simulator (:mod:`simulators.table`) and a simulated betting system are started beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from controller.errors import ConfigError
+from simulators.cli import add_fault_arguments
+
+if TYPE_CHECKING:
+    from controller.app import Companion
+    from controller.mqtt.settings import MqttSettings
+    from controller.settings import TableSettings
+
+SIM_TABLE_ID = "sim-1"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``run`` sub-command."""
+    parser = subparsers.add_parser(
+        "run",
+        help="run a table (a real one from a config, or a simulated one)",
+        description="Run a table. With --config FILE, the table described there; with "
+        "--simulate, a table whose card scanner is simulated on a pseudo-terminal.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", type=Path, metavar="FILE", help="table config (TOML)")
+    source.add_argument("--simulate", action="store_true", help="simulated scanner")
+    parser.add_argument(
+        "--game", default=None, help="game id (simulation default: teen-patti-20-20)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="exit 0 once the journal holds N finished rounds",
+    )
+    parser.add_argument(
+        "--broker",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="mqtt://HOST:PORT (repeat for fail-over); default: the config's, "
+        "else Mosquitto on 127.0.0.1:1883 if it answers, else embedded",
+    )
+    parser.add_argument(
+        "--protocol", choices=["5", "3.1.1"], default=None, help="MQTT protocol version (default 5)"
+    )
+    parser.add_argument(
+        "--table-id", default=None, help=f"table id (simulation default {SIM_TABLE_ID})"
+    )
+    parser.add_argument(
+        "--journal",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="journal file (simulation default var/<table-id>.sqlite)",
+    )
+    parser.add_argument("--betting-seconds", type=float, default=None, metavar="S")
+    parser.add_argument("--pause-seconds", type=float, default=None, metavar="S")
+    parser.add_argument(
+        "--show", action="store_true", help="print the table's messages as a subscriber sees them"
+    )
+    parser.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-format", default=None, choices=["auto", "json", "console"])
+    sim = parser.add_argument_group("simulation (with --simulate)")
+    sim.add_argument("--seed", type=int, default=1, help="shuffle and fault seed")
+    sim.add_argument(
+        "--cards", default=None, help='scripted cards instead of shuffled decks: "As Kd 2c ..."'
+    )
+    add_fault_arguments(sim)
+    sim.add_argument(
+        "--deal-delay",
+        type=float,
+        default=0.4,
+        metavar="S",
+        help="seconds the simulated dealer takes per card",
+    )
+    parser.set_defaults(func=run_command)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if args.table_id is not None:
+        overrides["table_id"] = args.table_id
+    if args.game is not None:
+        overrides["game"] = args.game
+    rounds: dict[str, Any] = {}
+    if args.betting_seconds is not None:
+        rounds["betting_seconds"] = args.betting_seconds
+    if args.pause_seconds is not None:
+        rounds["pause_seconds"] = args.pause_seconds
+    if rounds:
+        overrides["rounds"] = rounds
+    if args.journal is not None:
+        overrides["journal"] = {"path": args.journal}
+    mqtt: dict[str, Any] = {}
+    if args.broker:
+        mqtt["urls"] = args.broker
+    if args.protocol is not None:
+        mqtt["protocol"] = args.protocol
+    if mqtt:
+        overrides["mqtt"] = mqtt
+    logging: dict[str, Any] = {}
+    if args.log_level is not None:
+        logging["level"] = args.log_level
+    if args.log_format is not None:
+        logging["format"] = args.log_format
+    if logging:
+        overrides["logging"] = logging
+    return overrides
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl run``."""
+    from controller import collector
+    from controller.app import run_table
+    from controller.logs import configure_logging
+    from controller.settings import load_settings
+
+    if args.rounds is not None and args.rounds < 1:
+        raise ConfigError("--rounds must be at least 1", field="--rounds")
+    overrides = _overrides(args)
+    if args.simulate:
+        return asyncio.run(_run_simulated(args, overrides))
+    settings = load_settings(args.config, **overrides)
+    configure_logging(level=settings.logging.level, fmt=settings.logging.format)
+    given = bool(settings.mqtt.urls)
+    collector.take_over()  # collections between cards, not in the middle of one
+    asyncio.run(
+        run_table(
+            settings,
+            rounds=args.rounds,
+            show=args.show,
+            broker_urls_given=given,
+            install_signal_handlers=True,
+        )
+    )
+    return 0
+
+
+async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    from controller.app import run_table
+    from controller.logs import configure_logging
+    from controller.settings import load_settings
+    from simulators.cli import fault_plan_from_args, scenario_from_args
+    from simulators.table import Simulation, simulated_scanner
+
+    game_id = overrides.get("game", "teen-patti-20-20")
+    table_id = overrides.get("table_id", SIM_TABLE_ID)
+    scenario = scenario_from_args(args)
+    cards = tuple(args.cards.replace(",", " ").split()) if args.cards else None
+    if scenario is not None:
+        cards = cards or scenario.cards
+        if scenario.game and "game" not in overrides:
+            game_id = scenario.game
+            overrides["game"] = game_id
+    sim = Simulation(
+        seed=args.seed,
+        cards=cards,
+        faults=fault_plan_from_args(args, seed=args.seed, scenario=scenario),
+        deal_delay=args.deal_delay,
+    )
+    defaults: dict[str, Any] = {
+        "table_id": table_id,
+        "game": game_id,
+        "journal": {"path": Path("var") / f"{table_id}.sqlite"},
+        "logging": {"level": "WARNING" if args.show else "INFO"},
+    }
+    merged = _merge(defaults, overrides)
+    configure_logging(level=merged["logging"]["level"], fmt=merged["logging"].get("format", "auto"))
+    from controller.games.registry import GAME_IDS as LIVE_GAME_IDS
+
+    if game_id not in LIVE_GAME_IDS:
+        raise ConfigError(
+            f"unknown game {game_id!r}; games: {', '.join(LIVE_GAME_IDS)}", field="--game"
+        )
+    async with simulated_scanner(game_id, sim) as url:
+        settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
+        settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
+        await run_table(
+            settings,
+            rounds=args.rounds,
+            show=args.show,
+            broker_urls_given=bool(settings.mqtt.urls),
+            install_signal_handlers=True,
+            companions=_simulated_betting(settings, args.seed),
+        )
+    return 0
+
+
+def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companion]:
+    """The simulated betting system beside a simulated table (when it has a status topic)."""
+    status_topic = settings.mqtt.betting_status_topic
+    if not status_topic:
+        return {}
+    table_id = settings.table_id
+
+    async def betting(mqtt: MqttSettings, stop: asyncio.Event) -> None:
+        from simulators.betting import run_simulated_betting
+
+        await run_simulated_betting(
+            mqtt.urls,
+            table_id,
+            protocol=mqtt.protocol,
+            prefix=mqtt.topic_prefix,
+            seed=seed,
+            stop=stop,
+            status_topic=status_topic,
+        )
+
+    return {"simulated-betting": betting}

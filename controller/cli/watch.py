@@ -1,0 +1,53 @@
+"""``tablectl watch``: a table's messages, as a consumer sees them, one readable line each.
+
+The subscriber and the text are :mod:`controller.watch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``tablectl watch`` to the CLI."""
+    parser = subparsers.add_parser(
+        "watch",
+        help="show a table's messages as a consumer sees them",
+        description="Subscribe to a table's public topics and print one readable line per "
+        "message: status, betting, cards, rescans, refusals, results and settlements.",
+    )
+    parser.add_argument(
+        "--broker", required=True, action="append", metavar="URL",
+        help="broker URL, mqtt://HOST:PORT (repeat to fail over)",
+    )  # fmt: skip
+    parser.add_argument("--table-id", required=True, help="the table to watch")
+    parser.add_argument(
+        "--protocol", choices=("5", "3.1.1"), default="5", help="MQTT version (default 5)"
+    )
+    parser.add_argument("--prefix", default="tables", help="topic prefix (default tables)")
+    parser.add_argument("--username", help="broker user name (e.g. viewer)")
+    parser.add_argument(
+        "--password", help="broker password (prefer TABLECTL_WATCH_PASSWORD in the environment)"
+    )
+    parser.add_argument("--ca-file", metavar="FILE", help="CA of mqtts:// brokers")
+    parser.set_defaults(func=_run_watch)
+
+
+def _run_watch(args: argparse.Namespace) -> int:
+    from controller.watch import watch
+
+    password = args.password or os.environ.get("TABLECTL_WATCH_PASSWORD")
+    asyncio.run(
+        watch(
+            args.broker,
+            args.table_id,
+            protocol=args.protocol,
+            prefix=args.prefix,
+            username=args.username,
+            password=password,
+            ca_file=args.ca_file,
+        )
+    )
+    return 0

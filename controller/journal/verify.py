@@ -1,0 +1,268 @@
+"""``Journal.verify``: the checks of a whole journal file, and what they found.
+
+The file's own checks (``seq`` contiguous, the hash chain, times, sessions, bodies) are here;
+the order of each round's entries is checked by the shared round fold
+(:meth:`controller.journal.fold.RoundFold.check`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.journal.entries import EntryKind
+from controller.journal.fold import ROUND_KINDS, RoundFold
+from controller.journal.format import GENESIS_HASH, TIME_TEXT, entry_hash
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing :meth:`Journal.verify` found wrong.
+
+    Attributes:
+        what: What is wrong, in a sentence.
+        seq: The entry concerned, if one is.
+        round_id: The round concerned, if one is.
+    """
+
+    what: str
+    seq: int | None = None
+    round_id: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.seq is not None:
+            where.append(f"seq {self.seq}")
+        if self.round_id is not None:
+            where.append(f"round {self.round_id}")
+        return f"{', '.join(where)}: {self.what}" if where else self.what
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form."""
+        return {"seq": self.seq, "round": self.round_id, "what": self.what}
+
+
+MAX_PROBLEMS = 1000
+""":meth:`Journal.verify` keeps the first this many problems (and counts them all)."""
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """What :meth:`Journal.verify` found.
+
+    Attributes:
+        path: The journal file.
+        schema_version: Its ``PRAGMA user_version``.
+        entries: How many entries it holds.
+        last_seq: The highest ``seq`` (0 when empty).
+        chain_head: The last entry's hash (anchor it elsewhere to detect a cut tail).
+        rounds: Rounds opened.
+        settled: Rounds with a result.
+        voided: Rounds voided.
+        unfinished: Rounds with neither (at most the last one in a sound journal).
+        undelivered: Entries the broker has not acknowledged yet.
+        problems: The first :data:`MAX_PROBLEMS` problems, in the order found.
+        problems_total: How many problems there were in all.
+    """
+
+    path: str
+    schema_version: int = 0
+    entries: int = 0
+    last_seq: int = 0
+    chain_head: str | None = None
+    rounds: int = 0
+    settled: int = 0
+    voided: int = 0
+    unfinished: list[str] = field(default_factory=list)
+    undelivered: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    problems_total: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Whether no problem was found."""
+        return self.problems_total == 0
+
+    def add(self, what: str, *, seq: int | None = None, round_id: str | None = None) -> None:
+        """Record a problem (kept if fewer than :data:`MAX_PROBLEMS` are kept already)."""
+        self.problems_total += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(Problem(what, seq, round_id))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form."""
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "schema_version": self.schema_version,
+            "entries": self.entries,
+            "last_seq": self.last_seq,
+            "chain_head": self.chain_head,
+            "rounds": self.rounds,
+            "settled": self.settled,
+            "voided": self.voided,
+            "unfinished": list(self.unfinished),
+            "undelivered": self.undelivered,
+            "problems_total": self.problems_total,
+            "problems": [problem.to_dict() for problem in self.problems],
+        }
+
+
+class Verifier:
+    """The checks of :meth:`Journal.verify`, fed the rows in ``seq`` order."""
+
+    def __init__(self, report: VerifyReport, meta_session: int, *, with_hash: bool) -> None:
+        self.report = report
+        self.meta_session = meta_session
+        self.with_hash = with_hash
+        self.prev_hash = GENESIS_HASH
+        self.expected_seq = 1
+        self.last_session = 0
+        self.rounds: dict[str, RoundFold] = {}
+        self.open_round: str | None = None
+        self.opened_at: dict[str, int] = {}
+
+    def run(self, db: sqlite3.Connection) -> None:
+        """Check every row of ``db``'s journal, in pages, and what is left unfinished."""
+        chain = "hash" if self.with_hash else "NULL"
+        after = 0
+        while True:
+            rows = db.execute(
+                "SELECT seq, session, round_id, kind, happened_at, body, delivered_at, "
+                f"{chain} FROM entries WHERE seq > ? ORDER BY seq LIMIT 5000",
+                (after,),
+            ).fetchall()
+            for row in rows:
+                self.row(row)
+                after = int(row[0])
+            if len(rows) < 5000:
+                break
+        report = self.report
+        report.last_seq = after
+        report.chain_head = self.prev_hash if self.with_hash and after else None
+        for round_id, fold in self.rounds.items():
+            if fold.outcome is None:
+                report.unfinished.append(round_id)
+        for round_id in report.unfinished[:-1]:
+            report.add("round never finished (neither result nor void)", round_id=round_id)
+
+    def row(self, row: tuple[Any, ...]) -> None:
+        """Check one stored row (its seq, hash, session, times, body) and its round."""
+        seq, session, round_id, kind, happened_at, body_text, delivered_at, chain = row
+        report = self.report
+        report.entries += 1
+        if seq != self.expected_seq:
+            if seq > self.expected_seq:
+                missing = (
+                    f"seq {self.expected_seq}"
+                    if seq == self.expected_seq + 1
+                    else f"seq {self.expected_seq}-{seq - 1}"
+                )
+                report.add(f"gap: {missing} missing", seq=seq, round_id=round_id)
+            else:
+                report.add(f"seq out of order (expected {self.expected_seq})", seq=seq)
+        self.expected_seq = seq + 1
+        if self.with_hash:
+            try:
+                expected = entry_hash(
+                    self.prev_hash,
+                    seq=seq,
+                    session=session,
+                    round_id=round_id,
+                    kind=kind,
+                    happened_at=happened_at,
+                    body=body_text,
+                )
+            except (TypeError, ValueError):
+                expected = ""
+            if chain != expected:
+                report.add(
+                    "hash chain broken: the entry or one before it was altered, inserted "
+                    f"or removed (stored {str(chain)[:12]}..., computed {expected[:12]}...)",
+                    seq=seq,
+                    round_id=round_id,
+                )
+            # Continue from the stored hash, so one altered entry is reported once.
+            self.prev_hash = chain if isinstance(chain, str) and len(chain) == 64 else expected
+        if session < self.last_session:
+            report.add(
+                f"session {session} after session {self.last_session}", seq=seq, round_id=round_id
+            )
+        self.last_session = max(self.last_session, session)
+        if session > self.meta_session:
+            report.add(
+                f"session {session} is beyond the meta counter {self.meta_session}",
+                seq=seq,
+                round_id=round_id,
+            )
+        # The stored format is fixed-width UTC, so the texts compare as the times do.
+        happened_ok = isinstance(happened_at, str) and TIME_TEXT.match(happened_at) is not None
+        if not happened_ok:
+            report.add(f"happened_at {happened_at!r} is not a journal time", seq=seq)
+        if delivered_at is not None:
+            if not (isinstance(delivered_at, str) and TIME_TEXT.match(delivered_at)):
+                report.add(f"delivered_at {delivered_at!r} is not a journal time", seq=seq)
+            elif happened_ok and delivered_at < happened_at:
+                report.add(
+                    f"delivered_at {delivered_at} is before happened_at {happened_at}",
+                    seq=seq,
+                    round_id=round_id,
+                )
+        try:
+            body = json.loads(body_text)
+        except (TypeError, ValueError) as exc:
+            report.add(f"body is not JSON: {exc}", seq=seq, round_id=round_id)
+            return
+        if not isinstance(body, dict):
+            report.add("body is not a JSON object", seq=seq, round_id=round_id)
+            return
+        self.round_order(seq, round_id, kind, body)
+
+    def round_order(self, seq: int, round_id: str | None, kind: str, body: dict[str, Any]) -> None:
+        """Check an entry against its round (the shared fold) and fold it in."""
+        report = self.report
+        if round_id is None:
+            if kind in ROUND_KINDS:
+                report.add(f"{kind} without a round id", seq=seq)
+            return
+        fold = self.rounds.get(round_id)
+        if kind == EntryKind.ROUND_OPENED:
+            if fold is not None:
+                first = self.opened_at[round_id]
+                report.add(f"round opened again (first at seq {first})", seq=seq, round_id=round_id)
+                return
+            if body.get("round_id", round_id) != round_id:
+                report.add(
+                    f"round_opened names round {body.get('round_id')!r}",
+                    seq=seq,
+                    round_id=round_id,
+                )
+            if self.open_round is not None:
+                report.add(
+                    f"round opened while round {self.open_round} is unfinished",
+                    seq=seq,
+                    round_id=round_id,
+                )
+            self.rounds[round_id] = RoundFold(round_id=round_id).apply(kind, body)
+            self.opened_at[round_id] = seq
+            self.open_round = round_id
+            report.rounds += 1
+            return
+        if fold is None:
+            report.add(f"{kind} for a round that was never opened", seq=seq, round_id=round_id)
+            return
+        if fold.outcome is not None:
+            report.add(f"{kind} after the round's {fold.outcome}", seq=seq, round_id=round_id)
+            return
+        for what in fold.check(kind, body):
+            report.add(what, seq=seq, round_id=round_id)
+        fold = self.rounds[round_id] = fold.apply(kind, body)
+        if fold.outcome is not None:
+            if fold.outcome == "result":
+                report.settled += 1
+            else:
+                report.voided += 1
+            if self.open_round == round_id:
+                self.open_round = None

@@ -1,0 +1,213 @@
+"""Every use of paho-mqtt internals, behind one small adapter.
+
+aiomqtt 2.x wraps a paho-mqtt 2.x client (``aiomqtt.Client._client``) and exposes no public
+hook for what tablectl needs; this module is the only place in the product that reaches past
+aiomqtt's public API. **A move to aiomqtt 3 (or away from paho) touches this file only**; the
+rest of the product sees:
+
+* :func:`hand_off`: give one publish to the client now, get the future of its PUBACK's
+  reason code (aiomqtt ignores PUBACK reason codes; paho passes them to ``on_publish``,
+  which :class:`_PubackTracker` hooks, keeping aiomqtt's own callback).
+* :func:`failure`: the ``(code, name)`` of a failure reason code, ``None`` for a success.
+* :func:`publish_properties` / :func:`connect_properties`: MQTT v5 properties (paho objects).
+* :func:`bound_connect`: bound paho's blocking TCP connect, which runs in an executor thread.
+* :func:`abort_connect`: stop a connect still running in that thread, so it cannot come
+  alive later with our client id (it would kick our next connection off the broker).
+* :func:`write_through`: write a queued packet to the socket at once, in the loop thread.
+
+If a future aiomqtt renames the paho client, :func:`hand_off` raises
+:class:`~controller.errors.PublishError` saying so instead of silently not checking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from controller.errors import PublishError
+
+if TYPE_CHECKING:
+    import aiomqtt
+
+    # paho's types, re-exported for annotations elsewhere (so they name this module only).
+    from paho.mqtt.properties import Properties as Properties  # noqa: PLC0414
+    from paho.mqtt.reasoncodes import ReasonCode as ReasonCode  # noqa: PLC0414
+
+__all__ = [
+    "abort_connect",
+    "bound_connect",
+    "connect_properties",
+    "failure",
+    "hand_off",
+    "publish_properties",
+    "write_through",
+]
+
+_TRACKER_ATTRIBUTE = "_tablectl_puback_tracker"
+
+
+class _PubackTracker:
+    """Sits in front of aiomqtt's ``on_publish``; resolves futures of awaited mids."""
+
+    def __init__(self, paho_client: Any) -> None:
+        self.pending: dict[int, asyncio.Future[ReasonCode]] = {}
+        self.original: Callable[..., None] | None = paho_client.on_publish
+        paho_client.on_publish = self.on_publish
+
+    def on_publish(
+        self,
+        client: Any,
+        userdata: Any,
+        mid: int,
+        reason_code: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
+        future = self.pending.pop(mid, None)
+        if future is not None and not future.done():
+            future.set_result(reason_code)
+        if self.original is not None:
+            self.original(client, userdata, mid, reason_code, properties)
+
+
+def _tracker(client: aiomqtt.Client) -> _PubackTracker:
+    paho_client = getattr(client, "_client", None)
+    if paho_client is None or not hasattr(paho_client, "on_publish"):
+        raise PublishError(
+            "cannot check PUBACK reason codes: this aiomqtt.Client has no paho client "
+            "(aiomqtt changed its internals?)",
+            client=type(client).__name__,
+        )
+    tracker = getattr(paho_client, _TRACKER_ATTRIBUTE, None)
+    # aiomqtt may (re)install its callback, e.g. on a new connection: hook again then.
+    if not isinstance(tracker, _PubackTracker) or paho_client.on_publish != tracker.on_publish:
+        tracker = _PubackTracker(paho_client)
+        setattr(paho_client, _TRACKER_ATTRIBUTE, tracker)
+    return tracker
+
+
+def hand_off(
+    client: aiomqtt.Client,
+    topic: str,
+    payload: str | bytes | bytearray | None,
+    qos: int = 1,
+    *,
+    retain: bool = False,
+    properties: Properties | None = None,
+) -> asyncio.Future[ReasonCode] | None:
+    """Give one publish to paho now; return the future of its PUBACK's reason code.
+
+    paho writes the packet at once (or queues it behind its in-flight limit); nothing is
+    awaited, so a caller can pipeline many publishes and check each acknowledgement later.
+    MQTT 3.1.1 acknowledgements resolve with a success code (3.1.1 has no reason codes).
+
+    Args:
+        client: A connected ``aiomqtt.Client``.
+        topic: Topic to publish to.
+        payload: The message body.
+        qos: 1, or 0 (no acknowledgement: ``None`` is returned).
+        retain: Retain flag.
+        properties: MQTT v5 properties (:func:`publish_properties`).
+
+    Returns:
+        The PUBACK's reason code, when it comes (``None`` for QoS 0). The future is never
+        resolved if the link drops first: bound the wait.
+
+    Raises:
+        PublishError: ``qos`` is 2, or the client could not take the publish (not connected...).
+    """
+    import paho.mqtt.client as mqtt
+
+    if qos not in (0, 1):
+        raise PublishError(
+            "QoS 2 is not supported (paho drops the reason code of a QoS 2 PUBREC)",
+            topic=topic,
+            qos=qos,
+        )
+    tracker = _tracker(client)
+    # paho's network I/O runs in this event loop (aiomqtt's socket callbacks), so the PUBACK
+    # cannot be handled between publish() returning and the future being registered.
+    info = client._client.publish(topic, payload, qos, retain, properties)
+    if info.rc != mqtt.MQTT_ERR_SUCCESS:
+        raise PublishError(
+            f"could not send the publish to {topic!r}: {mqtt.error_string(info.rc)}",
+            topic=topic,
+            rc=int(info.rc),
+        )
+    if qos == 0:
+        return None
+    future: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
+    tracker.pending[info.mid] = future
+    return future
+
+
+def failure(reason_code: ReasonCode) -> tuple[int, str] | None:
+    """The numeric value and name of a failure reason code (>= 0x80); ``None`` for a success."""
+    if not reason_code.is_failure:
+        return None
+    return int(reason_code.value), reason_code.getName()
+
+
+def publish_properties(correlation_data: bytes) -> Properties:
+    """MQTT v5 PUBLISH properties carrying ``correlation_data``."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    properties.CorrelationData = correlation_data
+    return properties
+
+
+def connect_properties(session_expiry_seconds: int) -> Properties:
+    """MQTT v5 CONNECT properties asking the broker to keep the session that long."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    properties.SessionExpiryInterval = session_expiry_seconds
+    return properties
+
+
+def bound_connect(client: aiomqtt.Client, seconds: float) -> None:
+    """Bound paho's blocking TCP connect (it runs in an executor thread) to ``seconds``."""
+    client._client.connect_timeout = seconds
+
+
+def abort_connect(client: aiomqtt.Client) -> None:
+    """Stop a connect that may still run in aiomqtt's executor thread (errors are ignored)."""
+    with contextlib.suppress(Exception):
+        client._client.disconnect()
+
+
+def write_through(client: aiomqtt.Client, loop_thread: int) -> None:
+    """Make paho write a queued packet to the socket at once, in the event loop thread.
+
+    aiomqtt asks the loop to watch the socket for writability when paho queues a packet
+    (``call_soon_threadsafe(add_writer)``): the bytes leave two loop iterations after
+    ``publish()`` returned, after whatever else is ready (the orchestrator journalling the
+    round's next entries, each with an fsync). paho without an external loop writes at once,
+    in ``publish()``; this restores that for calls made in the loop thread (``loop_thread``,
+    a :func:`threading.get_ident`). A partial write, or a write that fails, falls back to
+    aiomqtt's callback (the writer watch finishes the write, or reports the broken link as
+    aiomqtt always does). Calls from other threads (paho's connect runs in an executor) keep
+    aiomqtt's callback.
+    """
+    paho = client._client
+    deferred = paho.on_socket_register_write
+    if deferred is None:  # pragma: no cover - aiomqtt always installs one
+        return
+
+    def register_write(paho_client: Any, userdata: Any, sock: Any) -> None:
+        if threading.get_ident() == loop_thread:
+            try:
+                paho_client.loop_write()
+            except Exception:  # aiomqtt's writer callback meets it again and reports it
+                deferred(paho_client, userdata, sock)
+                return
+            if not paho_client.want_write():
+                return
+        deferred(paho_client, userdata, sock)
+
+    paho.on_socket_register_write = register_write

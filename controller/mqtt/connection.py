@@ -1,0 +1,241 @@
+"""One MQTT connection life-cycle, shared by every long-lived tablectl client.
+
+:class:`Connector` owns what the outbox (:class:`~controller.publisher.Publisher`), the
+command router and the betting-status watcher (:mod:`controller.commands`) used to write
+three times: building the ``aiomqtt.Client`` (credentials, TLS, keep-alive, ``TCP_NODELAY``,
+session, Last Will), the bounded connect, the close, URL failover over ``mqtt.urls`` and the
+capped, jittered back-off. A client only says what it does while connected (``serve``).
+
+The loop (:meth:`Connector.run`), until ``stop`` is set:
+
+1. Try the URLs in order. A connect (TCP + CONNACK) is bounded by ``mqtt.connect_timeout``;
+   one that fails or times out moves on to the next URL.
+2. Once connected, ``serve(client, address)`` runs. It returns when ``stop`` is set (the
+   connection is then closed cleanly, bounded by ``mqtt.publish_timeout``) or raises when the
+   link fails (the connection is dropped, bounded by 1 s).
+3. After a connection that was up (or a failure the client says counts as one: the
+   publisher's refused publish), start over from the first URL after the shortest back-off;
+   after a round of URLs that all failed, back off longer:
+   ``uniform(reconnect_min, min(reconnect_max, reconnect_min * 2 ** (failures - 1)))``
+   (:func:`~controller.mqtt.settings.backoff_seconds`). A client may ask for a longer one
+   (``penalty``: the publisher's count of repeated refusals). The wait ends early on ``stop``.
+
+paho internals are used only through :mod:`controller.mqtt.adapter`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from controller.broker import BrokerAddress
+from controller.mqtt.adapter import (
+    abort_connect,
+    bound_connect,
+    connect_properties,
+    write_through,
+)
+from controller.mqtt.settings import MqttSettings, backoff_seconds, client_options, tls_context
+
+if TYPE_CHECKING:
+    import aiomqtt
+
+__all__ = ["Connector", "Serve"]
+
+Serve = Callable[["aiomqtt.Client", BrokerAddress], Awaitable[None]]
+"""What a client does while connected: return once stopping, raise when the link fails."""
+
+
+class Connector:
+    """Connects one kind of client, fails over across the URLs, backs off, reconnects.
+
+    Args:
+        settings: Broker settings (URLs, credentials, TLS, timeouts, back-off).
+        client_id: The MQTT client id.
+        name: What the connection is for, in logs (``"publisher"``, ``"command"``...).
+        logger: Name of the standard logger paho logs to.
+        persistent: Keep the session while away (v5 ``clean_start=False`` with
+            ``session_expiry_seconds``; v3.1.1 ``clean_session=False``); otherwise every
+            connection starts clean.
+        will: Gives the Last Will's topic and payload (QoS 1, retained) for each connection.
+        max_inflight: paho's limit of QoS 1 publishes awaiting their PUBACK.
+        pending_calls_threshold: aiomqtt warns above this many pending calls.
+        write_through: Write a publish to the socket inside ``publish()`` when called in the
+            loop thread (:func:`~controller.mqtt.adapter.write_through`): the card's hot path.
+
+    Attributes:
+        connections: How many times a connection was made.
+        current_url: The URL of the connection up (or last up) while :meth:`run` runs.
+        log: The bound logger.
+
+    Raises:
+        ConfigError: A TLS file that cannot be used (read once, here, so the controller stops
+            at start with the file named).
+    """
+
+    def __init__(
+        self,
+        settings: MqttSettings,
+        *,
+        client_id: str,
+        name: str,
+        logger: str,
+        persistent: bool = False,
+        will: Callable[[], tuple[str, bytes]] | None = None,
+        max_inflight: int | None = None,
+        pending_calls_threshold: int | None = None,
+        write_through: bool = False,
+        log: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.client_id = client_id
+        self.name = name
+        self.log = log if log is not None else structlog.get_logger(__name__)
+        self.connections = 0
+        self.current_url: str | None = None
+        self._logger = logger
+        self._persistent = persistent
+        self._will = will
+        self._max_inflight = max_inflight
+        self._pending_calls_threshold = pending_calls_threshold
+        self._write_through = write_through
+        self._tls = tls_context(settings) if settings.uses_tls else None
+        self._random = random.Random()
+        self._loop_thread = threading.get_ident()
+
+    def backoff(self, failures: int) -> float:
+        """The jittered delay after ``failures`` rounds of failed attempts (1, 2, ...)."""
+        return backoff_seconds(self.settings, failures, self._random)
+
+    def make_client(self, address: BrokerAddress) -> aiomqtt.Client:
+        """A new, unconnected client for ``address`` with every shared option."""
+        import aiomqtt
+
+        settings = self.settings
+        options: dict[str, Any] = {
+            **client_options(settings, address, self._tls),
+            "identifier": self.client_id,
+            "logger": logging.getLogger(self._logger),
+        }
+        if self._will is not None:
+            topic, payload = self._will()
+            options["will"] = aiomqtt.Will(topic, payload, qos=1, retain=True)
+        if self._max_inflight is not None:
+            options["max_inflight_messages"] = self._max_inflight
+        if settings.protocol == "5":
+            options["protocol"] = aiomqtt.ProtocolVersion.V5
+            options["clean_start"] = not self._persistent
+            if self._persistent:
+                options["properties"] = connect_properties(settings.session_expiry_seconds)
+        else:
+            options["protocol"] = aiomqtt.ProtocolVersion.V311
+            options["clean_session"] = not self._persistent
+        client = aiomqtt.Client(address.host, address.port, **options)
+        # paho's blocking TCP connect runs in an executor thread: bound it as well.
+        bound_connect(client, settings.connect_timeout)
+        if self._pending_calls_threshold is not None:
+            client.pending_calls_threshold = self._pending_calls_threshold
+        if self._write_through:
+            write_through(client, self._loop_thread)
+        return client
+
+    @contextlib.asynccontextmanager
+    async def connect(self, address: BrokerAddress) -> AsyncIterator[aiomqtt.Client]:
+        """Connect to ``address`` (bounded by ``connect_timeout``); close on the way out.
+
+        A body that returns closes the connection cleanly (DISCONNECT, bounded by
+        ``publish_timeout``); a body that raises drops it without waiting on the network
+        (bounded by 1 s).
+
+        Raises:
+            TimeoutError: No CONNACK within ``connect_timeout``.
+            aiomqtt.MqttError: The broker refused or could not be reached.
+        """
+        client = self.make_client(address)
+        try:
+            async with asyncio.timeout(self.settings.connect_timeout):
+                await client.__aenter__()
+        except BaseException:
+            # A connect still running in aiomqtt's executor thread must not come alive later
+            # with our client id (it would kick our next connection off the broker).
+            abort_connect(client)
+            raise
+        self.connections += 1
+        self.current_url = address.url
+        clean = False
+        try:
+            yield client
+            clean = True
+        finally:
+            bound = self.settings.publish_timeout
+            if not clean:
+                bound = min(1.0, bound)
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(bound):
+                    await client.__aexit__(None, None, None)
+
+    async def run(
+        self,
+        serve: Serve,
+        *,
+        stop: asyncio.Event,
+        on_error: Callable[[BrokerAddress, Exception], bool] | None = None,
+        penalty: Callable[[], int] | None = None,
+    ) -> None:
+        """Serve connection after connection until ``stop`` is set (see the module notes).
+
+        Args:
+            serve: Runs while connected.
+            stop: Ends the loop (and the back-off wait).
+            on_error: Logs a failed connect or a lost link; returns whether it counts as a
+                connection that was up (start over from the first URL). By default: logged
+                as a warning, counts only if the connection was up.
+            penalty: The least number of failures to back off for (read at each back-off).
+        """
+        self._loop_thread = threading.get_ident()
+        report = on_error if on_error is not None else self._warn
+        failures = 0
+        try:
+            while not stop.is_set():
+                was_up = False
+                for address in self.settings.addresses:
+                    if stop.is_set():
+                        return
+                    before = self.connections
+                    start_over = False
+                    try:
+                        async with self.connect(address) as client:
+                            await serve(client, address)
+                    except Exception as exc:
+                        start_over = report(address, exc)
+                    if stop.is_set():
+                        return
+                    if self.connections != before or start_over:
+                        was_up = True
+                        break
+                failures = 1 if was_up else failures + 1
+                await self._backoff(max(failures, penalty() if penalty is not None else 0), stop)
+        finally:
+            self.current_url = None
+
+    def _warn(self, address: BrokerAddress, exc: Exception) -> bool:
+        self.log.warning(
+            f"{self.name} link lost or refused",
+            url=address.url,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        return False
+
+    async def _backoff(self, failures: int, stop: asyncio.Event) -> None:
+        delay = self.backoff(failures)
+        self.log.info("reconnecting after back-off", connection=self.name, seconds=round(delay, 3))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await stop.wait()
