@@ -14,9 +14,7 @@ default that makes a good demo) and merges the pay-table overrides, raising
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Final
 
 from controller.analysis import AnalyzeFunction, UnknownGame
 from controller.errors import ConfigError, PayTableError, RulesError
@@ -27,9 +25,14 @@ from controller.games import (
     texas_holdem,
     three_card_mulligan,
 )
-from controller.games.live.base import LiveGame
-from controller.games.spec import OPTIONS_FIELD, GameOptions, GameSpec
+from controller.games.spec import OPTIONS_FIELD, GameSpec
 from controller.money import PayTables, merge_paytables
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from controller.games.live.base import LiveGame
+    from controller.games.options import GameOptions
 
 GAMES: Final[tuple[GameSpec, ...]] = (
     teen_patti.SPEC,
@@ -122,6 +125,8 @@ def validate_options(game_id: str, options: Mapping[str, Any]) -> GameOptions:
     Raises:
         ConfigError: Unknown game, or an option that is unknown or wrong (``field`` names it).
     """
+    from pydantic import ValidationError
+
     spec = game_spec(game_id)
     if not isinstance(options, Mapping):
         raise ConfigError(f"{OPTIONS_FIELD} must be a table of options", field=OPTIONS_FIELD)

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.games.break_poker import live, rules
+from controller.games.break_poker import rules
 from controller.games.spec import GameSpec
 
 SPEC: Final = GameSpec(
     facts=rules.FACTS,
     deal_plan=rules.BREAK_POKER.deal_plan,
     rules=rules.BREAK_POKER,
-    options=live.BreakPokerOptions,
-    build_live=live.build,
-    par_sheet="controller.games.break_poker.par_sheet",
+    live=f"{__name__}.live",
+    par_sheet=f"{__name__}.par_sheet",
 )
 """The game, as the registry knows it."""
 

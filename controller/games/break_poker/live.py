@@ -27,7 +27,7 @@ from controller.games.live._common import (
     summaries_wire,
 )
 from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
-from controller.games.spec import GameOptions
+from controller.games.options import GameOptions
 from controller.money import PayTables
 
 WINDOW: Final = "setting"
@@ -180,7 +180,7 @@ class BreakPokerLiveGame(Declared):
         return BreakPokerLiveRound(self.paytables, self.setting_seconds)
 
 
-class BreakPokerOptions(GameOptions):
+class Options(GameOptions):
     """Break Poker.
 
     Attributes:
@@ -190,7 +190,7 @@ class BreakPokerOptions(GameOptions):
     setting_seconds: float = Field(20.0, gt=0, le=600)
 
 
-def build(options: BreakPokerOptions, paytables: PayTables) -> BreakPokerLiveGame:
+def build(options: Options, paytables: PayTables) -> BreakPokerLiveGame:
     """The table's live game (the registry's live factory)."""
     return BreakPokerLiveGame(paytables, options.setting_seconds)
 

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.games.mahjong_pai_gow import live, rules
+from controller.games.mahjong_pai_gow import rules
 from controller.games.spec import GameSpec
 
 SPEC: Final = GameSpec(
     facts=rules.FACTS,
     deal_plan=rules.MAHJONG_PAI_GOW.deal_plan,
     rules=rules.MAHJONG_PAI_GOW,
-    options=live.MahjongOptions,
-    build_live=live.build,
-    par_sheet="controller.games.mahjong_pai_gow.par_sheet",
+    live=f"{__name__}.live",
+    par_sheet=f"{__name__}.par_sheet",
 )
 """The game, as the registry knows it."""
 

@@ -29,7 +29,7 @@ from controller.games.live._common import (
 from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
 from controller.games.mahjong_pai_gow import rules
 from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
-from controller.games.spec import GameOptions
+from controller.games.options import GameOptions
 from controller.money import BetResult, PayTables
 
 CHOICES: Final = ("accept", "decline")
@@ -276,7 +276,7 @@ class MahjongLiveGame(Declared):
         )
 
 
-class MahjongOptions(GameOptions):
+class Options(GameOptions):
     """Mahjong Pai Gow.
 
     Attributes:
@@ -294,7 +294,7 @@ class MahjongOptions(GameOptions):
     dealing_order: tuple[str, ...] | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> MahjongOptions:
+    def _check(self) -> Options:
         if self.dealing_order is not None:
             labels = [f"P{index}" for index in range(1, self.positions + 1)]
             if sorted(self.dealing_order) != sorted(labels):
@@ -302,7 +302,7 @@ class MahjongOptions(GameOptions):
         return self
 
 
-def build(options: MahjongOptions, paytables: PayTables) -> MahjongLiveGame:
+def build(options: Options, paytables: PayTables) -> MahjongLiveGame:
     """The table's live game (the registry's live factory)."""
     return MahjongLiveGame(
         paytables=paytables,

@@ -9,15 +9,14 @@ from __future__ import annotations
 from typing import Final
 
 from controller.games.spec import GameSpec
-from controller.games.teen_patti import live, rules
+from controller.games.teen_patti import rules
 
 SPEC: Final = GameSpec(
     facts=rules.FACTS,
     deal_plan=rules.TEEN_PATTI_20_20.deal_plan,
     rules=rules.TEEN_PATTI_20_20,
-    options=live.TeenPattiOptions,
-    build_live=live.build,
-    par_sheet="controller.games.teen_patti.par_sheet",
+    live=f"{__name__}.live",
+    par_sheet=f"{__name__}.par_sheet",
 )
 """The game, as the registry knows it."""
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 from typing import Final
 
 from controller.games.spec import GameSpec
-from controller.games.texas_holdem import live, rules
+from controller.games.texas_holdem import rules
 
 SPEC: Final = GameSpec(
     facts=rules.FACTS,
-    deal_plan=rules.deal_plan(range(1, live.HoldemOptions().seats + 1)),
+    deal_plan=rules.deal_plan(range(1, rules.DEMO_SEATS + 1)),
     rules=None,
-    options=live.HoldemOptions,
-    build_live=live.build,
-    par_sheet="controller.games.texas_holdem.par_sheet",
+    live=f"{__name__}.live",
+    par_sheet=f"{__name__}.par_sheet",
 )
 """The game, as the registry knows it."""
 

@@ -43,8 +43,9 @@ from controller.games.live.base import (
     RevealStep,
     Step,
 )
+from controller.games.options import GameOptions
 from controller.games.poker.hands import category_of, describe
-from controller.games.spec import OPTIONS_FIELD, GameOptions
+from controller.games.spec import OPTIONS_FIELD
 from controller.games.texas_holdem import rules
 from controller.games.texas_holdem.rules import (
     Action,
@@ -521,7 +522,7 @@ class HoldemLiveGame(Declared):
         return HoldemLiveRound(self.table, stacks, state)
 
 
-class HoldemOptions(GameOptions):
+class Options(GameOptions):
     """Texas Hold'em.
 
     Attributes:
@@ -538,7 +539,7 @@ class HoldemOptions(GameOptions):
         equity_samples: Monte Carlo run-outs for pre-flop equity.
     """
 
-    seats: int = Field(6, ge=2, le=10)
+    seats: int = Field(rules.DEMO_SEATS, ge=2, le=10)
     small_blind: int = Field(50, gt=0)
     big_blind: int = Field(100, gt=0)
     starting_stack: int = Field(10_000, gt=0)
@@ -550,7 +551,7 @@ class HoldemOptions(GameOptions):
     equity_samples: int = Field(20_000, ge=1_000, le=1_000_000)
 
     @model_validator(mode="after")
-    def _check(self) -> HoldemOptions:
+    def _check(self) -> Options:
         if self.small_blind > self.big_blind:
             raise ValueError("small_blind must not exceed big_blind")
         if self.starting_stack < self.big_blind:
@@ -562,7 +563,7 @@ class HoldemOptions(GameOptions):
         return self
 
 
-def build(options: HoldemOptions, paytables: PayTables) -> HoldemLiveGame:
+def build(options: Options, paytables: PayTables) -> HoldemLiveGame:
     """The table's live game (the registry's live factory; Hold'em has no pay tables).
 
     Raises:

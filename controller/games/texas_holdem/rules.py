@@ -37,6 +37,8 @@ GAME_ID: Final = "texas-holdem"
 GAME_NAME: Final = "Texas Hold'em"
 BOARD_HAND: Final = "board"
 BURN_HAND: Final = "burn"
+DEMO_SEATS: Final = 6
+"""Seats at a table whose options name none (the live options' default)."""
 
 FACTS: Final = GameFacts(
     id=GAME_ID,

@@ -9,15 +9,14 @@ from __future__ import annotations
 from typing import Final
 
 from controller.games.spec import GameSpec
-from controller.games.three_card_mulligan import live, rules
+from controller.games.three_card_mulligan import rules
 
 SPEC: Final = GameSpec(
     facts=rules.FACTS,
     deal_plan=rules.THREE_CARD_MULLIGAN.deal_plan,
     rules=rules.THREE_CARD_MULLIGAN,
-    options=live.MulliganOptions,
-    build_live=live.build,
-    par_sheet="controller.games.three_card_mulligan.par_sheet",
+    live=f"{__name__}.live",
+    par_sheet=f"{__name__}.par_sheet",
 )
 """The game, as the registry knows it."""
 

@@ -29,7 +29,7 @@ from controller.games.live._common import (
     summaries_wire,
 )
 from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
-from controller.games.spec import GameOptions
+from controller.games.options import GameOptions
 from controller.games.three_card_mulligan import rules
 from controller.games.three_card_mulligan.rules import MulliganRound, Path
 from controller.money import BetResult, PayTables
@@ -184,7 +184,7 @@ class MulliganLiveGame(Declared):
         return MulliganLiveRound(self.paytables, self.decision_seconds)
 
 
-class MulliganOptions(GameOptions):
+class Options(GameOptions):
     """Three Card Mulligan.
 
     Attributes:
@@ -194,7 +194,7 @@ class MulliganOptions(GameOptions):
     decision_seconds: float = Field(10.0, gt=0, le=600)
 
 
-def build(options: MulliganOptions, paytables: PayTables) -> MulliganLiveGame:
+def build(options: Options, paytables: PayTables) -> MulliganLiveGame:
     """The table's live game (the registry's live factory)."""
     return MulliganLiveGame(paytables, options.decision_seconds)
 
