@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.cards import Deck, Piece
-from controller.money import BetResult, PayTables
+from controller.errors import RulesError
+from controller.money import BetResult, Odds, PayTables
 
 
 class Face(enum.StrEnum):
@@ -90,6 +91,23 @@ class GameResult:
     winner: str
     hands: Mapping[str, HandSummary]
     details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def pay_odds(game: str, paytables: PayTables, bet: str, outcome: str) -> Odds:
+    """The ratio a pay table gives one outcome of one bet.
+
+    Raises:
+        RulesError: The pay table has no entry for it (``game``, ``bet`` and ``outcome`` named).
+    """
+    try:
+        return paytables[bet][outcome]
+    except KeyError:
+        raise RulesError(
+            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
+            game=game,
+            bet=bet,
+            outcome=outcome,
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

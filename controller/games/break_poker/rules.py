@@ -26,7 +26,16 @@ from typing import Any, Final
 
 from controller.cards import Card, Deck, Piece, parse_cards
 from controller.errors import IllegalAction, RulesError
-from controller.games.base import DealPlan, Declared, Face, GameFacts, GameResult, HandSummary, Slot
+from controller.games.base import (
+    DealPlan,
+    Declared,
+    Face,
+    GameFacts,
+    GameResult,
+    HandSummary,
+    Slot,
+    pay_odds,
+)
 from controller.games.break_poker.hands import (
     ACE,
     BreakBonusHand,
@@ -456,15 +465,7 @@ DEFAULT_PAYTABLES: Final = _default_paytables()
 
 
 def _odds(paytables: PayTables, bet: str, outcome: str) -> Odds:
-    try:
-        return paytables[bet][outcome]
-    except KeyError:
-        raise RulesError(
-            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
-            game=GAME_ID,
-            bet=bet,
-            outcome=outcome,
-        ) from None
+    return pay_odds(GAME_ID, paytables, bet, outcome)
 
 
 def main_bet(

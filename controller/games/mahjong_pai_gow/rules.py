@@ -26,7 +26,15 @@ from typing import Final
 
 from controller.cards import WINDOW_VALUE, Deck, Piece, Tile
 from controller.errors import ConfigError, PieceRefused, RulesError
-from controller.games.base import DealPlan, Declared, GameFacts, GameResult, HandSummary, Slot
+from controller.games.base import (
+    DealPlan,
+    Declared,
+    GameFacts,
+    GameResult,
+    HandSummary,
+    Slot,
+    pay_odds,
+)
 from controller.money import BetResult, Odds, PayTables
 
 GAME_ID: Final = "mahjong-pai-gow"
@@ -274,15 +282,7 @@ def resolve_positions(
 
 
 def _odds(paytables: PayTables, bet: str) -> Odds:
-    try:
-        return paytables[bet]["win"]
-    except KeyError:
-        raise RulesError(
-            f"pay table has no entry for bet {bet!r}, outcome 'win'",
-            game=GAME_ID,
-            bet=bet,
-            outcome="win",
-        ) from None
+    return pay_odds(GAME_ID, paytables, bet, "win")
 
 
 def settle_position(

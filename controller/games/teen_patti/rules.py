@@ -30,7 +30,7 @@ from typing import Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import RulesError
-from controller.games.base import DealPlan, Declared, GameFacts, GameResult, Slot
+from controller.games.base import DealPlan, Declared, GameFacts, GameResult, Slot, pay_odds
 from controller.games.three_card import hands as three_card
 from controller.money import BetResult, Odds, PayTables
 
@@ -128,14 +128,10 @@ def _sequence_value(high: int, mid: int, low: int) -> int:
 
 
 def strength_of_ranks(ranks: Iterable[int], suited: bool) -> int:
-    """The strength of a three-card hand given its ranks and whether all three share a suit.
+    """Teen Patti's ranking: the shared :data:`~controller.games.three_card.hands.StrengthOfRanks`.
 
-    Args:
-        ranks: The three ranks (2-14, ace 14), any order.
-        suited: Whether the three cards are of one suit.
-
-    Returns:
-        ``level << 12 | within``: compare as plain ints; equal means a tie.
+    ``ranks``: the three ranks (2-14), any order; ``suited``: all of one suit. Returns
+    ``level << 12 | within``: compare as plain ints; equal means a tie.
     """
     high, mid, low = sorted(ranks, reverse=True)
     hand: TeenPattiHand
@@ -331,15 +327,7 @@ DEFAULT_PAYTABLES: Final = _default_paytables()
 
 
 def _odds(paytables: PayTables, bet: str, outcome: str) -> Odds:
-    try:
-        return paytables[bet][outcome]
-    except KeyError:
-        raise RulesError(
-            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
-            game=GAME_ID,
-            bet=bet,
-            outcome=outcome,
-        ) from None
+    return pay_odds(GAME_ID, paytables, bet, outcome)
 
 
 FACTS: Final = GameFacts(

@@ -31,7 +31,16 @@ from typing import Final
 
 from controller.cards import Card, Deck, Piece
 from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games.base import DealPlan, Declared, Face, GameFacts, GameResult, HandSummary, Slot
+from controller.games.base import (
+    DealPlan,
+    Declared,
+    Face,
+    GameFacts,
+    GameResult,
+    HandSummary,
+    Slot,
+    pay_odds,
+)
 from controller.games.three_card import hands as three_card
 from controller.money import BetResult, Odds, PayTables
 
@@ -107,14 +116,10 @@ def _straight_top(high: int, mid: int, low: int) -> int:
 
 
 def strength_of_ranks(ranks: Iterable[int], suited: bool) -> int:
-    """The strength of a three-card hand given its ranks and whether all three share a suit.
+    """Three Card Mulligan's ranking (a :data:`~controller.games.three_card.hands.StrengthOfRanks`).
 
-    Args:
-        ranks: The three ranks (2-14, ace 14), any order.
-        suited: Whether the three cards are of one suit.
-
-    Returns:
-        ``level << 12 | within``: compare as plain ints; equal means a tie.
+    Takes the three ranks (2-14, any order) and whether they share a suit; gives
+    ``level << 12 | within``, compared as plain ints (equal: a tie).
     """
     high, mid, low = sorted(ranks, reverse=True)
     hand: MulliganHand
@@ -242,15 +247,7 @@ an entry (high card) loses.
 
 
 def _odds(paytables: PayTables, bet: str, outcome: str) -> Odds:
-    try:
-        return paytables[bet][outcome]
-    except KeyError:
-        raise RulesError(
-            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
-            game=GAME_ID,
-            bet=bet,
-            outcome=outcome,
-        ) from None
+    return pay_odds(GAME_ID, paytables, bet, outcome)
 
 
 def _main_bet(
