@@ -3,10 +3,10 @@
 Run: ``.venv/bin/python bench/equity.py [--repeats N] [--samples N] [--deals N]``
 
 For 2, 6 and 9 players, on random deals (seeded), times
-:func:`controller.live.equity.win_probabilities` pre-flop, after the flop, the turn and the
-river, and prints the median and worst time next to the target: under 100 ms for every street;
-pre-flop with 6+ players is Monte Carlo and must also be within 0.5 percentage points (one
-standard error) of the exact figure. The Monte Carlo error is measured against an exact
+:func:`controller.games.texas_holdem.equity.win_probabilities` pre-flop, after the flop, the
+turn and the river, and prints the median and worst time next to the target: under 100 ms for
+every street; pre-flop with 6+ players is Monte Carlo and must also be within 0.5 percentage
+points (one standard error) of the exact figure. The Monte Carlo error is measured against an exact
 pre-flop enumeration of the same deal (slow, done once per deal outside the timing) and the
 reported standard error. Figures only: nothing here asserts a speed.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.cards import Card
-from controller.live import equity
-from controller.live.equity import DEFAULT_SAMPLES, win_probabilities
+from controller.games.texas_holdem import equity
+from controller.games.texas_holdem.equity import DEFAULT_SAMPLES, win_probabilities
 
 TARGET_MS = 100.0
 TARGET_PP = 0.5

@@ -147,7 +147,7 @@ def generate(path: Path, rounds: int, *, interrupted: bool, delivered: bool) -> 
 
 
 def _orchestrator(journal: Journal) -> Any:
-    from controller.live.registry import make_live_game
+    from controller.games.registry import make_live_game
     from controller.orchestrator import Orchestrator
     from controller.settings import RoundSettings
 

@@ -1,8 +1,8 @@
 """Par sheets: what every bet pays, how often, and its return to player.
 
-Each game's module provides ``analyze(method, samples, seed, progress) -> AnalysisReport``.
-This module holds the report model, its JSON and text forms, and the dispatch used by
-``tablectl analyze``.
+Each game's ``par_sheet`` module (named in its spec; :func:`controller.games.registry.analyzer_for`
+finds it) provides ``analyze(method, samples, seed, progress) -> AnalysisReport``. This module
+holds the report model and its JSON and text forms.
 
 JSON form (one document)::
 
@@ -19,7 +19,6 @@ exact fractions ride along as strings when the method is exact.
 from __future__ import annotations
 
 import enum
-import importlib
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -232,28 +231,5 @@ class AnalyzeFunction(Protocol):
         ...
 
 
-ANALYZERS: dict[str, str] = {
-    "teen-patti-20-20": "controller.games.teen_patti",
-    "three-card-mulligan": "controller.games.three_card_mulligan",
-    "break-poker": "controller.games.break_poker",
-    "texas-holdem": "controller.games.holdem",
-    "mahjong-pai-gow": "controller.games.mahjong_pai_gow",
-}
-
-
 class UnknownGame(TablectlError):
     """A game id we do not have."""
-
-
-def analyzer_for(game: str) -> AnalyzeFunction:
-    """The ``analyze`` function of a game id.
-
-    Raises:
-        UnknownGame: No such game.
-    """
-    module_name = ANALYZERS.get(game)
-    if module_name is None:
-        raise UnknownGame(f"unknown game {game!r}; known: {', '.join(ANALYZERS)}", game=game)
-    module = importlib.import_module(module_name)
-    function: AnalyzeFunction = module.analyze
-    return function

@@ -69,7 +69,7 @@ async def run_table(
     """
     from controller import service
     from controller.commands import CommandRouter, StatusWatcher
-    from controller.live.registry import make_live_game
+    from controller.games.registry import make_live_game
     from controller.metrics import TableMetrics
 
     game = make_live_game(settings.game, settings.game_options, settings.paytables)

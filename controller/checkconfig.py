@@ -83,7 +83,7 @@ def check_config(path: str | Path) -> tuple[Check, TableSettings | None]:
     Returns:
         The check, and the settings when they loaded.
     """
-    from controller.live.registry import make_live_game
+    from controller.games.registry import make_live_game
     from controller.settings import load_settings
 
     try:

@@ -1,7 +1,7 @@
 """The round orchestrator: from the betting window to the settlement of every bet.
 
 Betting window, dealing in the game's order, decision windows, reveals, result, settlement,
-for any game that speaks the step protocol (:mod:`controller.live.base`).
+for any game that speaks the step protocol (:mod:`controller.games.live.base`).
 
 The orchestrator owns the clock of the round. Every state change is appended to the journal
 (durably) before anything else happens: the publisher only ever sends what the journal holds,
@@ -35,6 +35,15 @@ from controller.aio import first_completed
 from controller.cards import Piece
 from controller.commands import Answer, Command
 from controller.errors import IllegalAction, NotationError, PieceRefused, TablectlError
+from controller.games.live.base import (
+    DealStep,
+    DecisionStep,
+    FinishStep,
+    InfoStep,
+    LiveGame,
+    LiveRound,
+    RevealStep,
+)
 from controller.journal import (
     BettingClosedData,
     CardDealtData,
@@ -56,15 +65,6 @@ from controller.journal import (
     SettledBet,
     TableInfoData,
     TableStatusData,
-)
-from controller.live.base import (
-    DealStep,
-    DecisionStep,
-    FinishStep,
-    InfoStep,
-    LiveGame,
-    LiveRound,
-    RevealStep,
 )
 from controller.metrics import TableMetrics
 from controller.round import Phase, Round, round_id_for

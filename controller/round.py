@@ -14,8 +14,8 @@ from typing import Any
 
 from controller.cards import Piece, parse_piece
 from controller.errors import JournalError
+from controller.games.live.base import LiveGame, LiveRound
 from controller.journal import EntryKind
-from controller.live.base import LiveGame, LiveRound
 
 
 class Phase(enum.StrEnum):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextvars
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
@@ -24,17 +24,16 @@ from pydantic_settings import (
 )
 
 from controller.errors import ConfigError, PayTableError
+from controller.games.registry import DEFAULT_GAME, GAME_IDS
 from controller.money import parse_odds
 from controller.mqtt.settings import MqttSettings
 from drivers.source import DriverSettings
 
-GameId = Literal[
-    "teen-patti-20-20",
-    "three-card-mulligan",
-    "break-poker",
-    "texas-holdem",
-    "mahjong-pai-gow",
-]
+if TYPE_CHECKING:
+    GameId = str
+else:
+    GameId = Literal[GAME_IDS]
+    """Exactly the registry's game ids (``Literal`` keeps pydantic's message listing them)."""
 
 _toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "tablectl_toml_path", default=None
@@ -177,7 +176,7 @@ class TableSettings(BaseSettings):
     )
 
     table_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-    game: GameId = "teen-patti-20-20"
+    game: GameId = DEFAULT_GAME
     device: DeviceSettings
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     rounds: RoundSettings = Field(default_factory=RoundSettings)

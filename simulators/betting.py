@@ -59,7 +59,7 @@ def _house_way_mulligans(info: Mapping[str, Any]) -> bool:
         return bool(info["house_way"] == "mulligan")
     from controller.cards import parse_cards
     from controller.errors import TablectlError
-    from controller.games.three_card_mulligan import house_way_stays
+    from controller.games.three_card_mulligan.rules import house_way_stays
 
     try:
         return not house_way_stays(parse_cards(list(info.get("player", []))))

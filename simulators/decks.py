@@ -1,19 +1,14 @@
-"""Which deck each game is dealt from (light: imported by the CLI at start-up)."""
+"""Which deck each game is dealt from (the registry's decks)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from controller.cards import Deck
+from controller.games.registry import GAMES
 from simulators.errors import SimulatorConfigError
 
-GAME_DECKS: dict[str, Callable[[], Deck]] = {
-    "teen-patti-20-20": Deck.standard,
-    "three-card-mulligan": Deck.standard,
-    "texas-holdem": Deck.standard,
-    "break-poker": Deck.with_joker,
-    "mahjong-pai-gow": Deck.mahjong_pai_gow,
-}
+GAME_DECKS: dict[str, Callable[[], Deck]] = {spec.id: spec.facts.new_deck for spec in GAMES}
 """The deck each game is dealt from, by game id."""
 
 

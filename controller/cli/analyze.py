@@ -11,7 +11,7 @@ import sys
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``tablectl analyze``."""
-    from controller.analysis import ANALYZERS
+    from controller.games.registry import ANALYZERS
 
     parser = subparsers.add_parser(
         "analyze",
@@ -39,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from controller.analysis import Method, analyzer_for
+    from controller.analysis import Method
+    from controller.games.registry import analyzer_for
 
     analyze = analyzer_for(args.game)
     method = Method.MONTE_CARLO if args.samples is not None else Method.EXACT

@@ -188,7 +188,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     }
     merged = _merge(defaults, overrides)
     configure_logging(level=merged["logging"]["level"], fmt=merged["logging"].get("format", "auto"))
-    from controller.live.registry import LIVE_GAME_IDS
+    from controller.games.registry import GAME_IDS as LIVE_GAME_IDS
 
     if game_id not in LIVE_GAME_IDS:
         raise ConfigError(

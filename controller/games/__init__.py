@@ -1,1 +1,5 @@
-"""The rules of our games. Pure: no I/O, no clock, deterministic given cards and decisions."""
+"""Our games, one package each, listed once in :mod:`controller.games.registry`.
+
+A game's ``rules`` are pure (no I/O, no clock, no numpy; deterministic given cards and
+decisions); its ``live`` module runs them at the table and its ``par_sheet`` analyses them.
+"""

@@ -8,12 +8,13 @@ and replay all call the same functions.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.cards import Deck, Piece
-from controller.money import BetResult, PayTables
+from controller.errors import RulesError
+from controller.money import BetResult, Odds, PayTables
 
 
 class Face(enum.StrEnum):
@@ -90,6 +91,78 @@ class GameResult:
     winner: str
     hands: Mapping[str, HandSummary]
     details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def pay_odds(game: str, paytables: PayTables, bet: str, outcome: str) -> Odds:
+    """The ratio a pay table gives one outcome of one bet.
+
+    Raises:
+        RulesError: The pay table has no entry for it (``game``, ``bet`` and ``outcome`` named).
+    """
+    try:
+        return paytables[bet][outcome]
+    except KeyError:
+        raise RulesError(
+            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
+            game=game,
+            bet=bet,
+            outcome=outcome,
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class GameFacts:
+    """What a game is, declared once in its rules module and read by everything else.
+
+    Attributes:
+        id: The game id used in configs, topics and results (``"teen-patti-20-20"``).
+        name: The game's name for people.
+        new_deck: Builds the set of pieces one round is dealt from.
+        bet_ids: Every bet type, in the order results list them (a void refunds each).
+        new_paytables: Builds the rule sheet's pay tables (a fresh copy each call).
+    """
+
+    id: str
+    name: str
+    new_deck: Callable[[], Deck]
+    bet_ids: tuple[str, ...]
+    new_paytables: Callable[[], PayTables]
+
+
+class Declared:
+    """The protocol properties a game's rules and live objects share, read from ``facts``.
+
+    A subclass sets ``facts`` (its game's :class:`GameFacts`, a class attribute or a field)
+    and gets ``id``, ``name``, ``deck``, ``bet_ids`` and ``default_paytables``.
+    """
+
+    __slots__ = ()
+    facts: GameFacts
+
+    @property
+    def id(self) -> str:
+        """The game id used in configs, topics and results."""
+        return self.facts.id
+
+    @property
+    def name(self) -> str:
+        """The game's name for people."""
+        return self.facts.name
+
+    @property
+    def deck(self) -> Deck:
+        """The set of pieces one round is dealt from."""
+        return self.facts.new_deck()
+
+    @property
+    def bet_ids(self) -> tuple[str, ...]:
+        """Every bet type, in the order results list them."""
+        return self.facts.bet_ids
+
+    @property
+    def default_paytables(self) -> PayTables:
+        """The rule sheet's pay tables (a fresh copy each time)."""
+        return self.facts.new_paytables()
 
 
 class TableGame(Protocol):

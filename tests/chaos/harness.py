@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.cards import parse_piece
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.journal import Journal
 from controller.money import merge_paytables
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from controller.games.registry import make_live_game
 from controller.journal import Journal
-from controller.live.registry import make_live_game
 from controller.mqtt.settings import MqttSettings
 from controller.orchestrator import Orchestrator, RoundSummary
 from controller.publisher import Publisher

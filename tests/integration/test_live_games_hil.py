@@ -9,7 +9,7 @@ answers each ``decision_open`` on ``cmd/decision``; a ``stream`` client records 
 The expected results are computed here from the scripted cards and decisions with the pure
 rules modules (``controller/games/*.py``: ``round_result``, ``house_way``, Hold'em's
 ``HoldemState``, Mahjong Pai Gow's ``resolve_positions``/``settle_position``), never by running
-the live adapters (``controller/live/*.py``) again.
+the live adapters (``controller/games/<game>/live.py``) again.
 
 Each test also sends illegal and late commands (each must be refused with a reason and change
 nothing) and checks that no hidden card reaches the betting credential before its reveal
@@ -40,10 +40,11 @@ from typing import Any
 import pytest
 
 from controller.cards import Tile, parse_cards
-from controller.games import break_poker as bp
-from controller.games import mahjong_pai_gow as mj
-from controller.games import three_card_mulligan as tcm
-from controller.games.holdem import (
+from controller.games.break_poker import rules as bp
+from controller.games.mahjong_pai_gow import rules as mj
+from controller.games.poker.hands import category_of, describe
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
+from controller.games.texas_holdem.rules import (
     Action,
     ActionKind,
     Deal,
@@ -51,8 +52,7 @@ from controller.games.holdem import (
     HoldemState,
     start_hand,
 )
-from controller.games.poker import category_of, describe
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.three_card_mulligan import rules as tcm
 from controller.mqtt.ack import PublishRefused
 from simulators.scanner import CardFault, FaultPlan
 from simulators.table import Simulation

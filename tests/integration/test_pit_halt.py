@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from controller.cards import parse_cards
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from simulators.scanner import CardFault, FaultPlan
 from simulators.table import Simulation
 from tests.integration._live_helpers import TABLE, Live, Received, acl_broker, live_table

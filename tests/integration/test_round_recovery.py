@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.app import run_table
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.settings import load_settings
 from simulators.table import Simulation, simulated_scanner
 

@@ -21,7 +21,7 @@ import pytest
 
 from controller.app import run_table
 from controller.cards import parse_cards
-from controller.games.teen_patti import TEEN_PATTI_20_20
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.settings import load_settings
 from simulators.scanner import FaultPlan
 from simulators.table import Simulation, simulated_scanner

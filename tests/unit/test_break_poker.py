@@ -1,4 +1,4 @@
-"""Break Poker rules and par sheet (controller.games.break_poker)."""
+"""Break Poker rules and par sheet (controller.games.break_poker.rules)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from hypothesis import strategies as st
 from controller.analysis import Method
 from controller.cards import JOKER, Card, Deck, Tile, parse_cards
 from controller.errors import IllegalAction, RulesError
-from controller.games import _break_par as par
-from controller.games._break_hands import (
+from controller.games.base import Face
+from controller.games.break_poker import par_sheet as par
+from controller.games.break_poker.hands import (
     BreakBonusHand,
     high_key,
     house_way_step,
     low_key,
     qualifies,
 )
-from controller.games.base import Face
-from controller.games.break_poker import (
+from controller.games.break_poker.rules import (
     BREAK_POKER,
     DEAL_PLAN,
     DEFAULT_PAYTABLES,

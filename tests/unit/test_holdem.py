@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from controller.cards import Card, parse_cards
 from controller.errors import ConfigError, IllegalAction, PieceRefused, RulesError
 from controller.games.base import Face
-from controller.games.holdem import (
+from controller.games.texas_holdem.rules import (
     Action,
     ActionKind,
     Deal,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.live.base import JSON, DecisionStep
-from controller.live.registry import LIVE_GAME_IDS, make_live_game
+from controller.games.live.base import JSON, DecisionStep
+from controller.games.registry import GAME_IDS, make_live_game
 from controller.messages import DecisionOpenData
 from simulators.betting import BettingPolicy
 from tests.unit.test_live_helpers import drive, shuffled
@@ -62,7 +62,7 @@ def play(game_id: str, rounds: int, seed: int) -> tuple[Counter[str], list[JSON]
     return seen, results
 
 
-@pytest.mark.parametrize("game_id", LIVE_GAME_IDS)
+@pytest.mark.parametrize("game_id", GAME_IDS)
 def test_policy_decisions_are_always_legal_and_reproducible(game_id: str) -> None:
     first_seen, first = play(game_id, 30, seed=5)
     again_seen, again = play(game_id, 30, seed=5)

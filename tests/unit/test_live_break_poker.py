@@ -8,11 +8,11 @@ import pytest
 
 from controller.cards import Card, Tile, parse_cards
 from controller.errors import IllegalAction, RulesError
-from controller.games import break_poker as rules
 from controller.games.base import Face
-from controller.live.base import DealStep, DecisionStep, FinishStep, RevealStep
-from controller.live.break_poker import BreakPokerLiveRound
-from controller.live.registry import make_live_game
+from controller.games.break_poker import rules
+from controller.games.break_poker.live import BreakPokerLiveRound
+from controller.games.live.base import DealStep, DecisionStep, FinishStep, RevealStep
+from controller.games.registry import make_live_game
 from tests.unit.test_live_helpers import drive, pieces, replay
 
 PLAYER = "JK Ah Kd Kc 7s 4d 2c"

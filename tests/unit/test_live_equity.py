@@ -9,8 +9,8 @@ import pytest
 
 from controller.cards import JOKER, Card, parse_cards
 from controller.errors import RulesError
-from controller.games.poker import hand_strength
-from controller.live.equity import EXACT_LIMIT, win_probabilities
+from controller.games.poker.evaluator import hand_strength
+from controller.games.texas_holdem.equity import EXACT_LIMIT, win_probabilities
 
 
 def brute_force(

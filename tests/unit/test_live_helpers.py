@@ -15,7 +15,7 @@ import pytest
 
 from controller.cards import Deck, Piece, parse_piece
 from controller.errors import RulesError
-from controller.live.base import (
+from controller.games.live.base import (
     JSON,
     DealStep,
     DecisionStep,

@@ -11,10 +11,10 @@ import pytest
 from controller.cards import Card, Deck, Tile, parse_cards
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import Face
-from controller.live.base import JSON, DealStep, DecisionStep, InfoStep, RevealStep
-from controller.live.equity import win_probabilities
-from controller.live.holdem import HoldemLiveRound
-from controller.live.registry import make_live_game
+from controller.games.live.base import JSON, DealStep, DecisionStep, InfoStep, RevealStep
+from controller.games.registry import make_live_game
+from controller.games.texas_holdem.equity import win_probabilities
+from controller.games.texas_holdem.live import HoldemLiveRound
 from tests.unit.test_live_helpers import drive, pieces, replay, shuffled
 
 # Seats 1-3, button seat 1, SB seat 2, BB seat 3. Deal from the SB, twice around.

@@ -9,10 +9,10 @@ import pytest
 
 from controller.cards import Card, Tile
 from controller.errors import IllegalAction, RulesError
-from controller.games import mahjong_pai_gow as rules
-from controller.live.base import JSON, DealStep, DecisionStep, FinishStep
-from controller.live.mahjong_pai_gow import MahjongLiveRound
-from controller.live.registry import make_live_game
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep
+from controller.games.mahjong_pai_gow import rules
+from controller.games.mahjong_pai_gow.live import MahjongLiveRound
+from controller.games.registry import make_live_game
 from tests.unit.test_live_helpers import drive, pieces, replay
 
 # Hands in dealing order P2 P3 P4 B (P1 banks): 9+6 vs B 8+7 -> player on the highest tile,

@@ -7,16 +7,16 @@ from typing import Any
 import pytest
 
 from controller.errors import ConfigError
-from controller.games.teen_patti import TEEN_PATTI_20_20
-from controller.live.base import DealStep, DecisionStep
-from controller.live.fixed_plan import FixedPlanGame
-from controller.live.holdem import HoldemLiveGame
-from controller.live.mahjong_pai_gow import MahjongLiveGame
-from controller.live.registry import LIVE_GAME_IDS, make_live_game, validate_options
+from controller.games.live.base import DealStep, DecisionStep
+from controller.games.live.fixed_plan import FixedPlanGame
+from controller.games.mahjong_pai_gow.live import MahjongLiveGame
+from controller.games.registry import GAME_IDS, make_live_game, validate_options
+from controller.games.teen_patti.rules import TEEN_PATTI_20_20
+from controller.games.texas_holdem.live import HoldemLiveGame
 from controller.money import parse_odds
 
 
-@pytest.mark.parametrize("game_id", LIVE_GAME_IDS)
+@pytest.mark.parametrize("game_id", GAME_IDS)
 def test_every_game_builds_with_defaults(game_id: str) -> None:
     game = make_live_game(game_id, {}, {})
     assert game.id == game_id

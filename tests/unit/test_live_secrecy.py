@@ -13,13 +13,13 @@ import json
 import pytest
 
 from controller.games.base import Face
-from controller.live.base import DealStep, DecisionStep, FinishStep, InfoStep, RevealStep
-from controller.live.registry import LIVE_GAME_IDS, make_live_game
+from controller.games.live.base import DealStep, DecisionStep, FinishStep, InfoStep, RevealStep
+from controller.games.registry import GAME_IDS, make_live_game
 from simulators.betting import BettingPolicy
 from tests.unit.test_live_helpers import shuffled
 
 
-@pytest.mark.parametrize("game_id", LIVE_GAME_IDS)
+@pytest.mark.parametrize("game_id", GAME_IDS)
 def test_hidden_pieces_stay_off_public_fields(game_id: str) -> None:
     options = {"equity_samples": 1000} if game_id == "texas-holdem" else {}
     game = make_live_game(game_id, options, {})

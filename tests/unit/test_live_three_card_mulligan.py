@@ -8,12 +8,12 @@ import pytest
 
 from controller.cards import Card, parse_cards
 from controller.errors import IllegalAction, RulesError
-from controller.games import three_card_mulligan as rules
 from controller.games.base import Face
-from controller.games.three_card_mulligan import Path
-from controller.live.base import DealStep, DecisionStep, FinishStep, RevealStep
-from controller.live.registry import make_live_game
-from controller.live.three_card_mulligan import MulliganLiveRound
+from controller.games.live.base import DealStep, DecisionStep, FinishStep, RevealStep
+from controller.games.registry import make_live_game
+from controller.games.three_card_mulligan import rules
+from controller.games.three_card_mulligan.live import MulliganLiveRound
+from controller.games.three_card_mulligan.rules import Path
 from tests.unit.test_live_helpers import drive, pieces, replay
 
 STAY_P, STAND_D = "2c 7d 9h", "Ks Qd 4c"  # house way mulligans 9-high; dealer stands on K-high

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from controller.analysis import Method
 from controller.cards import Card, Deck, Tile
 from controller.errors import ConfigError, RulesError
-from controller.games import mahjong_pai_gow as mj
+from controller.games.mahjong_pai_gow import par_sheet as par
+from controller.games.mahjong_pai_gow import rules as mj
 from controller.money import BetOutcome, merge_paytables
 
 W = 10  # the window
@@ -247,7 +248,7 @@ def test_par_sheet_against_naive_enumeration() -> None:
         tally["player" if player > banker else "banker"] += 1
     total = 20 * 19 * 18 * 17
     assert sum(tally.values()) == total
-    report = mj.analyze(method=Method.EXACT, samples=0, seed=0, progress=False)
+    report = par.analyze(method=Method.EXACT, samples=0, seed=0, progress=False)
     assert report.method is Method.EXACT
     p_player = Fraction(tally["player"], total)
     expected_player_rtp = p_player * Fraction(39, 20)
@@ -260,7 +261,7 @@ def test_par_sheet_against_naive_enumeration() -> None:
         sum((row.probability for row in player_rows if row.name.startswith("player")), Fraction(0))
         == p_player
     )
-    counts = mj.count_deals()
+    counts = par.count_deals()
     ties = counts.get((mj.Winner.BANKER, mj.Reason.TIE), 0)
     zeros = counts.get((mj.Winner.BANKER, mj.Reason.ZERO), 0)
     naive_ties = sum(
@@ -270,5 +271,5 @@ def test_par_sheet_against_naive_enumeration() -> None:
     )
     assert ties + zeros == naive_ties
     assert "Monte Carlo" in " ".join(
-        mj.analyze(method=Method.MONTE_CARLO, samples=10, seed=1, progress=False).notes
+        par.analyze(method=Method.MONTE_CARLO, samples=10, seed=1, progress=False).notes
     )

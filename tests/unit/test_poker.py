@@ -18,18 +18,17 @@ from phevaluator import evaluate_cards
 from controller.analysis import Method
 from controller.cards import Card, parse_cards
 from controller.errors import RulesError
-from controller.games import holdem, poker
-from controller.games.poker import (
-    HandCategory,
+from controller.games.poker import evaluator as poker
+from controller.games.poker.evaluator import (
     best_five,
-    category_of,
-    describe,
     evaluate5,
     evaluate5_batch,
     evaluate7,
     evaluate7_batch,
     hand_strength,
 )
+from controller.games.poker.hands import NUM_CLASSES, HandCategory, category_of, describe
+from controller.games.texas_holdem import par_sheet as holdem
 
 TREYS = treys.Evaluator()
 TREYS_CARDS = [treys.Card.new(str(Card(code))) for code in range(52)]
@@ -216,7 +215,7 @@ def test_describe_and_categories() -> None:
     assert describe(strength("6c 6d 6h 6s 2c")) == "four of a kind, sixes, two kicker"
     assert describe(strength("Kc Kd 9h 9s 3c")) == "two pair, kings and nines, three kicker"
     assert category_of(1) is HandCategory.HIGH_CARD
-    assert category_of(poker.NUM_CLASSES) is HandCategory.STRAIGHT_FLUSH
+    assert category_of(NUM_CLASSES) is HandCategory.STRAIGHT_FLUSH
     assert HandCategory.FULL_HOUSE.id == "full_house"
     with pytest.raises(RulesError):
         category_of(0)

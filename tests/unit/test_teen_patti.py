@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 from controller.cards import JOKER, Card, Tile, parse_cards
 from controller.errors import PayTableError, RulesError
 from controller.games.base import TableGame
-from controller.games.teen_patti import (
+from controller.games.teen_patti.par_sheet import (
+    six_card_bonus_levels,
+)
+from controller.games.teen_patti.rules import (
     TEEN_PATTI_20_20,
     SixCardBonus,
     TeenPattiHand,
@@ -22,7 +25,6 @@ from controller.games.teen_patti import (
     hand_category,
     rank_hand,
     six_card_bonus,
-    six_card_bonus_levels,
 )
 from controller.money import BetOutcome, merge_paytables
 

@@ -12,18 +12,21 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from controller.analysis import AnalysisReport, Method, analyzer_for
+from controller.analysis import AnalysisReport, Method
 from controller.cards import Card
 from controller.errors import RulesError
-from controller.games.teen_patti import (
-    TEEN_PATTI_20_20,
-    SixCardBonus,
-    TeenPattiHand,
+from controller.games.registry import analyzer_for
+from controller.games.teen_patti.par_sheet import (
     analyze,
     count_hand_categories,
     count_main_outcomes,
     count_six_card_bonus,
     six_card_bonus_levels,
+)
+from controller.games.teen_patti.rules import (
+    TEEN_PATTI_20_20,
+    SixCardBonus,
+    TeenPattiHand,
 )
 from tests.unit.test_teen_patti import CATEGORY_ORDER, reference_key
 

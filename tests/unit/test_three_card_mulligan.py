@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from controller.analysis import Method
 from controller.cards import Card, Tile, parse_cards
 from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games import three_card_mulligan as tcm
 from controller.games.base import Face
+from controller.games.three_card_mulligan import par_sheet as par
+from controller.games.three_card_mulligan import rules as tcm
 from controller.money import BetOutcome, merge_paytables
 
 # --------------------------------------------------------------------------------------------
@@ -364,11 +365,11 @@ def test_pair_plus_exact_against_brute_force() -> None:
     names = {5: "straight_flush", 4: "three_of_a_kind", 3: "straight", 2: "flush", 1: "pair",
              0: "high_card"}  # fmt: skip
     pays = {5: 40, 4: 30, 3: 6, 2: 3, 1: 1, 0: -1}
-    found = tcm.count_pair_plus()
+    found = par.count_pair_plus()
     assert {hand.value: number for hand, number in found.items()} == {
         names[level]: number for level, number in counts.items()
     }
-    report = tcm.analyze(method=Method.EXACT, samples=0, seed=0, progress=False)
+    report = par.analyze(method=Method.EXACT, samples=0, seed=0, progress=False)
     expected_rtp = sum(Fraction(counts[level] * (1 + pays[level]), 22_100) for level in counts)
     assert report.bets["pair_plus"].rtp == expected_rtp
     ante = report.bets["ante"]
@@ -475,7 +476,7 @@ def brute_force_ante(ranks: tuple[int, ...]) -> tuple[dict[tuple[str, str], int]
 )
 def test_ante_exact_against_brute_force_on_small_decks(ranks: tuple[int, ...]) -> None:
     expected, total = brute_force_ante(ranks)
-    found = tcm.count_ante_outcomes(ranks)
+    found = par.count_ante_outcomes(ranks)
     assert found.total == total
     assert {key: value for key, value in found.counts.items() if value} == expected
     # Every case of the house-way round happened in this deck.
@@ -484,12 +485,12 @@ def test_ante_exact_against_brute_force_on_small_decks(ranks: tuple[int, ...]) -
 
 
 def test_monte_carlo_report() -> None:
-    report = tcm.analyze(method=Method.MONTE_CARLO, samples=50_000, seed=3, progress=False)
+    report = par.analyze(method=Method.MONTE_CARLO, samples=50_000, seed=3, progress=False)
     assert report.samples == 50_000
     ante = report.bets["ante"]
     assert ante.rtp_se is not None
     assert abs(sum(float(row.probability) for row in ante.outcomes) - 1) < 1e-9
-    again = tcm.analyze(method=Method.MONTE_CARLO, samples=50_000, seed=3, progress=False)
+    again = par.analyze(method=Method.MONTE_CARLO, samples=50_000, seed=3, progress=False)
     assert again.bets["ante"].rtp == ante.rtp
     with pytest.raises(RulesError, match="at least 2"):
-        tcm.analyze(method=Method.MONTE_CARLO, samples=1, seed=3, progress=False)
+        par.analyze(method=Method.MONTE_CARLO, samples=1, seed=3, progress=False)

@@ -13,17 +13,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from controller.cards import Card, Deck, Piece
+from pydantic import Field
+
+from controller.cards import Card, Piece
 from controller.errors import IllegalAction, RulesError
-from controller.games import break_poker as rules
-from controller.live._common import (
+from controller.games.base import Declared
+from controller.games.break_poker import rules
+from controller.games.live._common import (
     cards_wire,
     expect_deal,
     expect_reveal,
     expect_window,
     summaries_wire,
 )
-from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.options import GameOptions
 from controller.money import PayTables
 
 WINDOW: Final = "setting"
@@ -158,35 +162,37 @@ class BreakPokerLiveRound:
 
 
 @dataclass(frozen=True)
-class BreakPokerLiveGame:
-    """Break Poker as a :class:`controller.live.base.LiveGame`.
+class BreakPokerLiveGame(Declared):
+    """Break Poker as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         paytables: Merged pay tables.
         setting_seconds: The setting window's length.
     """
 
+    facts = rules.FACTS
+
     paytables: PayTables
     setting_seconds: float = 20.0
-
-    @property
-    def id(self) -> str:
-        """``"break-poker"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """52 cards and the joker."""
-        return Deck.with_joker()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``main break_bonus dealer_break_bonus``."""
-        return rules.BET_IDS
 
     def new_round(self, table_state: JSON) -> BreakPokerLiveRound:
         """A fresh round (nothing carries over)."""
         return BreakPokerLiveRound(self.paytables, self.setting_seconds)
+
+
+class Options(GameOptions):
+    """Break Poker.
+
+    Attributes:
+        setting_seconds: How long the setting window stays open (unless closed early).
+    """
+
+    setting_seconds: float = Field(20.0, gt=0, le=600)
+
+
+def build(options: Options, paytables: PayTables) -> BreakPokerLiveGame:
+    """The table's live game (the registry's live factory)."""
+    return BreakPokerLiveGame(paytables, options.setting_seconds)
 
 
 __all__ = ["OPTIONS", "WINDOW", "BreakPokerLiveGame", "BreakPokerLiveRound"]

@@ -8,9 +8,12 @@ everything around the ranking is the same, and lives here:
 * a game's ranking is a pure ``strength_of_ranks(ranks, suited) -> int``
   (:data:`StrengthOfRanks`); :func:`lazy_strength_table` turns it into a lookup table over
   every ordered triple of standard card codes (52**3 entries, built on first use from the
-  22,100 hands), and :func:`lazy_strength_array` into its numpy form;
-* checking that pieces are three distinct standard cards, naming the plain categories (flush,
-  pair, high card) for people, and listing every hand of a deck with its strength.
+  22,100 hands) (its numpy form, for the par sheets, is in
+  :mod:`controller.games.three_card.counting`);
+* checking that pieces are three distinct standard cards and naming the plain categories
+  (flush, pair, high card) for people;
+* :class:`Ranking`: a game's ranking with everything built on it (strength of codes and of
+  hands, category, description, summary), so each game writes only what differs.
 
 Everything here is pure: no I/O, no clock, no randomness.
 """
@@ -20,15 +23,12 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from controller.cards import JOKER_CODE, RANK_NAMES, Card, Piece
 from controller.errors import RulesError
-
-IntArray = npt.NDArray[np.int64]
+from controller.games.base import HandSummary
 
 StrengthOfRanks = Callable[[Iterable[int], bool], int]
 """A game's ranking: ``(ranks 2-14 in any order, all one suit?) -> strength``."""
@@ -114,32 +114,6 @@ def lazy_strength_table(strength_of_ranks: StrengthOfRanks) -> Callable[[], list
         return build_strength_table(strength_of_ranks)
 
     return strength_table
-
-
-def lazy_strength_array(strength_table: Callable[[], list[int]]) -> Callable[[], IntArray]:
-    """A function returning the table of ``strength_table`` as a numpy array (built once)."""
-
-    @functools.cache
-    def strength_array() -> IntArray:
-        return np.asarray(strength_table(), dtype=np.int64)
-
-    return strength_array
-
-
-def hands_and_strengths(codes: Iterable[int], strengths: IntArray) -> tuple[IntArray, IntArray]:
-    """Every three-card hand of a deck (codes ascending) and its strength.
-
-    Args:
-        codes: The deck's standard card codes (repeats are ignored).
-        strengths: A game's strength table as a numpy array.
-
-    Returns:
-        ``(hands, strengths)``: arrays of shape (n, 3) and (n,).
-    """
-    ordered = sorted(set(codes))
-    hands = np.asarray(list(itertools.combinations(ordered, CARDS_PER_HAND)), dtype=np.int64)
-    hands = hands.reshape(-1, CARDS_PER_HAND)
-    return hands, strengths[triple_index(hands[:, 0], hands[:, 1], hands[:, 2])]
 
 
 def check_three_cards(
@@ -241,3 +215,80 @@ def describe_plain(category: str, ranks: Sequence[int]) -> str:
 def describe_sequence(label: str, order: Iterable[int]) -> str:
     """``"straight, ace-two-three"``: a sequence's label and its ranks in the order given."""
     return f"{label}, {'-'.join(RANK_NAMES[rank] for rank in order)}"
+
+
+C = TypeVar("C", bound=str)
+"""A game's category type (a ``StrEnum``)."""
+
+
+@dataclass(frozen=True)
+class Ranking(Generic[C]):
+    """A three-card game's ranking, and the hand functions built on it.
+
+    Attributes:
+        game_name: The game's name for people (``"Teen Patti"``), used in messages.
+        context: Extra error context (e.g. ``{"game": GAME_ID}``).
+        strength_of_ranks: The game's ranking (:data:`StrengthOfRanks`).
+        category_of_strength: A strength's category.
+        describe_special: Words for the game's own categories (trips, sequences) given the
+            category and the ranks high to low; ``None`` for a plain category (flush, pair,
+            high card), which :func:`describe_plain` names.
+    """
+
+    game_name: str
+    context: Mapping[str, Any]
+    strength_of_ranks: StrengthOfRanks
+    category_of_strength: Callable[[int], C]
+    describe_special: Callable[[C, list[int]], str | None]
+    strength_table: Callable[[], list[int]] = field(init=False, repr=False)
+    check: HandChecker = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strength_table", lazy_strength_table(self.strength_of_ranks))
+        object.__setattr__(self, "check", hand_checker(self.game_name, self.context))
+
+    def strength_of_codes(self, a: int, b: int, c: int) -> int:
+        """Strength of three distinct standard card codes (0-51), without validation.
+
+        Returns:
+            The strength, or -1 when a code repeats.
+        """
+        return self.strength_table()[a * 2704 + b * 52 + c]
+
+    def rank_hand(self, cards: Sequence[Piece]) -> int:
+        """The strength of a three-card hand: higher beats lower, equal ties.
+
+        Raises:
+            RulesError: Not three distinct standard cards.
+        """
+        a, b, c = self.check(cards)
+        return self.strength_of_codes(a.code, b.code, c.code)
+
+    def hand_category(self, cards: Sequence[Piece]) -> C:
+        """The category of a three-card hand.
+
+        Raises:
+            RulesError: Not three distinct standard cards.
+        """
+        return self.category_of_strength(self.rank_hand(cards))
+
+    def describe_hand(self, cards: Sequence[Piece]) -> str:
+        """A sentence for people: ``"pair of kings, queen kicker"``.
+
+        Raises:
+            RulesError: Not three distinct standard cards.
+        """
+        checked = self.check(cards)
+        category = self.hand_category(checked)
+        ranks = sorted((card.rank for card in checked), reverse=True)
+        special = self.describe_special(category, ranks)
+        return special if special is not None else describe_plain(category, ranks)
+
+    def evaluate_hand(self, cards: Sequence[Piece], hand: str = "") -> HandSummary:
+        """Category and description of a three-card hand.
+
+        Raises:
+            RulesError: Not three distinct standard cards.
+        """
+        checked = self.check(cards, hand)
+        return HandSummary(str(self.hand_category(checked)), self.describe_hand(checked))

@@ -16,7 +16,7 @@ from typing import Any
 from controller.cards import Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import HandSummary
-from controller.live.base import JSON, DealStep, DecisionStep, RevealStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, RevealStep, Step
 
 
 def expect_deal(step: Step, index: int, game: str, piece: str = "card") -> DealStep:

@@ -5,7 +5,7 @@ online player choose to mulligan?), ``PM1-PM3`` (up) only if someone did, the re
 dealer's hand ``D``, ``DM1-DM3`` (up) when the dealer's first hand is below king-high, finish.
 
 The rules (ranking, the dealer's rule, both paths' settlement) are
-:mod:`controller.games.three_card_mulligan`; this module only sequences them. The result JSON
+:mod:`controller.games.three_card_mulligan.rules`; this module only sequences them. The result JSON
 is documented in ``docs/live-play.md``.
 """
 
@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from controller.cards import Deck, Piece
+from pydantic import Field
+
+from controller.cards import Piece
 from controller.errors import PieceRefused, RulesError
-from controller.games import three_card_mulligan as rules
-from controller.games.three_card_mulligan import MulliganRound, Path
-from controller.live._common import (
+from controller.games.base import Declared
+from controller.games.live._common import (
     cards_wire,
     expect_deal,
     expect_reveal,
@@ -27,7 +28,10 @@ from controller.live._common import (
     read_choice,
     summaries_wire,
 )
-from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, RevealStep, Step
+from controller.games.options import GameOptions
+from controller.games.three_card_mulligan import rules
+from controller.games.three_card_mulligan.rules import MulliganRound, Path
 from controller.money import BetResult, PayTables
 
 WINDOW: Final = "mulligan"
@@ -162,35 +166,37 @@ class MulliganLiveRound:
 
 
 @dataclass(frozen=True)
-class MulliganLiveGame:
-    """Three Card Mulligan as a :class:`controller.live.base.LiveGame`.
+class MulliganLiveGame(Declared):
+    """Three Card Mulligan as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         paytables: Merged pay tables.
         decision_seconds: The mulligan window's length.
     """
 
+    facts = rules.FACTS
+
     paytables: PayTables
     decision_seconds: float = 10.0
-
-    @property
-    def id(self) -> str:
-        """``"three-card-mulligan"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """One standard deck."""
-        return Deck.standard()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``ante mulligan pair_plus pair_plus_mulligan``."""
-        return rules.BET_IDS
 
     def new_round(self, table_state: JSON) -> MulliganLiveRound:
         """A fresh round (nothing carries over)."""
         return MulliganLiveRound(self.paytables, self.decision_seconds)
+
+
+class Options(GameOptions):
+    """Three Card Mulligan.
+
+    Attributes:
+        decision_seconds: How long the stay/mulligan window stays open.
+    """
+
+    decision_seconds: float = Field(10.0, gt=0, le=600)
+
+
+def build(options: Options, paytables: PayTables) -> MulliganLiveGame:
+    """The table's live game (the registry's live factory)."""
+    return MulliganLiveGame(paytables, options.decision_seconds)
 
 
 __all__ = ["CHOICES", "WINDOW", "MulliganLiveGame", "MulliganLiveRound", "read_choice"]

@@ -13,7 +13,7 @@ from typing import Any
 from controller.cards import Deck, Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import Face, TableGame
-from controller.live.base import JSON, DealStep, FinishStep, RevealStep, Step
+from controller.games.live.base import JSON, DealStep, FinishStep, RevealStep, Step
 from controller.money import PayTables
 
 
@@ -86,7 +86,7 @@ class FixedPlanRound:
 
 @dataclass(frozen=True)
 class FixedPlanGame:
-    """A :class:`controller.live.base.LiveGame` for a fixed-plan game."""
+    """A :class:`controller.games.live.base.LiveGame` for a fixed-plan game."""
 
     game: TableGame
     paytables: PayTables

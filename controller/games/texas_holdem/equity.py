@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from controller.cards import Card
 from controller.errors import RulesError
-from controller.games.poker import evaluate7_batch
+from controller.games.poker.evaluator import evaluate7_batch
 
 EXACT_LIMIT: Final = 20_000
 """Most run-outs enumerated exactly (the flop has at most C(47, 2) = 1,081)."""

@@ -1,13 +1,13 @@
 """Live form of Texas Hold'em as a step machine: hole cards, actions, streets, equity, showdown.
 
 One round is one hand. The rules (blinds, order of action, legal actions and sizes, side
-pots) are :mod:`controller.games.holdem`'s :class:`~controller.games.holdem.HoldemState`; this
+pots) are :class:`controller.games.texas_holdem.rules.HoldemState`'s; this
 module sequences them for the orchestrator:
 
 * hole cards one at a time clockwise from the small blind, twice around (hidden);
 * an ``equity`` :class:`InfoStep` (secure) once the hole cards are in, and after the flop, the
   turn and the river, with every live seat's chance to win and to tie
-  (:func:`controller.live.equity.win_probabilities`);
+  (:func:`controller.games.texas_holdem.equity.win_probabilities`);
 * a :class:`DecisionStep` ``action-<n>`` for each action, for the seat to act, offering the
   legal actions now; the default at the deadline is check if legal, else fold;
 * flop, turn and river face up (with burns if the table burns);
@@ -23,26 +23,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from controller.cards import Card, Deck, Piece
-from controller.errors import IllegalAction, PieceRefused, RulesError
-from controller.games import holdem as rules
-from controller.games.holdem import (
-    Action,
-    ActionKind,
-    Deal,
-    HoldemConfig,
-    HoldemState,
-    next_button,
-    start_hand,
-)
-from controller.games.poker import category_of, describe
-from controller.live._common import (
+from pydantic import Field, model_validator
+
+from controller.cards import Card, Piece
+from controller.errors import ConfigError, IllegalAction, PieceRefused, RulesError
+from controller.games.base import Declared
+from controller.games.live._common import (
     check_decision_fields,
     expect_deal,
     expect_reveal,
     expect_window,
 )
-from controller.live.base import (
+from controller.games.live.base import (
     JSON,
     DealStep,
     DecisionStep,
@@ -51,7 +43,20 @@ from controller.live.base import (
     RevealStep,
     Step,
 )
-from controller.live.equity import win_probabilities
+from controller.games.options import GameOptions
+from controller.games.poker.hands import category_of, describe
+from controller.games.spec import OPTIONS_FIELD
+from controller.games.texas_holdem import rules
+from controller.games.texas_holdem.rules import (
+    Action,
+    ActionKind,
+    Deal,
+    HoldemConfig,
+    HoldemState,
+    next_button,
+    start_hand,
+)
+from controller.money import PayTables
 
 ACTION_NAMES: Final = {
     ActionKind.FOLD: "fold",
@@ -139,6 +144,8 @@ class HoldemLiveRound:
         cached = self._equity_cache.get(street)
         if cached is not None:
             return cached
+        from controller.games.texas_holdem.equity import win_probabilities  # loaded by build()
+
         state = self.state
         live = {seat_label(s.seat): list(s.hole) for s in state.seats if not s.folded}
         dead = [card for s in state.seats if s.folded for card in s.hole] + list(state.burned)
@@ -448,29 +455,16 @@ def _parse_action(decision: JSON, step: DecisionStep, window: str) -> Action:
 
 
 @dataclass(frozen=True)
-class HoldemLiveGame:
-    """Texas Hold'em as a :class:`controller.live.base.LiveGame`.
+class HoldemLiveGame(Declared):
+    """Texas Hold'em as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         table: The table's live settings.
     """
 
+    facts = rules.FACTS
+
     table: HoldemTable = field(default_factory=HoldemTable)
-
-    @property
-    def id(self) -> str:
-        """``"texas-holdem"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """One standard deck."""
-        return Deck.standard()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """None: the house takes no bets; the chips are the players' (a void returns them)."""
-        return ()
 
     def _stacks(self, table_state: JSON) -> dict[int, int]:
         seats = range(1, self.table.config.seats + 1)
@@ -526,6 +520,80 @@ class HoldemLiveGame:
             )
         state = start_hand(self.table.config, playing, button)
         return HoldemLiveRound(self.table, stacks, state)
+
+
+class Options(GameOptions):
+    """Texas Hold'em.
+
+    Attributes:
+        seats: Seats at the table, numbered 1..seats clockwise (all occupied).
+        small_blind: Small blind, chips.
+        big_blind: Big blind, chips (also the smallest bet).
+        starting_stack: Each seat's stack at the start, and what it is topped up to.
+        top_up: Top every seat up to ``starting_stack`` before each hand (continuous demo);
+            ``false``: a seat that busts is out until re-stacked.
+        raise_multiples: The raises allowed, as multiples of the current bet.
+        bet_shares: The bets allowed, as percentages of the pot.
+        burns: Whether the dealer burns a card before the flop, turn and river.
+        action_seconds: How long each action window stays open.
+        equity_samples: Monte Carlo run-outs for pre-flop equity.
+    """
+
+    seats: int = Field(rules.DEMO_SEATS, ge=2, le=10)
+    small_blind: int = Field(50, gt=0)
+    big_blind: int = Field(100, gt=0)
+    starting_stack: int = Field(10_000, gt=0)
+    top_up: bool = True
+    raise_multiples: tuple[int, ...] = Field((2, 3), min_length=1)
+    bet_shares: tuple[int, ...] = Field((33, 50, 100), min_length=1)
+    burns: bool = False
+    action_seconds: float = Field(15.0, gt=0, le=600)
+    equity_samples: int = Field(20_000, ge=1_000, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _check(self) -> Options:
+        if self.small_blind > self.big_blind:
+            raise ValueError("small_blind must not exceed big_blind")
+        if self.starting_stack < self.big_blind:
+            raise ValueError("starting_stack must cover at least the big blind")
+        if any(m < 2 for m in self.raise_multiples):
+            raise ValueError("raise_multiples must all be at least 2")
+        if any(s <= 0 for s in self.bet_shares):
+            raise ValueError("bet_shares must all be positive percentages")
+        return self
+
+
+def build(options: Options, paytables: PayTables) -> HoldemLiveGame:
+    """The table's live game (the registry's live factory; Hold'em has no pay tables).
+
+    Raises:
+        ConfigError: The blinds and sizes do not make a table (``field`` names the option).
+    """
+    try:
+        config = HoldemConfig(
+            small_blind=options.small_blind,
+            big_blind=options.big_blind,
+            raise_multiples=options.raise_multiples,
+            bet_shares=options.bet_shares,
+            seats=options.seats,
+            burns=options.burns,
+        )
+    except ConfigError as exc:
+        where = f"{OPTIONS_FIELD}.{exc.context.get('field', '')}".rstrip(".")
+        raise ConfigError(exc.message, field=where, game=rules.GAME_ID) from exc
+    # Equity is vectorised with numpy (and the evaluator's tables are built with it): loaded
+    # here, when a Hold'em table starts, not on the first hand's way; importing the registry
+    # (every game) loads no numpy.
+    import controller.games.texas_holdem.equity  # noqa: F401
+
+    table = HoldemTable(
+        config=config,
+        starting_stack=options.starting_stack,
+        top_up=options.top_up,
+        action_seconds=options.action_seconds,
+        equity_samples=options.equity_samples,
+    )
+    return HoldemLiveGame(table)
 
 
 __all__ = [

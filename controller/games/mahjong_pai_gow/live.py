@@ -12,21 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from controller.cards import Deck, Piece, Tile
+from pydantic import Field, model_validator
+
+from controller.cards import Piece, Tile
 from controller.errors import IllegalAction, RulesError
-from controller.games import mahjong_pai_gow as rules
-from controller.games.base import DealPlan, Slot
-from controller.games.mahjong_pai_gow import BankerRotation, CommissionMode
-from controller.live._common import (
+from controller.games.base import DealPlan, Declared, Slot
+from controller.games.live._common import (
     cards_wire,
     expect_deal,
     expect_window,
     read_choice,
     summary_wire,
 )
-from controller.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
+from controller.games.mahjong_pai_gow import rules
+from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
+from controller.games.options import GameOptions
 from controller.money import BetResult, PayTables
 
 CHOICES: Final = ("accept", "decline")
@@ -231,8 +234,8 @@ def _summary(tiles: Sequence[Piece], label: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class MahjongLiveGame:
-    """Mahjong Pai Gow as a :class:`controller.live.base.LiveGame`.
+class MahjongLiveGame(Declared):
+    """Mahjong Pai Gow as a :class:`controller.games.live.base.LiveGame`.
 
     Attributes:
         paytables: Merged pay tables.
@@ -243,26 +246,13 @@ class MahjongLiveGame:
         bank_seconds: How long each bank offer stays open.
     """
 
+    facts = rules.FACTS
+
     paytables: PayTables
     positions: tuple[str, ...] = rules.position_labels(rules.DEFAULT_POSITIONS)
     dealing_order: tuple[str, ...] = ()
     commission: CommissionMode = CommissionMode.PER_BET
     bank_seconds: float = 10.0
-
-    @property
-    def id(self) -> str:
-        """``"mahjong-pai-gow"``."""
-        return rules.GAME_ID
-
-    @property
-    def deck(self) -> Deck:
-        """The 20 tiles."""
-        return Deck.mahjong_pai_gow()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``player banker`` (each per position)."""
-        return rules.BET_IDS
 
     def new_round(self, table_state: JSON) -> MahjongLiveRound:
         """A fresh round; ``table_state`` carries ``{"banker": position | null}``.
@@ -284,6 +274,43 @@ class MahjongLiveGame:
             bank_seconds=self.bank_seconds,
             rotation=BankerRotation(self.positions, current),
         )
+
+
+class Options(GameOptions):
+    """Mahjong Pai Gow.
+
+    Attributes:
+        positions: Player positions ``P1``..``Pn`` (2-9; one of them banks each round).
+        commission: ``per_bet`` (every winning bet paid 0.95:1) or ``on_net`` (the banker's
+            side paid 1:1 per position, commission on the banker's net for the round).
+        bank_seconds: How long each bank offer stays open.
+        dealing_order: The positions in the order the dealer serves them (default: table
+            order ``P1``..``Pn``); a permutation of every position.
+    """
+
+    positions: int = Field(4, ge=2, le=9)
+    commission: Literal["per_bet", "on_net"] = "per_bet"
+    bank_seconds: float = Field(10.0, gt=0, le=600)
+    dealing_order: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Options:
+        if self.dealing_order is not None:
+            labels = [f"P{index}" for index in range(1, self.positions + 1)]
+            if sorted(self.dealing_order) != sorted(labels):
+                raise ValueError(f"dealing_order must list each of {labels} exactly once")
+        return self
+
+
+def build(options: Options, paytables: PayTables) -> MahjongLiveGame:
+    """The table's live game (the registry's live factory)."""
+    return MahjongLiveGame(
+        paytables=paytables,
+        positions=rules.position_labels(options.positions),
+        dealing_order=options.dealing_order or (),
+        commission=CommissionMode(options.commission),
+        bank_seconds=options.bank_seconds,
+    )
 
 
 __all__ = ["CHOICES", "NO_BANKER", "MahjongLiveGame", "MahjongLiveRound", "offer_window"]

@@ -16,7 +16,7 @@ Rules of the contract:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from controller.cards import Deck, Piece
@@ -151,17 +151,6 @@ class LiveRound(Protocol):
     def table_state_after(self) -> JSON:
         """What carries over to the next round (button, stacks, banker rotation), JSON."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class GameOptions:
-    """A game's live options after validation (free-form per game, JSON-able).
-
-    Attributes:
-        values: The options.
-    """
-
-    values: JSON = field(default_factory=dict)
 
 
 class LiveGame(Protocol):

@@ -24,10 +24,19 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
-from controller.analysis import AnalysisReport, Method
 from controller.cards import Card, Deck, Piece, parse_cards
 from controller.errors import IllegalAction, RulesError
-from controller.games._break_hands import (
+from controller.games.base import (
+    DealPlan,
+    Declared,
+    Face,
+    GameFacts,
+    GameResult,
+    HandSummary,
+    Slot,
+    pay_odds,
+)
+from controller.games.break_poker.hands import (
     ACE,
     BreakBonusHand,
     HighKey,
@@ -44,8 +53,7 @@ from controller.games._break_hands import (
     low_outranks_high,
     qualifies,
 )
-from controller.games._break_hands import is_lucky_break as _keys_are_lucky_break
-from controller.games.base import DealPlan, Face, GameResult, HandSummary, Slot
+from controller.games.break_poker.hands import is_lucky_break as _keys_are_lucky_break
 from controller.money import BetResult, Odds, PayTables
 
 __all__ = [
@@ -60,7 +68,6 @@ __all__ = [
     "BreakPokerRound",
     "HouseWayStep",
     "Setting",
-    "analyze",
     "best_lucky_break",
     "check_setting",
     "dealer_qualifies",
@@ -458,15 +465,7 @@ DEFAULT_PAYTABLES: Final = _default_paytables()
 
 
 def _odds(paytables: PayTables, bet: str, outcome: str) -> Odds:
-    try:
-        return paytables[bet][outcome]
-    except KeyError:
-        raise RulesError(
-            f"pay table has no entry for bet {bet!r}, outcome {outcome!r}",
-            game=GAME_ID,
-            bet=bet,
-            outcome=outcome,
-        ) from None
+    return pay_odds(GAME_ID, paytables, bet, outcome)
 
 
 def main_bet(
@@ -694,7 +693,17 @@ def _summary(setting: Setting) -> HandSummary:
     )
 
 
-class BreakPoker:
+FACTS: Final = GameFacts(
+    id=GAME_ID,
+    name="Break Poker",
+    new_deck=Deck.with_joker,
+    bet_ids=BET_IDS,
+    new_paytables=_default_paytables,
+)
+"""What the game is: its id, name, deck, bet types and pay tables."""
+
+
+class BreakPoker(Declared):
     """Break Poker, shared-hand live form: player P1-P7 face up, dealer D1-D7 hidden.
 
     :meth:`resolve` judges the round with the house way for the player; the result's
@@ -703,30 +712,7 @@ class BreakPoker:
     setting (:meth:`BreakPokerRound.settle`).
     """
 
-    @property
-    def id(self) -> str:
-        """``"break-poker"``."""
-        return GAME_ID
-
-    @property
-    def name(self) -> str:
-        """The game's name for people."""
-        return "Break Poker"
-
-    @property
-    def deck(self) -> Deck:
-        """52 cards plus one joker."""
-        return Deck.with_joker()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``main break_bonus dealer_break_bonus``."""
-        return BET_IDS
-
-    @property
-    def default_paytables(self) -> PayTables:
-        """The rule page's pay tables (a fresh copy each time)."""
-        return _default_paytables()
+    facts = FACTS
 
     @property
     def deal_plan(self) -> DealPlan:
@@ -784,14 +770,3 @@ class BreakPoker:
 
 
 BREAK_POKER: Final = BreakPoker()
-
-
-# --------------------------------------------------------------------------------------------
-# Par sheet
-
-
-def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
-    """The par sheet of every bet (see :func:`controller.games._break_par.analyze`)."""
-    from controller.games._break_par import analyze as analyze_par
-
-    return analyze_par(method=method, samples=samples, seed=seed, progress=progress)

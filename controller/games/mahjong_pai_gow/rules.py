@@ -18,19 +18,23 @@ Everything here is pure: no I/O, no clock, no randomness.
 from __future__ import annotations
 
 import enum
-import itertools
-import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from controller.analysis import AnalysisReport, BetReport, Method, OutcomeRow, exact_row
 from controller.cards import WINDOW_VALUE, Deck, Piece, Tile
 from controller.errors import ConfigError, PieceRefused, RulesError
-from controller.games.base import DealPlan, GameResult, HandSummary, Slot
+from controller.games.base import (
+    DealPlan,
+    Declared,
+    GameFacts,
+    GameResult,
+    HandSummary,
+    Slot,
+    pay_odds,
+)
 from controller.money import BetResult, Odds, PayTables
 
 GAME_ID: Final = "mahjong-pai-gow"
@@ -278,15 +282,7 @@ def resolve_positions(
 
 
 def _odds(paytables: PayTables, bet: str) -> Odds:
-    try:
-        return paytables[bet]["win"]
-    except KeyError:
-        raise RulesError(
-            f"pay table has no entry for bet {bet!r}, outcome 'win'",
-            game=GAME_ID,
-            bet=bet,
-            outcome="win",
-        ) from None
+    return pay_odds(GAME_ID, paytables, bet, "win")
 
 
 def settle_position(
@@ -448,13 +444,25 @@ def _default_paytables() -> dict[str, dict[str, Odds]]:
 DEFAULT_PAYTABLES: Final = _default_paytables()
 
 
-class MahjongPaiGow:
+FACTS: Final = GameFacts(
+    id=GAME_ID,
+    name="Mahjong Pai Gow",
+    new_deck=Deck.mahjong_pai_gow,
+    bet_ids=BET_IDS,
+    new_paytables=_default_paytables,
+)
+"""What the game is: its id, name, deck, bet types and pay tables."""
+
+
+class MahjongPaiGow(Declared):
     """Mahjong Pai Gow at a live-dealer table: a banker box and ``positions`` player boxes.
 
     Args:
         positions: Number of player positions (default 4).
         commission: How the banker's commission is charged (per bet by default).
     """
+
+    facts = FACTS
 
     def __init__(
         self,
@@ -463,31 +471,6 @@ class MahjongPaiGow:
     ) -> None:
         self.positions = position_labels(positions)
         self.commission = commission
-
-    @property
-    def id(self) -> str:
-        """``"mahjong-pai-gow"``."""
-        return GAME_ID
-
-    @property
-    def name(self) -> str:
-        """The game's name for people."""
-        return "Mahjong Pai Gow"
-
-    @property
-    def deck(self) -> Deck:
-        """The 20 tiles."""
-        return Deck.mahjong_pai_gow()
-
-    @property
-    def bet_ids(self) -> tuple[str, ...]:
-        """``player banker`` (each per position)."""
-        return BET_IDS
-
-    @property
-    def default_paytables(self) -> PayTables:
-        """Both bets win at 0.95:1 (a fresh copy each time)."""
-        return _default_paytables()
 
     @property
     def deal_plan(self) -> DealPlan:
@@ -547,73 +530,3 @@ class MahjongPaiGow:
 
 
 MAHJONG_PAI_GOW: Final = MahjongPaiGow()
-
-
-# --------------------------------------------------------------------------------------------
-# Par sheet
-
-
-def count_deals() -> dict[tuple[Winner, Reason], int]:
-    """Every ordered deal of two tiles to the player and two to the banker, by result.
-
-    The deal is from the 20 tiles. The two copies of a value are distinct physical tiles: a
-    deal of values (a, b, c, d) happens in as many ways as there are copies left of each
-    value in turn.
-    """
-    copies = Counter(tile.value for tile in Deck.mahjong_pai_gow() if isinstance(tile, Tile))
-    counts: Counter[tuple[Winner, Reason]] = Counter()
-    values = sorted(copies)
-    for deal in itertools.product(values, repeat=2 * TILES_PER_HAND):
-        left = dict(copies)
-        ways = 1
-        for value in deal:
-            ways *= left[value]
-            left[value] -= 1
-        if ways == 0:
-            continue
-        outcome = compare(key_of_values(deal[0], deal[1]), key_of_values(deal[2], deal[3]))
-        counts[outcome] += ways
-    return dict(counts)
-
-
-def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
-    """Mahjong Pai Gow par sheet, bets ``banker`` and ``player``, commission per bet.
-
-    Always exact (the enumeration takes milliseconds): ``method``, ``samples`` and ``seed``
-    are accepted for the common signature; a Monte Carlo request says so in the notes.
-    ``progress`` is ignored.
-    """
-    del progress
-    started = time.perf_counter()
-    counts = count_deals()
-    total = sum(counts.values())
-    odds = DEFAULT_PAYTABLES["player"]["win"]
-    player_rows: list[OutcomeRow] = []
-    banker_rows: list[OutcomeRow] = []
-    for winner in Winner:
-        for reason in Reason:
-            number = counts.get((winner, reason), 0)
-            if number == 0:
-                continue
-            name = f"{winner.value} wins: {reason.value.replace('_', ' ')}"
-            player_pays = odds if winner is Winner.PLAYER else Fraction(-1)
-            banker_pays = odds if winner is Winner.BANKER else Fraction(-1)
-            player_rows.append(exact_row(name, player_pays, number, total))
-            banker_rows.append(exact_row(name, banker_pays, number, total))
-    notes = [
-        f"all {total:,} ordered deals of two tiles to the player and two to the banker "
-        "(each physical tile distinct); commission per winning bet (0.95:1)",
-        "banker: the banker's side against one position; player: one position against the banker",
-    ]
-    if method is Method.MONTE_CARLO:
-        notes.append(
-            f"exact enumeration used although Monte Carlo was asked (samples={samples}, "
-            f"seed={seed}): it is cheaper"
-        )
-    return AnalysisReport(
-        game=GAME_ID,
-        method=Method.EXACT,
-        bets={"banker": BetReport(banker_rows), "player": BetReport(player_rows)},
-        seconds=time.perf_counter() - started,
-        notes=notes,
-    )

@@ -1,8 +1,8 @@
-"""Break Poker hand strengths on ranks (private to :mod:`controller.games.break_poker`).
+"""Break Poker hand strengths on ranks (used by ``rules`` and ``par_sheet`` of this package).
 
 Everything here works on rank values: 2-14 (ace 14) for the standard cards and ``0`` for the
 joker (``Card.rank`` gives 0 for the joker). Suits never matter in Break Poker, so the card-level
-API in :mod:`controller.games.break_poker` and the rank-multiset par sheet both build on these
+API in :mod:`controller.games.break_poker.rules` and the rank-multiset par sheet both build on these
 functions.
 
 Keys are tuples compared as tuples; a higher key beats a lower one, equal keys copy (tie):

@@ -1,4 +1,4 @@
-"""Break Poker par sheet on rank multisets (private to :mod:`controller.games.break_poker`).
+"""Break Poker par sheet on rank multisets (numpy; the rules are in ``rules``).
 
 Suits play no part in Break Poker, so every seven-card hand is judged by its multiset of ranks
 (the joker counted as its own "rank" with one copy). The 154,143,080 seven-card hands of the
@@ -43,7 +43,7 @@ from controller.analysis import (
     sampled_bet,
 )
 from controller.errors import RulesError
-from controller.games._break_hands import (
+from controller.games.break_poker.hands import (
     JOKER_RANK,
     RANKS,
     BreakBonusHand,
@@ -57,11 +57,11 @@ from controller.games._break_hands import (
     low_outranks_high,
     qualifies,
 )
+from controller.games.break_poker.rules import DEFAULT_PAYTABLES, GAME_ID
 from controller.money import Odds, PayTables
 
 IntArray = npt.NDArray[np.int64]
 
-GAME_ID: Final = "break-poker"
 HAND_SIZE: Final = 7
 _CHUNK: Final = 4096
 
@@ -407,7 +407,7 @@ def heads_up_counts(table: MultisetTable, *, progress: bool = False) -> HeadsUpC
     main = [0] * MainOutcome.COUNT
     bonus = [0] * DealerBonusOutcome.COUNT
     combined = signatures.outcome.astype(np.int64) * 2 + signatures.dealer_lucky[None, :]
-    items = iterate_with_progress(range(len(table)), len(table), "break-poker main bet", progress)
+    items = iterate_with_progress(range(len(table)), len(table), f"{GAME_ID} main bet", progress)
     for player in items:
         weights = factors[slots, table.counts[player]].prod(axis=0)
         per_signature = np.add.reduceat(weights, starts)
@@ -456,7 +456,7 @@ def monte_carlo_counts(
     dealer_lucky = signatures.dealer_lucky.tolist()
     sig = signatures.index.tolist()
     best = table.bonus.tolist()
-    for _ in iterate_with_progress(range(samples), samples, "break-poker samples", progress):
+    for _ in iterate_with_progress(range(samples), samples, f"{GAME_ID} samples", progress):
         dealt = rng.sample(codes, 2 * HAND_SIZE)
         player = index_of[tuple(sorted(rank_of[code] for code in dealt[:HAND_SIZE]))]
         dealer = index_of[tuple(sorted(rank_of[code] for code in dealt[HAND_SIZE:]))]
@@ -555,8 +555,6 @@ def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> Analy
     Raises:
         RulesError: Monte Carlo asked with fewer than two samples.
     """
-    from controller.games.break_poker import DEFAULT_PAYTABLES
-
     started = time.perf_counter()
     table = full_table()
     notes = [

@@ -1,0 +1,76 @@
+"""A game described once: what the registry holds for each game.
+
+A :class:`GameSpec` is built in the game's package (``controller/games/<game>/__init__.py``)
+from what its modules declare: the :class:`~controller.games.base.GameFacts` of its rules
+module (id, name, deck, bet ids, pay tables), its rules object and deal plan, and the modules
+of its live play (``live.py``: ``Options``, the pydantic model of its options, and ``build``,
+its live factory) and of its par sheet (``par_sheet.py``: ``analyze``). Those two are imported
+when first needed: the registry (read by the settings, the simulators and ``tablectl --help``)
+loads neither pydantic models nor numpy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from controller.games.base import DealPlan, Declared, GameFacts
+from controller.money import PayTables
+
+if TYPE_CHECKING:
+    from controller.analysis import AnalyzeFunction
+    from controller.games.live.base import LiveGame
+    from controller.games.options import GameOptions
+
+OPTIONS_FIELD: Final = "game_options"
+"""Where a game's live options live in a table config (named in errors)."""
+
+LiveFactory = Callable[[Any, PayTables], "LiveGame"]
+"""Builds a table's live game from its validated options and its merged pay tables."""
+
+
+@dataclass(frozen=True, slots=True)
+class GameSpec(Declared):
+    """Everything the rest of the controller needs to know about one game.
+
+    ``id``, ``name``, ``deck``, ``bet_ids`` and ``default_paytables`` read ``facts``.
+
+    Attributes:
+        facts: The game's id, name, deck, bet ids and default pay tables (its rules module's).
+        deal_plan: The slots of a round at a table with default options (games with
+            decisions deal more or fewer: their live round says which).
+        rules: The game's pure rules object (judges and settles a round's hands); ``None``
+            for a game played as a state machine between seats (Texas Hold'em: see its
+            ``rules.HoldemState``).
+        live: The module of its live play: ``Options`` (the pydantic model of the table's
+            ``game_options``) and ``build`` (the live factory, see :data:`LiveFactory`).
+        par_sheet: The module whose ``analyze`` computes the par sheet (loads numpy).
+    """
+
+    facts: GameFacts
+    deal_plan: DealPlan
+    rules: object | None
+    live: str
+    par_sheet: str
+
+    @property
+    def options(self) -> type[GameOptions]:
+        """The pydantic model of the table's ``game_options`` (imports the live module)."""
+        model: type[GameOptions] = importlib.import_module(self.live).Options
+        return model
+
+    def build_live(self, options: GameOptions, paytables: PayTables) -> LiveGame:
+        """The table's live game, from its validated options and merged pay tables."""
+        build: LiveFactory = importlib.import_module(self.live).build
+        return build(options, paytables)
+
+    def analyzer(self) -> AnalyzeFunction:
+        """The par sheet's ``analyze`` function (imports the par-sheet module: numpy)."""
+        module = importlib.import_module(self.par_sheet)
+        function: AnalyzeFunction = module.analyze
+        return function
+
+
+__all__ = ["OPTIONS_FIELD", "GameSpec", "LiveFactory"]
