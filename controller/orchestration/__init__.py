@@ -5,5 +5,6 @@
   commands, the slot's waiting state, the settle between cards);
 * :mod:`.dealing`: one slot dealt: the cue, the reads, misreads, refusals, the device away,
   the halt (the slot's waiting state is :class:`.dealing.SlotWait`);
-* :mod:`.decisions`: one decision window and the commands that close it.
+* :mod:`.decisions`: one decision window and the commands that close it;
+* :mod:`.answers`: the answers to inbound commands (decisions, pit void and resume, replay).
 """
