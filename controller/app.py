@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +33,11 @@ from controller.settings import TableSettings
 from drivers.supervisor import SupervisedCardSource
 
 if TYPE_CHECKING:
+    from controller.commands import CommandRouter, StatusWatcher
+    from controller.games.live.base import LiveGame
     from controller.metrics import TableMetrics
     from controller.mqtt.settings import MqttSettings
+    from controller.signing import Signer
 
 log = structlog.get_logger(__name__)
 
@@ -67,10 +71,7 @@ async def run_table(
     Returns:
         The rounds this run finished.
     """
-    from controller import service
-    from controller.commands import CommandRouter, StatusWatcher
     from controller.games.registry import make_live_game
-    from controller.metrics import TableMetrics
 
     game = make_live_game(settings.game, settings.game_options, settings.paytables)
     tlog = log.bind(table=settings.table_id, game=game.id)
@@ -78,151 +79,240 @@ async def run_table(
     async with AsyncExitStack() as stack:
         mqtt = settings.mqtt
         if not broker_urls_given:
-            urls, embedded, protocol = await choose_broker([])
-            if embedded is not None:
-                await stack.enter_async_context(embedded)
-                tlog.info("no broker configured: embedded broker started", url=urls[0])
-            else:
-                tlog.info("no broker configured: using the local Mosquitto", url=urls[0])
-            mqtt = mqtt.model_copy(update={"urls": urls, "protocol": protocol})
-
-        journal = Journal.open(settings.journal.path)
-        stack.callback(journal.close)
-        metrics = TableMetrics(settings.table_id, version=__version__, game=game.id)
-        if settings.metrics.port is not None:
-            server = metrics.start_http_server(settings.metrics.host, settings.metrics.port)
-            stack.callback(server.shutdown)
-        source = SupervisedCardSource(settings.device.url, settings.device.driver)
-        await source.open()
-        stack.push_async_callback(source.close)
-        signer = None
-        if settings.signing.key_file is not None:
-            from controller.signing import Signer
-
-            signer = Signer.from_file(settings.signing.key_file, settings.signing.key_id)
-
-        scan_times: dict[int, float] = {}
-
-        def on_card(entry: JournalEntry, read_at: float) -> None:
-            scan_times[entry.seq] = read_at
-
-        def on_delivered(entry: JournalEntry) -> None:
-            read_at = scan_times.pop(entry.seq, None)
-            if read_at is not None:
-                metrics.observe_scan_to_publish(time.monotonic() - read_at)
-
-        def on_refused(refusal: Exception, entry: JournalEntry | None) -> None:
-            metrics.publish_refused()
-            tlog.error(
-                "broker refused a publish: check the broker ACL for this table",
-                error=str(refusal),
-                seq=entry.seq if entry is not None else None,
-            )
-
-        publisher = Publisher(
-            mqtt,
-            settings.table_id,
-            journal,
-            game=game.id,
-            version=__version__,
-            signer=signer,
-            on_delivered=on_delivered,
-            on_refused=on_refused,
-        )
-        gates: list[Gate] = []
-        if settings.rounds.wait_for_broker:
-            gates.append(EventGate("broker", "broker unreachable", publisher.connected))
-        watcher: StatusWatcher | None = None
-        if settings.rounds.wait_for_betting_system:
-            watcher = StatusWatcher(mqtt, settings.table_id)
-            gates.append(EventGate("betting-system", "betting system offline", watcher.online))
-        orchestrator = Orchestrator(
-            table_id=settings.table_id,
-            game=game,
-            source=source,
-            journal=journal,
-            settings=settings.rounds,
-            gates=gates,
-            replay=publisher.replay,
-            on_card=on_card,
-            metrics=metrics,
-            outbox_idle=publisher.wait_idle,
-            between_cards=collector.collect_if_due,
-        )
-        router = CommandRouter(
-            mqtt,
-            settings.table_id,
-            journal,
-            orchestrator.handle_command,
-            handler_timeout=mqtt.publish_timeout,
-        )
+            mqtt = await _local_broker(stack, mqtt, tlog)
+        table = await _assemble(stack, settings, mqtt, game, tlog)
         if install_signal_handlers:
-            _install_signal_handlers(orchestrator)
+            _install_signal_handlers(table.orchestrator)
+        return await _serve(table, rounds=rounds, show=show, companions=companions or {})
 
-        background: list[asyncio.Task[Any]] = []
-        winding_down = False
-        watch_stop = asyncio.Event()
-        async with asyncio.TaskGroup() as group:
-            publisher_task = group.create_task(publisher.run(), name="publisher")
-            router_task = group.create_task(router.run(), name="command-router")
-            background.append(router_task)
-            if watcher is not None:
-                background.append(group.create_task(watcher.run(), name="betting-status"))
-            background.append(
-                group.create_task(
-                    _housekeeping(metrics, publisher, journal, settings.journal.path),
-                    name="metrics-housekeeping",
-                )
-            )
 
-            def healthy() -> bool:
-                alive = [t for t in background if t is not router_task or not winding_down]
-                return not publisher_task.done() and all(not t.done() for t in alive)
+@dataclass(slots=True)
+class _Table:
+    """The long-lived parts of a running table, assembled by :func:`_assemble`."""
 
-            background.append(
-                group.create_task(
-                    service.run_watchdog(healthy, service.watchdog_interval()), name="watchdog"
-                )
-            )
+    settings: TableSettings
+    mqtt: MqttSettings
+    game_id: str
+    journal: Journal
+    metrics: TableMetrics
+    publisher: Publisher
+    watcher: StatusWatcher | None
+    orchestrator: Orchestrator
+    router: CommandRouter
+    log: Any
+
+
+async def _local_broker(stack: AsyncExitStack, mqtt: MqttSettings, tlog: Any) -> MqttSettings:
+    """No broker configured: Mosquitto on 127.0.0.1:1883 when it answers, else embedded."""
+    urls, embedded, protocol = await choose_broker([])
+    if embedded is not None:
+        await stack.enter_async_context(embedded)
+        tlog.info("no broker configured: embedded broker started", url=urls[0])
+    else:
+        tlog.info("no broker configured: using the local Mosquitto", url=urls[0])
+    return mqtt.model_copy(update={"urls": urls, "protocol": protocol})
+
+
+async def _assemble(
+    stack: AsyncExitStack, settings: TableSettings, mqtt: MqttSettings, game: LiveGame, tlog: Any
+) -> _Table:
+    """Assemble a table: journal, card source, outbox, gates, orchestrator, command router.
+
+    What needs closing is closed with ``stack``.
+    """
+    from controller.commands import CommandRouter, StatusWatcher
+    from controller.metrics import TableMetrics
+
+    journal = Journal.open(settings.journal.path)
+    stack.callback(journal.close)
+    metrics = TableMetrics(settings.table_id, version=__version__, game=game.id)
+    if settings.metrics.port is not None:
+        server = metrics.start_http_server(settings.metrics.host, settings.metrics.port)
+        stack.callback(server.shutdown)
+    source = SupervisedCardSource(settings.device.url, settings.device.driver)
+    await source.open()
+    stack.push_async_callback(source.close)
+    scan_times = _ScanTimes(metrics, tlog)
+    publisher = Publisher(
+        mqtt,
+        settings.table_id,
+        journal,
+        game=game.id,
+        version=__version__,
+        signer=_signer(settings),
+        on_delivered=scan_times.on_delivered,
+        on_refused=scan_times.on_refused,
+    )
+    gates: list[Gate] = []
+    if settings.rounds.wait_for_broker:
+        gates.append(EventGate("broker", "broker unreachable", publisher.connected))
+    watcher: StatusWatcher | None = None
+    if settings.rounds.wait_for_betting_system:
+        watcher = StatusWatcher(mqtt, settings.table_id)
+        gates.append(EventGate("betting-system", "betting system offline", watcher.online))
+    orchestrator = Orchestrator(
+        table_id=settings.table_id,
+        game=game,
+        source=source,
+        journal=journal,
+        settings=settings.rounds,
+        gates=gates,
+        replay=publisher.replay,
+        on_card=scan_times.on_card,
+        metrics=metrics,
+        outbox_idle=publisher.wait_idle,
+        between_cards=collector.collect_if_due,
+    )
+    router = CommandRouter(
+        mqtt,
+        settings.table_id,
+        journal,
+        orchestrator.handle_command,
+        handler_timeout=mqtt.publish_timeout,
+    )
+    return _Table(
+        settings, mqtt, game.id, journal, metrics, publisher, watcher, orchestrator, router, tlog
+    )
+
+
+def _signer(settings: TableSettings) -> Signer | None:
+    """The table's message signer, when a signing key is configured."""
+    if settings.signing.key_file is None:
+        return None
+    from controller.signing import Signer
+
+    return Signer.from_file(settings.signing.key_file, settings.signing.key_id)
+
+
+class _ScanTimes:
+    """Scan-to-publish latency (a card's read time until its PUBACK) and refused publishes."""
+
+    def __init__(self, metrics: TableMetrics, tlog: Any) -> None:
+        self._metrics = metrics
+        self._log = tlog
+        self._read_at: dict[int, float] = {}
+
+    def on_card(self, entry: JournalEntry, read_at: float) -> None:
+        """A card was journalled (its bytes arrived at ``read_at``, monotonic)."""
+        self._read_at[entry.seq] = read_at
+
+    def on_delivered(self, entry: JournalEntry) -> None:
+        """The broker acknowledged ``entry``."""
+        read_at = self._read_at.pop(entry.seq, None)
+        if read_at is not None:
+            self._metrics.observe_scan_to_publish(time.monotonic() - read_at)
+
+    def on_refused(self, refusal: Exception, entry: JournalEntry | None) -> None:
+        """The broker refused a publish."""
+        self._metrics.publish_refused()
+        self._log.error(
+            "broker refused a publish: check the broker ACL for this table",
+            error=str(refusal),
+            seq=entry.seq if entry is not None else None,
+        )
+
+
+async def _serve(
+    table: _Table, *, rounds: int | None, show: bool, companions: Mapping[str, Companion]
+) -> list[RoundSummary]:
+    """Run the table's tasks in one TaskGroup until the orchestrator returns; wind down."""
+    from controller import service
+
+    background: list[asyncio.Task[Any]] = []
+    winding_down = False
+    watch_stop = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        publisher_task = group.create_task(table.publisher.run(), name="publisher")
+        router_task = group.create_task(table.router.run(), name="command-router")
+        background.append(router_task)
+
+        def healthy() -> bool:
+            alive = [t for t in background if t is not router_task or not winding_down]
+            return not publisher_task.done() and all(not t.done() for t in alive)
+
+        _start_background(
+            group,
+            table,
+            background=background,
+            healthy=healthy,
+            show=show,
+            watch_stop=watch_stop,
+            companions=companions,
+        )
+        service.ready(f"table {table.settings.table_id}: {table.game_id}")
+        try:
+            summaries = await table.orchestrator.run(rounds)
+            service.stopping("flushing the outbox")
+            # No more commands: what the router journals from now on would not be flushed.
+            winding_down = True
+            router_task.cancel()
+            await asyncio.gather(router_task, return_exceptions=True)
+            flushed = await table.publisher.flush(timeout=table.mqtt.publish_timeout * 10)
+            if not flushed:
+                table.log.warning("outbox not fully delivered at exit; it resumes on restart")
             if show:
-                from controller.watch import watch
+                # Let the terminal view print what the broker is still delivering.
+                await asyncio.sleep(0.3)
+        finally:
+            watch_stop.set()
+            with contextlib.suppress(Exception):
+                await table.publisher.stop()
+            publisher_task.cancel()
+            for task in background:
+                task.cancel()
+    return summaries
 
-                background.append(
-                    group.create_task(
-                        watch(
-                            mqtt.urls,
-                            settings.table_id,
-                            protocol=mqtt.protocol,
-                            prefix=mqtt.topic_prefix,
-                            stop=watch_stop,
-                        ),
-                        name="watch",
-                    )
-                )
-            for name, companion in (companions or {}).items():
-                background.append(group.create_task(companion(mqtt, watch_stop), name=name))
-            service.ready(f"table {settings.table_id}: {game.id}")
-            try:
-                summaries = await orchestrator.run(rounds)
-                service.stopping("flushing the outbox")
-                # No more commands: what the router journals from now on would not be flushed.
-                winding_down = True
-                router_task.cancel()
-                await asyncio.gather(router_task, return_exceptions=True)
-                flushed = await publisher.flush(timeout=mqtt.publish_timeout * 10)
-                if not flushed:
-                    tlog.warning("outbox not fully delivered at exit; it resumes on restart")
-                if show:
-                    # Let the terminal view print what the broker is still delivering.
-                    await asyncio.sleep(0.3)
-            finally:
-                watch_stop.set()
-                with contextlib.suppress(Exception):
-                    await publisher.stop()
-                publisher_task.cancel()
-                for task in background:
-                    task.cancel()
-        return summaries
+
+def _start_background(
+    group: asyncio.TaskGroup,
+    table: _Table,
+    *,
+    background: list[asyncio.Task[Any]],
+    healthy: Callable[[], bool],
+    show: bool,
+    watch_stop: asyncio.Event,
+    companions: Mapping[str, Companion],
+) -> None:
+    """Start the tasks beside the orchestrator, each added to ``background``.
+
+    The betting system's status watcher, housekeeping, the watchdog, the terminal view and
+    the companions, in that order.
+    """
+    from controller import service
+
+    mqtt = table.mqtt
+    if table.watcher is not None:
+        background.append(group.create_task(table.watcher.run(), name="betting-status"))
+    background.append(
+        group.create_task(
+            _housekeeping(
+                table.metrics, table.publisher, table.journal, table.settings.journal.path
+            ),
+            name="metrics-housekeeping",
+        )
+    )
+    background.append(
+        group.create_task(
+            service.run_watchdog(healthy, service.watchdog_interval()), name="watchdog"
+        )
+    )
+    if show:
+        from controller.watch import watch
+
+        background.append(
+            group.create_task(
+                watch(
+                    mqtt.urls,
+                    table.settings.table_id,
+                    protocol=mqtt.protocol,
+                    prefix=mqtt.topic_prefix,
+                    stop=watch_stop,
+                ),
+                name="watch",
+            )
+        )
+    for name, companion in companions.items():
+        background.append(group.create_task(companion(mqtt, watch_stop), name=name))
 
 
 async def _housekeeping(

@@ -126,36 +126,9 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
     except DriverError as exc:
         return Check("device", "FAIL", f"{url}: {exc}")
     if spec.kind == "serial":
-        path = Path(spec.device)
-        if not await asyncio.to_thread(path.exists):
-            return Check(
-                "device",
-                "FAIL",
-                f"{url}: {path} does not exist (scanner plugged in? udev rule installed?)",
-            )
-        try:
-            await asyncio.wait_for(
-                asyncio.to_thread(_open_serial, spec.port_url, spec.baud), timeout
-            )
-        except TimeoutError:
-            return Check("device", "FAIL", f"{url}: opening {path} took longer than {timeout} s")
-        except (OSError, ValueError) as exc:  # serial.SerialException is an OSError
-            return Check("device", "FAIL", f"{url}: cannot open {path} read/write: {exc}")
-        return Check("device", "OK", f"{url}: {path} opens read/write at {spec.baud} baud")
+        return await _check_serial(url, spec.device, spec.port_url, spec.baud, timeout)
     if spec.kind == "socket":
-        host, _, port_text = spec.device.rpartition(":")
-        host = host.strip("[]")
-        try:
-            async with asyncio.timeout(timeout):
-                _, writer = await asyncio.open_connection(host, int(port_text))
-        except TimeoutError:
-            return Check("device", "FAIL", f"{url}: no TCP connection within {timeout} s")
-        except OSError as exc:
-            return Check("device", "FAIL", f"{url}: TCP connect failed: {exc.strerror or exc}")
-        writer.close()
-        with contextlib.suppress(TimeoutError, OSError):
-            await asyncio.wait_for(writer.wait_closed(), timeout)
-        return Check("device", "OK", f"{url}: TCP connect to {spec.device} accepted")
+        return await _check_socket(url, spec.device, timeout)
     # Any other transport (usb://): open it with the real driver, the way `run` would.
     from drivers.source import open_card_source
 
@@ -170,6 +143,41 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
         with contextlib.suppress(Exception):
             await source.close()
     return Check("device", "OK", f"{url}: the {spec.kind} device opens")
+
+
+async def _check_serial(url: str, device: str, port_url: str, baud: int, timeout: float) -> Check:  # noqa: ASYNC109
+    """Whether the serial port ``device`` exists and opens read/write."""
+    path = Path(device)
+    if not await asyncio.to_thread(path.exists):
+        return Check(
+            "device",
+            "FAIL",
+            f"{url}: {path} does not exist (scanner plugged in? udev rule installed?)",
+        )
+    try:
+        await asyncio.wait_for(asyncio.to_thread(_open_serial, port_url, baud), timeout)
+    except TimeoutError:
+        return Check("device", "FAIL", f"{url}: opening {path} took longer than {timeout} s")
+    except (OSError, ValueError) as exc:  # serial.SerialException is an OSError
+        return Check("device", "FAIL", f"{url}: cannot open {path} read/write: {exc}")
+    return Check("device", "OK", f"{url}: {path} opens read/write at {baud} baud")
+
+
+async def _check_socket(url: str, device: str, timeout: float) -> Check:  # noqa: ASYNC109
+    """Whether the TCP address ``device`` (``host:port``) accepts a connection."""
+    host, _, port_text = device.rpartition(":")
+    host = host.strip("[]")
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(host, int(port_text))
+    except TimeoutError:
+        return Check("device", "FAIL", f"{url}: no TCP connection within {timeout} s")
+    except OSError as exc:
+        return Check("device", "FAIL", f"{url}: TCP connect failed: {exc.strerror or exc}")
+    writer.close()
+    with contextlib.suppress(TimeoutError, OSError):
+        await asyncio.wait_for(writer.wait_closed(), timeout)
+    return Check("device", "OK", f"{url}: TCP connect to {device} accepted")
 
 
 # --- broker --------------------------------------------------------------------------------

@@ -202,8 +202,28 @@ class RoundRecord:
 
     def to_text(self) -> str:
         """The record for people."""
-        opened = self.opened
         lines = [f"round {self.round_id}"]
+        self._text_header(lines)
+        self._text_entries(lines)
+        self._text_cards(lines)
+        for title, items in (
+            ("misreads and rescans", self.rescans),
+            ("refusals", self.refusals),
+            ("decisions", self.decisions),
+            ("pit alerts", self.alerts),
+        ):
+            if items:
+                lines.append("")
+                lines.append(title)
+                lines.extend(f"  seq {entry.seq}  {_brief(entry)}" for entry in items)
+        lines.append("")
+        self._text_outcome(lines)
+        self._text_settlement(lines)
+        self._text_timing(lines)
+        return "\n".join(lines)
+
+    def _text_header(self, lines: list[str]) -> None:
+        opened = self.opened
         if opened is not None:
             lines.append(
                 f"  game {opened.body.get('game')}, round no {opened.body.get('round_no')}, "
@@ -216,6 +236,8 @@ class RoundRecord:
                 + ", ".join(str(s) for s in self.sessions)
                 + " (resumed after a restart)"
             )
+
+    def _text_entries(self, lines: list[str]) -> None:
         lines.append("")
         lines.append("entries")
         for entry in self.entries:
@@ -228,6 +250,8 @@ class RoundRecord:
                 f"  seq {entry.seq:>8}  {_when(entry.happened_at)}  s{entry.session}  "
                 f"{entry.kind:<17} {_brief(entry)}{delivered}"
             )
+
+    def _text_cards(self, lines: list[str]) -> None:
         lines.append("")
         lines.append("cards")
         if not self.cards:
@@ -238,19 +262,10 @@ class RoundRecord:
                 f"  {body.get('slot')!s:<4} hand {body.get('hand')!s:<3} {body.get('card')!s:<4} "
                 f"{body.get('face', '')!s:<6} seq {entry.seq}  {_when(entry.happened_at)}"
             )
-        for title, items in (
-            ("misreads and rescans", self.rescans),
-            ("refusals", self.refusals),
-            ("decisions", self.decisions),
-            ("pit alerts", self.alerts),
-        ):
-            if items:
-                lines.append("")
-                lines.append(title)
-                lines.extend(f"  seq {entry.seq}  {_brief(entry)}" for entry in items)
+
+    def _text_outcome(self, lines: list[str]) -> None:
         result = self.result
         void = self.void
-        lines.append("")
         if result is not None:
             body = result.body
             lines.append(f"result (seq {result.seq}): winner {body.get('winner')}")
@@ -265,6 +280,8 @@ class RoundRecord:
             lines.append(f"voided (seq {void.seq}): {void.body.get('reason')}")
         else:
             lines.append("no result yet: the round is unfinished")
+
+    def _text_settlement(self, lines: list[str]) -> None:
         bets = self.settlement
         if isinstance(bets, dict):
             lines.append("")
@@ -275,6 +292,8 @@ class RoundRecord:
                     lines.append(
                         f"  {bet:<20} {outcome.get('outcome')!s:<7} {outcome.get('payout')}{reason}"
                     )
+
+    def _text_timing(self, lines: list[str]) -> None:
         timing = self.timing
         lines.append("")
         lines.append("timing")
@@ -287,7 +306,6 @@ class RoundRecord:
         lines.append(f"  deal            {_seconds(timing.deal)}")
         lines.append(f"  time to result  {_seconds(timing.time_to_result)}")
         lines.append(f"  total           {_seconds(timing.total)}")
-        return "\n".join(lines)
 
 
 def _entry_dict(entry: JournalEntry) -> dict[str, Any]:

@@ -8,7 +8,7 @@ cards and decisions already recorded. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,38 +76,51 @@ class Round:
         Raises:
             JournalError: The entry contradicts the state (a journal that does not replay).
         """
-        if kind == EntryKind.BETTING_CLOSED:
-            self.phase = Phase.DEALING
-        elif kind == EntryKind.CARD_DEALT:
-            index = int(body["index"])
-            if index != len(self.dealt):
-                raise JournalError(
-                    "card_dealt out of order in the journal",
-                    round_id=self.round_id,
-                    index=index,
-                    expected=len(self.dealt),
-                )
-            piece = parse_piece(str(body["card"]))
-            self.live.apply_card(index, piece)
-            self.dealt.append(piece)
-            self.misreads = 0
-        elif kind == EntryKind.RESCAN_REQUESTED:
-            self.misreads = int(body.get("attempt", self.misreads + 1))
-        elif kind == EntryKind.DECISION_APPLIED:
-            self.live.apply_decision(str(body["window"]), body["decision"])
-        elif kind == EntryKind.CARDS_REVEALED:
-            self.live.mark_revealed(str(body["hand"]))
-        elif kind == EntryKind.TABLE_INFO:
-            self.live.mark_info_published()
-        elif kind == EntryKind.ROUND_HALTED:
-            self.halted = True
-        elif kind == EntryKind.ROUND_RESUMED:
-            self.halted = False
-        elif kind == EntryKind.ROUND_RESULT:
-            self.phase = Phase.SETTLED
-            self.result = dict(body)
-        elif kind == EntryKind.ROUND_VOIDED:
-            self.phase = Phase.VOIDED
+        fold = _FOLDS.get(kind)
+        if fold is not None:
+            fold(self, body)
+
+    def _betting_closed(self, body: Mapping[str, Any]) -> None:
+        self.phase = Phase.DEALING
+
+    def _card_dealt(self, body: Mapping[str, Any]) -> None:
+        index = int(body["index"])
+        if index != len(self.dealt):
+            raise JournalError(
+                "card_dealt out of order in the journal",
+                round_id=self.round_id,
+                index=index,
+                expected=len(self.dealt),
+            )
+        piece = parse_piece(str(body["card"]))
+        self.live.apply_card(index, piece)
+        self.dealt.append(piece)
+        self.misreads = 0
+
+    def _rescan_requested(self, body: Mapping[str, Any]) -> None:
+        self.misreads = int(body.get("attempt", self.misreads + 1))
+
+    def _decision_applied(self, body: Mapping[str, Any]) -> None:
+        self.live.apply_decision(str(body["window"]), body["decision"])
+
+    def _cards_revealed(self, body: Mapping[str, Any]) -> None:
+        self.live.mark_revealed(str(body["hand"]))
+
+    def _table_info(self, body: Mapping[str, Any]) -> None:
+        self.live.mark_info_published()
+
+    def _halted(self, body: Mapping[str, Any]) -> None:
+        self.halted = True
+
+    def _resumed(self, body: Mapping[str, Any]) -> None:
+        self.halted = False
+
+    def _result(self, body: Mapping[str, Any]) -> None:
+        self.phase = Phase.SETTLED
+        self.result = dict(body)
+
+    def _voided(self, body: Mapping[str, Any]) -> None:
+        self.phase = Phase.VOIDED
 
     @classmethod
     def replay(
@@ -132,3 +145,18 @@ class Round:
             elif current is not None:
                 current.apply(kind, body)
         return current
+
+
+_FOLDS: dict[str, Callable[[Round, Mapping[str, Any]], None]] = {
+    EntryKind.BETTING_CLOSED: Round._betting_closed,
+    EntryKind.CARD_DEALT: Round._card_dealt,
+    EntryKind.RESCAN_REQUESTED: Round._rescan_requested,
+    EntryKind.DECISION_APPLIED: Round._decision_applied,
+    EntryKind.CARDS_REVEALED: Round._cards_revealed,
+    EntryKind.TABLE_INFO: Round._table_info,
+    EntryKind.ROUND_HALTED: Round._halted,
+    EntryKind.ROUND_RESUMED: Round._resumed,
+    EntryKind.ROUND_RESULT: Round._result,
+    EntryKind.ROUND_VOIDED: Round._voided,
+}
+"""What each kind of entry does to a :class:`Round` (other kinds leave it as it is)."""

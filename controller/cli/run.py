@@ -88,35 +88,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run_command)
 
 
+_OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("table_id", ("table_id",)),
+    ("game", ("game",)),
+    ("betting_seconds", ("rounds", "betting_seconds")),
+    ("pause_seconds", ("rounds", "pause_seconds")),
+    ("journal", ("journal", "path")),
+    ("broker", ("mqtt", "urls")),
+    ("protocol", ("mqtt", "protocol")),
+    ("log_level", ("logging", "level")),
+    ("log_format", ("logging", "format")),
+)
+"""Each option that overrides a setting: its ``args`` name and the setting's path."""
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
-    if args.table_id is not None:
-        overrides["table_id"] = args.table_id
-    if args.game is not None:
-        overrides["game"] = args.game
-    rounds: dict[str, Any] = {}
-    if args.betting_seconds is not None:
-        rounds["betting_seconds"] = args.betting_seconds
-    if args.pause_seconds is not None:
-        rounds["pause_seconds"] = args.pause_seconds
-    if rounds:
-        overrides["rounds"] = rounds
-    if args.journal is not None:
-        overrides["journal"] = {"path": args.journal}
-    mqtt: dict[str, Any] = {}
-    if args.broker:
-        mqtt["urls"] = args.broker
-    if args.protocol is not None:
-        mqtt["protocol"] = args.protocol
-    if mqtt:
-        overrides["mqtt"] = mqtt
-    logging: dict[str, Any] = {}
-    if args.log_level is not None:
-        logging["level"] = args.log_level
-    if args.log_format is not None:
-        logging["format"] = args.log_format
-    if logging:
-        overrides["logging"] = logging
+    for name, path in _OVERRIDES:
+        value = getattr(args, name)
+        # ``--broker`` collects a list: an empty one overrides nothing.
+        if value is None or (name == "broker" and not value):
+            continue
+        *parents, leaf = path
+        target = overrides
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
     return overrides
 
 

@@ -18,7 +18,7 @@ a bad entry, not fail on it, and the snapshot must keep publishing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -133,52 +133,59 @@ class RoundFold:
             return self._opened(body)
         state = self.state if self.state in FINISHED_STATES else STATE_AFTER.get(kind, self.state)
         changes: dict[str, Any] = {"state": state}
-        if kind == K.BETTING_CLOSED:
-            changes["betting_closes_at"] = None
-            changes["betting_closed"] = True
-        elif kind == K.CARD_DEALT:
-            self._card(body, changes)
-        elif kind == K.CARDS_REVEALED:
-            self._revealed(body, changes)
-        elif kind == K.ROUND_HALTED:
-            changes["halted"] = True
-        elif kind == K.ROUND_RESUMED:
-            changes["halted"] = False
-        elif kind == K.DECISION_OPEN:
-            changes["decision"] = dict(body)
-        elif kind == K.DECISION_APPLIED:
-            if self.decision is not None and self.decision.get("window") == body.get("window"):
-                changes["decision"] = None
-        elif kind == K.RESCAN_REQUESTED:
-            slot = body.get("slot")
-            changes["awaiting_rescan"] = None if slot is None else str(slot)
-        elif kind == K.ROUND_RESULT:
-            game = body.get("game")
-            changes.update(
-                awaiting_rescan=None,
-                result={
-                    "winner": body.get("winner"),
-                    "hands": body.get("hands", {}),
-                    "cards": body.get("cards", {}),
-                },
-                game=(None if game is None else str(game)) or self.game,
-                hidden_cards=frozenset(),  # revealed by the result
-                hidden_slots=(),
-                halted=False,
-                decision=None,
-                pieces=(),
-            )
-            self._finish("result", body, changes)
-        elif kind == K.ROUND_VOIDED:
-            changes.update(
-                awaiting_rescan=None,
-                halted=False,
-                decision=None,
-                result={"voided": True, "reason": body.get("reason")},
-                pieces=(),
-            )
-            self._finish("void", body, changes)
+        change = _CHANGES.get(kind)
+        if change is not None:
+            change(self, body, changes)
         return dataclasses.replace(self, **changes)
+
+    def _betting_closed(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        changes["betting_closes_at"] = None
+        changes["betting_closed"] = True
+
+    def _halted(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        changes["halted"] = True
+
+    def _resumed(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        changes["halted"] = False
+
+    def _decision_open(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        changes["decision"] = dict(body)
+
+    def _decision_applied(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        if self.decision is not None and self.decision.get("window") == body.get("window"):
+            changes["decision"] = None
+
+    def _rescan(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        slot = body.get("slot")
+        changes["awaiting_rescan"] = None if slot is None else str(slot)
+
+    def _result(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        game = body.get("game")
+        changes.update(
+            awaiting_rescan=None,
+            result={
+                "winner": body.get("winner"),
+                "hands": body.get("hands", {}),
+                "cards": body.get("cards", {}),
+            },
+            game=(None if game is None else str(game)) or self.game,
+            hidden_cards=frozenset(),  # revealed by the result
+            hidden_slots=(),
+            halted=False,
+            decision=None,
+            pieces=(),
+        )
+        self._finish("result", body, changes)
+
+    def _voided(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        changes.update(
+            awaiting_rescan=None,
+            halted=False,
+            decision=None,
+            result={"voided": True, "reason": body.get("reason")},
+            pieces=(),
+        )
+        self._finish("void", body, changes)
 
     def _opened(self, body: Mapping[str, Any]) -> RoundFold:
         round_no = body.get("round_no")
@@ -293,3 +300,18 @@ class RoundFold:
                         f"result card {piece} of hand {hand} was not dealt in the round"
                     )
         return problems
+
+
+_CHANGES: dict[str, Callable[[RoundFold, Mapping[str, Any], dict[str, Any]], None]] = {
+    K.BETTING_CLOSED: RoundFold._betting_closed,
+    K.CARD_DEALT: RoundFold._card,
+    K.CARDS_REVEALED: RoundFold._revealed,
+    K.ROUND_HALTED: RoundFold._halted,
+    K.ROUND_RESUMED: RoundFold._resumed,
+    K.DECISION_OPEN: RoundFold._decision_open,
+    K.DECISION_APPLIED: RoundFold._decision_applied,
+    K.RESCAN_REQUESTED: RoundFold._rescan,
+    K.ROUND_RESULT: RoundFold._result,
+    K.ROUND_VOIDED: RoundFold._voided,
+}
+"""What an entry of each kind changes in a :class:`RoundFold` besides its state."""

@@ -150,9 +150,26 @@ class Verifier:
 
     def row(self, row: tuple[Any, ...]) -> None:
         """Check one stored row (its seq, hash, session, times, body) and its round."""
-        seq, session, round_id, kind, happened_at, body_text, delivered_at, chain = row
+        seq, session, round_id, kind, happened_at, body_text, delivered_at, _chain = row
         report = self.report
         report.entries += 1
+        self._check_seq(seq, round_id)
+        if self.with_hash:
+            self._check_hash(row)
+        self._check_session(seq, round_id, session)
+        self._check_times(seq, round_id, happened_at, delivered_at)
+        try:
+            body = json.loads(body_text)
+        except (TypeError, ValueError) as exc:
+            report.add(f"body is not JSON: {exc}", seq=seq, round_id=round_id)
+            return
+        if not isinstance(body, dict):
+            report.add("body is not a JSON object", seq=seq, round_id=round_id)
+            return
+        self.round_order(seq, round_id, kind, body)
+
+    def _check_seq(self, seq: int, round_id: str | None) -> None:
+        report = self.report
         if seq != self.expected_seq:
             if seq > self.expected_seq:
                 missing = (
@@ -164,28 +181,33 @@ class Verifier:
             else:
                 report.add(f"seq out of order (expected {self.expected_seq})", seq=seq)
         self.expected_seq = seq + 1
-        if self.with_hash:
-            try:
-                expected = entry_hash(
-                    self.prev_hash,
-                    seq=seq,
-                    session=session,
-                    round_id=round_id,
-                    kind=kind,
-                    happened_at=happened_at,
-                    body=body_text,
-                )
-            except (TypeError, ValueError):
-                expected = ""
-            if chain != expected:
-                report.add(
-                    "hash chain broken: the entry or one before it was altered, inserted "
-                    f"or removed (stored {str(chain)[:12]}..., computed {expected[:12]}...)",
-                    seq=seq,
-                    round_id=round_id,
-                )
-            # Continue from the stored hash, so one altered entry is reported once.
-            self.prev_hash = chain if isinstance(chain, str) and len(chain) == 64 else expected
+
+    def _check_hash(self, row: tuple[Any, ...]) -> None:
+        seq, session, round_id, kind, happened_at, body_text, _, chain = row
+        try:
+            expected = entry_hash(
+                self.prev_hash,
+                seq=seq,
+                session=session,
+                round_id=round_id,
+                kind=kind,
+                happened_at=happened_at,
+                body=body_text,
+            )
+        except (TypeError, ValueError):
+            expected = ""
+        if chain != expected:
+            self.report.add(
+                "hash chain broken: the entry or one before it was altered, inserted "
+                f"or removed (stored {str(chain)[:12]}..., computed {expected[:12]}...)",
+                seq=seq,
+                round_id=round_id,
+            )
+        # Continue from the stored hash, so one altered entry is reported once.
+        self.prev_hash = chain if isinstance(chain, str) and len(chain) == 64 else expected
+
+    def _check_session(self, seq: int, round_id: str | None, session: int) -> None:
+        report = self.report
         if session < self.last_session:
             report.add(
                 f"session {session} after session {self.last_session}", seq=seq, round_id=round_id
@@ -197,28 +219,25 @@ class Verifier:
                 seq=seq,
                 round_id=round_id,
             )
+
+    def _check_times(
+        self, seq: int, round_id: str | None, happened_at: Any, delivered_at: Any
+    ) -> None:
+        report = self.report
         # The stored format is fixed-width UTC, so the texts compare as the times do.
         happened_ok = isinstance(happened_at, str) and TIME_TEXT.match(happened_at) is not None
         if not happened_ok:
             report.add(f"happened_at {happened_at!r} is not a journal time", seq=seq)
-        if delivered_at is not None:
-            if not (isinstance(delivered_at, str) and TIME_TEXT.match(delivered_at)):
-                report.add(f"delivered_at {delivered_at!r} is not a journal time", seq=seq)
-            elif happened_ok and delivered_at < happened_at:
-                report.add(
-                    f"delivered_at {delivered_at} is before happened_at {happened_at}",
-                    seq=seq,
-                    round_id=round_id,
-                )
-        try:
-            body = json.loads(body_text)
-        except (TypeError, ValueError) as exc:
-            report.add(f"body is not JSON: {exc}", seq=seq, round_id=round_id)
+        if delivered_at is None:
             return
-        if not isinstance(body, dict):
-            report.add("body is not a JSON object", seq=seq, round_id=round_id)
-            return
-        self.round_order(seq, round_id, kind, body)
+        if not (isinstance(delivered_at, str) and TIME_TEXT.match(delivered_at)):
+            report.add(f"delivered_at {delivered_at!r} is not a journal time", seq=seq)
+        elif happened_ok and delivered_at < happened_at:
+            report.add(
+                f"delivered_at {delivered_at} is before happened_at {happened_at}",
+                seq=seq,
+                round_id=round_id,
+            )
 
     def round_order(self, seq: int, round_id: str | None, kind: str, body: dict[str, Any]) -> None:
         """Check an entry against its round (the shared fold) and fold it in."""
@@ -227,29 +246,10 @@ class Verifier:
             if kind in ROUND_KINDS:
                 report.add(f"{kind} without a round id", seq=seq)
             return
-        fold = self.rounds.get(round_id)
         if kind == EntryKind.ROUND_OPENED:
-            if fold is not None:
-                first = self.opened_at[round_id]
-                report.add(f"round opened again (first at seq {first})", seq=seq, round_id=round_id)
-                return
-            if body.get("round_id", round_id) != round_id:
-                report.add(
-                    f"round_opened names round {body.get('round_id')!r}",
-                    seq=seq,
-                    round_id=round_id,
-                )
-            if self.open_round is not None:
-                report.add(
-                    f"round opened while round {self.open_round} is unfinished",
-                    seq=seq,
-                    round_id=round_id,
-                )
-            self.rounds[round_id] = RoundFold(round_id=round_id).apply(kind, body)
-            self.opened_at[round_id] = seq
-            self.open_round = round_id
-            report.rounds += 1
+            self._opened(seq, round_id, body)
             return
+        fold = self.rounds.get(round_id)
         if fold is None:
             report.add(f"{kind} for a round that was never opened", seq=seq, round_id=round_id)
             return
@@ -260,9 +260,35 @@ class Verifier:
             report.add(what, seq=seq, round_id=round_id)
         fold = self.rounds[round_id] = fold.apply(kind, body)
         if fold.outcome is not None:
-            if fold.outcome == "result":
-                report.settled += 1
-            else:
-                report.voided += 1
-            if self.open_round == round_id:
-                self.open_round = None
+            self._finished(round_id, fold.outcome)
+
+    def _opened(self, seq: int, round_id: str, body: dict[str, Any]) -> None:
+        report = self.report
+        if round_id in self.rounds:
+            first = self.opened_at[round_id]
+            report.add(f"round opened again (first at seq {first})", seq=seq, round_id=round_id)
+            return
+        if body.get("round_id", round_id) != round_id:
+            report.add(
+                f"round_opened names round {body.get('round_id')!r}",
+                seq=seq,
+                round_id=round_id,
+            )
+        if self.open_round is not None:
+            report.add(
+                f"round opened while round {self.open_round} is unfinished",
+                seq=seq,
+                round_id=round_id,
+            )
+        self.rounds[round_id] = RoundFold(round_id=round_id).apply(EntryKind.ROUND_OPENED, body)
+        self.opened_at[round_id] = seq
+        self.open_round = round_id
+        report.rounds += 1
+
+    def _finished(self, round_id: str, outcome: str) -> None:
+        if outcome == "result":
+            self.report.settled += 1
+        else:
+            self.report.voided += 1
+        if self.open_round == round_id:
+            self.open_round = None

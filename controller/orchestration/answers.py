@@ -1,0 +1,96 @@
+"""The orchestrator's answers to inbound commands: decisions, pit void and resume, replay.
+
+The command router (:mod:`controller.commands`) has checked the schema and the role's topic;
+here the command is checked against the round: its id, the open window, the halt. Everything
+is checked before anything changes: an illegal or late command is refused with the reason and
+changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from controller.commands import Answer, Command
+from controller.journal import RoundResumedData
+from controller.orchestration.decisions import DecisionWindows
+from controller.orchestration.desk import Desk
+from controller.round import Round
+
+
+class Answers:
+    """Answers the commands of one table.
+
+    Args:
+        desk: The round in progress and the table's services.
+        decisions: The decision windows (a ``decision`` command closes the open one).
+        replay: Re-sends results from a sequence number (``None``: not available).
+    """
+
+    def __init__(
+        self,
+        desk: Desk,
+        decisions: DecisionWindows,
+        replay: Callable[[int, int | None], Awaitable[int]] | None,
+    ) -> None:
+        self._desk = desk
+        self._decisions = decisions
+        self._replay = replay
+
+    async def answer(self, command: Command) -> Answer:
+        """Answer one inbound command (decision, pit resume/void, replay).
+
+        Everything is checked before anything changes: an illegal or late command is
+        refused with the reason and changes nothing.
+        """
+        if command.name == "replay":
+            return await self._replay_command(command)
+        current = self._desk.current
+        if current is None:
+            return Answer(False, "no round is in progress")
+        if command.round_id is not None and command.round_id != current.round_id:
+            return Answer(
+                False, f"round {command.round_id} is not the current round ({current.round_id})"
+            )
+        if command.name == "decision":
+            return self._decisions.command(current, command)
+        if command.name == "void":
+            return self._void_command(current, command)
+        if command.name == "resume":
+            return self._resume_command(current, command)
+        return Answer(False, f"unknown command {command.name!r}")
+
+    def _void_command(self, current: Round, command: Command) -> Answer:
+        """The pit boss voids the round in progress (halted or not), with a reason."""
+        if command.role != "pit":
+            return Answer(False, "only the pit boss can void a round")
+        reason = str(command.data.get("reason") or "").strip()
+        if not reason:
+            return Answer(False, "a void needs a reason")
+        self._desk.void_reason = f"voided by the pit boss: {reason}"
+        self._desk.inbox.poke()
+        return Answer(True, "", {"round": current.round_id})
+
+    def _resume_command(self, current: Round, command: Command) -> Answer:
+        """The pit boss ends a halt: the slot is cued again (or the held card rescanned)."""
+        if command.role != "pit":
+            return Answer(False, "only the pit boss can resume a round")
+        if not current.halted:
+            return Answer(False, f"round {current.round_id} is not halted")
+        self._desk.append(RoundResumedData.model_construct(by="pit"))
+        self._desk.wait.resume()
+        self._desk.inbox.poke()
+        return Answer(True, "", {"round": current.round_id})
+
+    async def _replay_command(self, command: Command) -> Answer:
+        if self._replay is None:
+            return Answer(False, "replay is not available on this controller")
+        try:
+            from_seq = int(command.data["from_seq"])
+            raw_to = command.data.get("to_seq")
+            to_seq = int(raw_to) if raw_to is not None else None
+        except (KeyError, TypeError, ValueError):
+            return Answer(False, "replay needs an integer from_seq (and optional to_seq)")
+        if from_seq < 1 or (to_seq is not None and to_seq < from_seq):
+            return Answer(False, "from_seq must be >= 1 and to_seq >= from_seq")
+        count = await self._replay(from_seq, to_seq)
+        return Answer(True, "", {"resent": count})

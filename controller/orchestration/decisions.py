@@ -1,0 +1,116 @@
+"""Decision windows: one open at a time, closed by the first accepted command or the default.
+
+Everything is checked before anything changes: a late, unknown or illegal decision is refused
+with the reason and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+
+from controller.commands import Answer, Command
+from controller.errors import IllegalAction
+from controller.games.live.base import DecisionStep
+from controller.journal import DecisionAppliedData, DecisionOpenData
+from controller.orchestration.desk import Desk
+from controller.round import Round
+
+
+def utc_text(moment: datetime) -> str:
+    """``moment`` as the contract's UTC text (``...Z``)."""
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+class DecisionWindows:
+    """Opens the decision windows of the rounds of one table and answers the decisions.
+
+    Args:
+        desk: The round in progress and the table's services.
+
+    Attributes:
+        open_window: The window open now, if one is.
+    """
+
+    def __init__(self, desk: Desk) -> None:
+        self._desk = desk
+        self.open_window: DecisionStep | None = None
+        self._window_done = False
+
+    async def decide(self, current: Round, step: DecisionStep) -> None:
+        """Open the window; return when a command closed it or its default was applied."""
+        desk = self._desk
+        closes_at = datetime.now(UTC) + timedelta(seconds=step.seconds)
+        desk.append(
+            DecisionOpenData.model_construct(
+                window=step.window,
+                kind=step.kind,
+                seat=step.seat,
+                seconds=step.seconds,
+                options=list(step.options),
+                info=dict(step.info),
+                closes_at=utc_text(closes_at),
+            )
+        )
+        self.open_window = step
+        self._window_done = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + step.seconds
+        try:
+            while not self._window_done:
+                desk.inbox.woken.clear()
+                desk.check_void()
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    self._apply_default(current, step)
+                    break
+                read = await desk.inbox.next(remaining)
+                if read is not None:
+                    await desk.out_of_turn(read, f"decision window {step.window} is open")
+        finally:
+            self.open_window = None
+
+    def _apply_default(self, current: Round, step: DecisionStep) -> None:
+        decision = current.live.apply_decision(step.window, step.default)
+        self._desk.append(
+            DecisionAppliedData.model_construct(
+                window=step.window,
+                decision=dict(decision),
+                default=True,
+                command_id=None,
+            ),
+            fold=False,
+        )
+
+    def command(self, current: Round, command: Command) -> Answer:
+        """Answer a ``decision`` command for ``current``: applied and journalled, or refused."""
+        window = command.data.get("window")
+        step = self.open_window
+        if step is None or self._window_done:
+            return Answer(
+                False, f"no decision window is open (window {window!r} is late or unknown)"
+            )
+        if window != step.window:
+            return Answer(
+                False, f"window {window!r} is not open; the open window is {step.window!r}"
+            )
+        decision = command.data.get("decision")
+        if not isinstance(decision, Mapping):
+            return Answer(False, "decision must be a JSON object")
+        try:
+            normalised = current.live.apply_decision(step.window, decision)
+        except IllegalAction as exc:
+            return Answer(False, exc.reason)
+        self._desk.append(
+            DecisionAppliedData.model_construct(
+                window=step.window,
+                decision=dict(normalised),
+                default=False,
+                command_id=command.command_id,
+            ),
+            fold=False,
+        )
+        self._window_done = True
+        self._desk.inbox.poke()
+        return Answer(True, "", {"decision": dict(normalised)})

@@ -1,0 +1,158 @@
+"""What the parts of a round's play share: the round in progress and the table's services.
+
+The :class:`Desk` holds the round in progress, the journal (every state change is appended,
+durably, before anything else happens), the card source and the commands sent to it, the
+inbox of reads, the slot's waiting state, and the settle between cards. The orchestrator, the
+deal loop and the decision windows each hold the same desk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from controller.errors import TablectlError
+from controller.games.live.base import LiveGame
+from controller.journal import (
+    CardRefusedData,
+    DeviceStatusData,
+    EntryBody,
+    Journal,
+    JournalEntry,
+)
+from controller.metrics import TableMetrics
+from controller.orchestration.inbox import Inbox
+from controller.orchestration.slot_wait import SlotWait
+from controller.round import Round
+from controller.settings import RoundSettings
+from drivers.errors import DriverError
+from drivers.source import CardRead, CardSource, DeviceStatus, Read
+
+LOST_STATES = frozenset({"lost"})
+BACK_STATES = frozenset({"recovered", "connected"})
+
+
+class RoundVoided(TablectlError):
+    """Internal: the pit boss voided the round in progress."""
+
+
+class Desk:
+    """The round in progress and the services every part of its play uses.
+
+    Args:
+        game: The game's live form.
+        source: The card source.
+        journal: The table's journal.
+        settings: Round timing and escalation.
+        metrics: Counters and gauges of the table.
+        outbox_idle: Waits (at most the given seconds) until the broker has acknowledged
+            everything published.
+        between_cards: Called after each card and before each cue, with no card in flight.
+        log: The table's bound logger.
+
+    Attributes:
+        current: The round in progress.
+        void_reason: Why the pit boss voided the round in progress (checked by the loops).
+        inbox: The reads and the wake-ups.
+        wait: What the slot being dealt waits on.
+    """
+
+    def __init__(
+        self,
+        *,
+        game: LiveGame,
+        source: CardSource,
+        journal: Journal,
+        settings: RoundSettings,
+        metrics: TableMetrics | None,
+        outbox_idle: Callable[[float], Awaitable[bool]] | None,
+        between_cards: Callable[[], object] | None,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self.game = game
+        self.source = source
+        self.journal = journal
+        self.settings = settings
+        self.metrics = metrics
+        self._outbox_idle = outbox_idle
+        self._between_cards = between_cards
+        self.log = log
+        self.current: Round | None = None
+        self.void_reason: str | None = None
+        self.inbox = Inbox(source)
+        self.wait = SlotWait()
+
+    def append(self, body: EntryBody, *, fold: bool = True) -> JournalEntry:
+        """Journal an entry of the current round, then fold it into the round's state.
+
+        Args:
+            body: Its typed body (the model names the kind).
+            fold: ``False`` when the state already holds it (a decision is applied to the
+                game first, because applying is what validates and normalises it).
+        """
+        round_id = self.current.round_id if self.current is not None else None
+        entry = self.journal.record(body, round_id=round_id)
+        if fold and self.current is not None:
+            self.current.apply(entry.kind, entry.body)
+        return entry
+
+    async def command(self, awaitable: Awaitable[None]) -> None:
+        """Send a command to the device; a device that is away does not stop the round."""
+        try:
+            await awaitable
+        except DriverError as exc:
+            self.log.warning("device command not delivered", error=str(exc))
+
+    def check_void(self) -> None:
+        """Raise :class:`RoundVoided` if the pit boss voided the round.
+
+        Raises:
+            RoundVoided: The round is voided (with the reason).
+        """
+        if self.void_reason is not None:
+            raise RoundVoided(self.void_reason)
+
+    async def settle(self) -> None:
+        """Let the broker acknowledge what was published, then do the between-cards work.
+
+        Waits ``settle_seconds`` at most (without suspending when the outbox is idle already),
+        then runs what is best done with no card in flight (``between_cards``: garbage
+        collection). Without an outbox to ask, it yields once so the outbox task can run.
+        """
+        if self._outbox_idle is not None and self.settings.settle_seconds > 0:
+            await self._outbox_idle(self.settings.settle_seconds)
+        else:
+            await asyncio.sleep(0)  # the outbox task runs at least once
+        if self._between_cards is not None:
+            self._between_cards()
+
+    def device_status(self, read: DeviceStatus) -> bool:
+        """Journal a device state; returns whether the device just came back."""
+        self.append(
+            DeviceStatusData.model_construct(
+                device=self.source.url, state=read.state, detail=read.detail
+            )
+        )
+        if self.metrics is not None:
+            if read.state in LOST_STATES:
+                self.metrics.set_device_connected(False)
+            elif read.state in BACK_STATES:
+                self.metrics.set_device_connected(True)
+                if read.state == "recovered":
+                    self.metrics.device_reconnected()
+        if read.state in LOST_STATES:
+            self.wait.device_lost(asyncio.get_running_loop().time())
+            return False
+        if read.state in BACK_STATES:
+            return self.wait.device_back()
+        return False
+
+    async def out_of_turn(self, read: Read, reason: str) -> None:
+        """A read while no card is expected: refuse cards, record device states."""
+        if isinstance(read, CardRead):
+            self.append(CardRefusedData.model_construct(slot=None, card=read.value, reason=reason))
+            await self.command(self.source.reject("", reason))
+        elif isinstance(read, DeviceStatus):
+            self.device_status(read)
