@@ -309,7 +309,7 @@ async def test_command_in_answer_out_through_a_real_broker(
             correlations: dict[str, bytes | None] = {}
             async with asyncio.timeout(10):
                 async for message in betting.messages:
-                    envelope = json.loads(message.payload)  # type: ignore[arg-type]
+                    envelope = json.loads(message.payload)
                     if str(message.topic) == topics.events:
                         events.append(envelope)
                     else:
@@ -353,7 +353,7 @@ async def test_status_watcher_follows_the_betting_systems_presence(
     settings = settings_for(broker.url, betting_status_topic=topic)
     watcher = StatusWatcher(settings, table)
     assert watcher.topic == topic
-    assert watcher.state == "unknown" and not watcher.online.is_set()
+    assert (watcher.state, watcher.online.is_set()) == ("unknown", False)
     journal = Journal.open(tmp_path / "j.sqlite")
     router = CommandRouter(settings, table, journal, Recorder(), handler_timeout=1, status=watcher)
     offline = json.dumps({"state": "offline"})
@@ -382,7 +382,7 @@ async def test_status_watcher_follows_the_betting_systems_presence(
             betting.kill()
             async with asyncio.timeout(10):
                 await watcher.changed.wait()
-            assert watcher.state == "offline" and not watcher.online.is_set()
+            assert (watcher.state, watcher.online.is_set()) == ("offline", False)
         finally:
             if betting.returncode is None:
                 betting.kill()

@@ -14,7 +14,8 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from controller.messages import DecisionOpenData, Envelope
+from controller.journal.entries import DecisionOpenData
+from controller.messages import Envelope
 from simulators.betting import BettingPolicy, BettingStats, run_simulated_betting
 from tests.conftest import MosquittoBroker
 

@@ -15,7 +15,14 @@ import pytest
 from controller.cards import Deck
 from drivers.codec import ExpectFrame, LedColor, LedFrame, RejectFrame, RescanFrame
 from drivers.serial_source import SerialCardSource
-from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread, open_card_source
+from drivers.source import (
+    CardRead,
+    CardSource,
+    DeviceStatus,
+    DriverSettings,
+    Misread,
+    open_card_source,
+)
 from simulators.errors import SimulatorConfigError
 from simulators.scanner import FaultPlan, ScannerSimulator, deck_for_game
 
@@ -36,7 +43,7 @@ def fast_sim(**kwargs: object) -> ScannerSimulator:
 class Host:
     """What the orchestrator will do: cue each slot, rescan misreads, collect the cards."""
 
-    def __init__(self, source: SerialCardSource) -> None:
+    def __init__(self, source: CardSource) -> None:
         self.source = source
         self.misreads: list[Misread] = []
         self.statuses: list[DeviceStatus] = []
@@ -249,7 +256,7 @@ async def test_positions_and_as_task_in_taskgroup() -> None:
             await source.open()
             try:
                 await source.expect(4, 0, "seat3")
-                read = await Host(source).card()  # type: ignore[arg-type]
+                read = await Host(source).card()
             finally:
                 await source.close()
             task.cancel()

@@ -114,7 +114,7 @@ async def test_publisher_and_commands_over_tls_and_no_password_in_logs(
                 journal.append("table_status", {"state": "tls-ok"})
                 async with asyncio.timeout(10):
                     message = await anext(aiter(viewer.messages))
-                assert json.loads(message.payload)["data"]["state"] == "tls-ok"  # type: ignore[arg-type]
+                assert json.loads(message.payload)["data"]["state"] == "tls-ok"
             # The pit CLI's path, over TLS with the pitboss credential.
             pit = Target(tls_settings(broker.tls_port, "pitboss", ca_file=tls.ca_cert), "tp-01")
             outcome = await send_command(pit, "pit", "resume", {"round": None}, timeout=10)

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ def _write_table(path: Path) -> None:
     journal = Journal.open(path)
     rid = "tp-01-000001"
 
-    def add(kind: str, body: dict, round_id: str | None = rid) -> None:
+    def add(kind: str, body: dict[str, Any], round_id: str | None = rid) -> None:
         journal.append(kind, body, round_id=round_id, happened_at=next(at))
 
     add(
