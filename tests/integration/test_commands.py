@@ -263,6 +263,14 @@ async def test_handler_timeout_and_errors_refuse(tmp_path: Path) -> None:
 # --- end to end through Mosquitto -------------------------------------------------------------
 
 
+def response_properties(topic: str, correlation: bytes) -> Properties:
+    """MQTT v5 PUBLISH properties asking for the answer on ``topic``."""
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    properties.ResponseTopic = topic
+    properties.CorrelationData = correlation
+    return properties
+
+
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])
 async def test_command_in_answer_out_through_a_real_broker(
     mosquitto_session: Any, journal: Journal, make_publisher: Any, protocol: str
@@ -289,11 +297,7 @@ async def test_command_in_answer_out_through_a_real_broker(
             reply = f"{topics.reply('betting')}/bs-1" if v5 else topics.reply("betting")
             await betting.subscribe(reply, qos=1)
             await betting.subscribe(topics.events, qos=1)
-            properties = None
-            if v5:
-                properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-                properties.ResponseTopic = reply
-                properties.CorrelationData = b"corr-1"
+            properties = response_properties(reply, b"corr-1") if v5 else None
             await betting.publish(
                 topics.cmd("decision"),
                 body(command_id="d-1", window="w1", decision={"action": "call"}),
