@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -156,7 +157,7 @@ async def tcp_port() -> AsyncIterator[Port]:
                 return
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             current["conn"] = conn
-            _drain_forever(lambda conn=conn: conn.recv(4096))
+            _drain_forever(functools.partial(conn.recv, 4096))
             accepted.set()
 
     threading.Thread(target=accept, name="bench-accept", daemon=True).start()
@@ -249,7 +250,7 @@ async def floor(port: Port, wire: list[bytes], paced: bool) -> Result:
     async with port.open_raw() as reader:
         await asyncio.sleep(0.05)
         device = Device(port.write, wire, paced)
-        latencies = []
+        latencies: list[float] = []
         zeros = 0
         cpu0, t0 = time.process_time(), time.monotonic()
         device.start()

@@ -184,7 +184,7 @@ class ControllerUnderTest:
                 ready.set()
                 async for message in client.messages:
                     moment = time.perf_counter()
-                    body = json.loads(message.payload)  # type: ignore[arg-type]
+                    body = json.loads(message.payload)
                     if body.get("kind") == "card_dealt":
                         round_no = int(str(body["round"]).rsplit("-", 1)[1])
                         future = self._arrival((round_no, int(body["data"]["index"])))
@@ -331,7 +331,7 @@ class Floor:
                 ready.set()
                 async for message in c.messages:
                     moment = time.perf_counter()
-                    index = json.loads(message.payload)["index"]  # type: ignore[arg-type]
+                    index = json.loads(message.payload)["index"]
                     self.arrivals.put_nowait((index, moment))
 
         self.tasks.append(asyncio.create_task(subscribe(), name="floor-subscriber"))

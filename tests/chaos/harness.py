@@ -34,7 +34,7 @@ from typing import Any
 
 from controller.cards import parse_piece
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
-from controller.journal import Journal
+from controller.journal import Journal, JournalEntry, VerifyReport
 from controller.money import merge_paytables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -511,9 +511,23 @@ def check(run: ChaosRun, consumer: Consumer) -> Figures:
     Every failed claim is listed in ``figures.problems`` (seed, what, where).
     """
     figures = Figures()
-    bad = figures.problems.append
-    game = TEEN_PATTI_20_20
-    paytables = merge_paytables(game.default_paytables, {})
+    events, results = _received(consumer, figures)
+    with Journal.open_readonly(run.controller.journal) as journal:
+        last_seq = journal.last_seq
+        undelivered = journal.undelivered_count()
+        report = journal.verify()
+        journal_entries = {entry.seq: entry for entry in journal.entries()}
+    _check_journal(report, undelivered, figures)
+    _check_events(events, journal_entries, last_seq, figures)
+    _check_rounds(run, events, results, figures)
+    _measure(run, consumer, journal_entries, figures)
+    return figures
+
+
+def _received(
+    consumer: Consumer, figures: Figures
+) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
+    """The events and results by seq, first copy of each; duplicates counted by topic."""
     per_topic_seen: dict[str, set[int]] = defaultdict(set)
     duplicates: Counter[str] = Counter()
     events: dict[int, dict[str, Any]] = {}
@@ -535,12 +549,12 @@ def check(run: ChaosRun, consumer: Consumer) -> Figures:
     figures.events_messages += duplicates["events"]
     figures.duplicates = sum(duplicates.values())
     figures.duplicates_by_topic = dict(duplicates)
+    return events, results
 
-    with Journal.open_readonly(run.controller.journal) as journal:
-        last_seq = journal.last_seq
-        undelivered = journal.undelivered_count()
-        report = journal.verify()
-        journal_entries = {entry.seq: entry for entry in journal.entries()}
+
+def _check_journal(report: VerifyReport, undelivered: int, figures: Figures) -> None:
+    """The journal verifies, leaves no round unfinished and had every entry acknowledged."""
+    bad = figures.problems.append
     if not report.ok:
         bad(f"journal verify: {[str(p) for p in report.problems[:10]]}")
     if report.unfinished:
@@ -548,7 +562,15 @@ def check(run: ChaosRun, consumer: Consumer) -> Figures:
     if undelivered:
         bad(f"journal: {undelivered} entries never acknowledged by the broker")
 
-    # No sequence gaps on events after de-duplication, and every journal entry arrived.
+
+def _check_events(
+    events: dict[int, dict[str, Any]],
+    journal_entries: dict[int, JournalEntry],
+    last_seq: int,
+    figures: Figures,
+) -> None:
+    """No sequence gaps on events after de-duplication, and every journal entry arrived."""
+    bad = figures.problems.append
     seqs = sorted(events)
     figures.events = len(seqs)
     missing = sorted(set(range(1, last_seq + 1)) - set(seqs))
@@ -564,9 +586,16 @@ def check(run: ChaosRun, consumer: Consumer) -> Figures:
             bad(f"events seq {seq}: does not match the journal entry ({payload.get('kind')})")
     figures.delayed = sum(1 for payload in events.values() if payload.get("delayed"))
 
-    # Rounds, from the stream.
+
+def _check_rounds(
+    run: ChaosRun,
+    events: dict[int, dict[str, Any]],
+    results: dict[int, dict[str, Any]],
+    figures: Figures,
+) -> None:
+    """Rounds, from the stream: each judged by :func:`_check_round`."""
     by_round: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for seq in seqs:
+    for seq in sorted(events):
         payload = events[seq]
         if payload.get("round"):
             by_round[payload["round"]].append(payload)
@@ -576,72 +605,113 @@ def check(run: ChaosRun, consumer: Consumer) -> Figures:
     dealt = run.scanner.dealt()
     figures.rounds = len(by_round)
     for round_id, items in sorted(by_round.items()):
-        kinds = [item["kind"] for item in items]
-        started = "betting_closed" in kinds
-        outcomes = [item for item in items if item["kind"] in ("round_result", "round_voided")]
-        on_results = results_by_round.get(round_id, [])
         where = f"seed {run.seed}, round {round_id}"
-        if len(outcomes) != 1:
-            bad(f"{where}: {len(outcomes)} results/voids on events (kinds {kinds})")
-            continue
-        if sorted(p["seq"] for p in on_results) != [outcomes[0]["seq"]]:
-            bad(
-                f"{where}: results topic has {[p['seq'] for p in on_results]}, "
-                f"events has {outcomes[0]['seq']}"
-            )
-        outcome = outcomes[0]
-        if not started:
-            if outcome["kind"] != "round_voided":
-                bad(f"{where}: not started but {outcome['kind']}")
-            elif any(
-                b.get("outcome") != "refund" or b.get("payout") != "1"
-                for b in outcome["data"]["bets"].values()
-            ):
-                bad(f"{where}: void without a refund of every bet")
-            figures.voided_before_start += 1
-            continue
-        figures.started += 1
-        opened = next((item for item in items if item["kind"] == "round_opened"), None)
-        closed = next(item for item in items if item["kind"] == "betting_closed")
-        if opened is not None and closed["session"] != opened["session"]:
-            # The controller restarted while betting was open: the operator's rule says
-            # that round is cancelled and refunded, not played.
-            figures.resumed_from_betting += 1
-            bad(
-                f"{where}: not started when the controller restarted (opened in session "
-                f"{opened['session']}, seq {opened['seq']}) but betting was closed by session "
-                f"{closed['session']} (seq {closed['seq']}) instead of a void with a refund"
-            )
-        if outcome["kind"] == "round_voided":
-            figures.voided_after_start += 1
-            bad(f"{where}: a started round was voided ({outcome['data'].get('reason')})")
-            continue
-        figures.settled += 1
-        data = outcome["data"]
-        hands = {
-            hand: [parse_piece(card) for card in cards] for hand, cards in data["cards"].items()
-        }
-        try:
-            result = game.resolve(hands)
-            settlement = game.settle(result, paytables)
-        except Exception as exc:
-            bad(f"{where}: the rules cannot resolve the cards {data['cards']}: {exc}")
-            continue
-        if result.winner != data["winner"]:
-            bad(f"{where}: winner {data['winner']}, the rules give {result.winner}")
-        expected_bets = {bet: outcome_.to_wire() for bet, outcome_ in settlement.items()}
-        if expected_bets != data["bets"]:
-            bad(f"{where}: settlement differs from the rules: {data['bets']} != {expected_bets}")
-        round_no = int(data["round_no"])
-        cards = [card for hand in data["cards"].values() for card in hand]
-        strangers = [card for card in cards if card not in dealt.get(round_no, set())]
-        if strangers:
-            bad(f"{where}: cards {strangers} were never dealt by the simulator in round {round_no}")
-        dealt_events = [item["data"]["card"] for item in items if item["kind"] == "card_dealt"]
-        if sorted(dealt_events) != sorted(cards):
-            bad(f"{where}: card_dealt events {dealt_events} differ from the result {cards}")
+        _check_round(where, items, results_by_round.get(round_id, []), dealt, figures)
 
-    # Figures: faults, sessions, backlog drain, resume time.
+
+def _check_round(
+    where: str,
+    items: list[dict[str, Any]],
+    on_results: list[dict[str, Any]],
+    dealt: dict[int, set[str]],
+    figures: Figures,
+) -> None:
+    """One round: one outcome, on results too; voided with refunds or settled by the rules."""
+    bad = figures.problems.append
+    kinds = [item["kind"] for item in items]
+    outcomes = [item for item in items if item["kind"] in ("round_result", "round_voided")]
+    if len(outcomes) != 1:
+        bad(f"{where}: {len(outcomes)} results/voids on events (kinds {kinds})")
+        return
+    outcome = outcomes[0]
+    if sorted(p["seq"] for p in on_results) != [outcome["seq"]]:
+        bad(
+            f"{where}: results topic has {[p['seq'] for p in on_results]}, "
+            f"events has {outcome['seq']}"
+        )
+    if "betting_closed" not in kinds:
+        _check_not_started(where, outcome, figures)
+        return
+    figures.started += 1
+    _check_betting_closed_in_its_session(where, items, figures)
+    if outcome["kind"] == "round_voided":
+        figures.voided_after_start += 1
+        bad(f"{where}: a started round was voided ({outcome['data'].get('reason')})")
+        return
+    figures.settled += 1
+    _check_settlement(where, outcome["data"], items, dealt, figures)
+
+
+def _check_not_started(where: str, outcome: dict[str, Any], figures: Figures) -> None:
+    """A round that never started is voided with a refund of every bet."""
+    bad = figures.problems.append
+    if outcome["kind"] != "round_voided":
+        bad(f"{where}: not started but {outcome['kind']}")
+    elif any(
+        b.get("outcome") != "refund" or b.get("payout") != "1"
+        for b in outcome["data"]["bets"].values()
+    ):
+        bad(f"{where}: void without a refund of every bet")
+    figures.voided_before_start += 1
+
+
+def _check_betting_closed_in_its_session(
+    where: str, items: list[dict[str, Any]], figures: Figures
+) -> None:
+    """Betting is closed by the session that opened the round."""
+    opened = next((item for item in items if item["kind"] == "round_opened"), None)
+    closed = next(item for item in items if item["kind"] == "betting_closed")
+    if opened is not None and closed["session"] != opened["session"]:
+        # The controller restarted while betting was open: the operator's rule says
+        # that round is cancelled and refunded, not played.
+        figures.resumed_from_betting += 1
+        figures.problems.append(
+            f"{where}: not started when the controller restarted (opened in session "
+            f"{opened['session']}, seq {opened['seq']}) but betting was closed by session "
+            f"{closed['session']} (seq {closed['seq']}) instead of a void with a refund"
+        )
+
+
+def _check_settlement(
+    where: str,
+    data: dict[str, Any],
+    items: list[dict[str, Any]],
+    dealt: dict[int, set[str]],
+    figures: Figures,
+) -> None:
+    """A settled round: the rules give its winner and payouts; its cards were all dealt."""
+    bad = figures.problems.append
+    game = TEEN_PATTI_20_20
+    paytables = merge_paytables(game.default_paytables, {})
+    hands = {hand: [parse_piece(card) for card in cards] for hand, cards in data["cards"].items()}
+    try:
+        result = game.resolve(hands)
+        settlement = game.settle(result, paytables)
+    except Exception as exc:
+        bad(f"{where}: the rules cannot resolve the cards {data['cards']}: {exc}")
+        return
+    if result.winner != data["winner"]:
+        bad(f"{where}: winner {data['winner']}, the rules give {result.winner}")
+    expected_bets = {bet: outcome_.to_wire() for bet, outcome_ in settlement.items()}
+    if expected_bets != data["bets"]:
+        bad(f"{where}: settlement differs from the rules: {data['bets']} != {expected_bets}")
+    round_no = int(data["round_no"])
+    cards = [card for hand in data["cards"].values() for card in hand]
+    strangers = [card for card in cards if card not in dealt.get(round_no, set())]
+    if strangers:
+        bad(f"{where}: cards {strangers} were never dealt by the simulator in round {round_no}")
+    dealt_events = [item["data"]["card"] for item in items if item["kind"] == "card_dealt"]
+    if sorted(dealt_events) != sorted(cards):
+        bad(f"{where}: card_dealt events {dealt_events} differ from the result {cards}")
+
+
+def _measure(
+    run: ChaosRun,
+    consumer: Consumer,
+    journal_entries: dict[int, JournalEntry],
+    figures: Figures,
+) -> None:
+    """Figures: faults, sessions, backlog drain, resume time."""
     figures.faults = dict(Counter(fault.kind for fault in run.faults))
     figures.device_exits = run.device_exits
     figures.controller_starts = len(run.controller.spawned_at)
@@ -666,4 +736,3 @@ def check(run: ChaosRun, consumer: Consumer) -> Figures:
         before = [t for t in spawns if t <= first_at]
         if before:
             figures.resume_seconds.append(first_at - before[-1])
-    return figures

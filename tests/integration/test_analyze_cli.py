@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ BET_IDS = {
 }
 
 
-def analyze(*args: str) -> dict:
+def analyze(*args: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "controller.cli", "analyze", *args, "--json", "--no-progress"],
         capture_output=True,
@@ -38,7 +39,8 @@ def analyze(*args: str) -> dict:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
 
 
 @pytest.mark.parametrize("game", ["teen-patti-20-20", "mahjong-pai-gow"])

@@ -76,6 +76,20 @@ class Outcome:
     bounces: int = 0
 
 
+async def command(call: Any) -> bool:
+    """Send a command to the device; ``False`` if it is away (sent again after "recovered")."""
+    try:
+        await call
+    except DeviceAway:
+        return False
+    return True
+
+
+def is_bounce(read: CardRead, last: CardRead | None) -> bool:
+    """The same card again within the bounce time: the same physical card read twice."""
+    return last is not None and read.value == last.value and read.at - last.at <= BOUNCE_SECONDS
+
+
 async def play(source: SupervisedCardSource, count: int, round_no: int = 1) -> Outcome:
     """What the orchestrator does: cue each slot, rescan misreads, ignore bounces, and cue
     again (and rescan again) after the device recovered."""
@@ -83,14 +97,6 @@ async def play(source: SupervisedCardSource, count: int, round_no: int = 1) -> O
     slot = 0
     last: CardRead | None = None
     owe_rescan = False
-
-    async def command(call: Any) -> bool:
-        try:
-            await call
-        except DeviceAway:
-            return False  # sent again after "recovered"
-        return True
-
     await command(source.expect(round_no, slot, f"S{slot}"))
     while len(out.cards) < count:
         read = await source.next_read()
@@ -106,7 +112,7 @@ async def play(source: SupervisedCardSource, count: int, round_no: int = 1) -> O
             if read.cause in ("device", "gap"):
                 owe_rescan = not await command(source.request_rescan(f"S{slot}", "misread"))
             continue
-        if last is not None and read.value == last.value and read.at - last.at <= BOUNCE_SECONDS:
+        if is_bounce(read, last):
             out.bounces += 1
             continue
         out.cards.append(read.value)

@@ -26,7 +26,6 @@ from controller.errors import TablectlError
 from controller.journal import Journal
 from controller.messages import Topics
 from controller.mqtt.settings import MqttSettings
-from controller.publisher import Publisher
 
 TOPICS = Topics(table="tp-9")
 
@@ -264,24 +263,32 @@ async def test_handler_timeout_and_errors_refuse(tmp_path: Path) -> None:
 # --- end to end through Mosquitto -------------------------------------------------------------
 
 
+def response_properties(topic: str, correlation: bytes) -> Properties:
+    """MQTT v5 PUBLISH properties asking for the answer on ``topic``."""
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    properties.ResponseTopic = topic
+    properties.CorrelationData = correlation
+    return properties
+
+
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])
 async def test_command_in_answer_out_through_a_real_broker(
-    mosquitto_session: Any, tmp_path: Path, protocol: str
+    mosquitto_session: Any, journal: Journal, make_publisher: Any, protocol: str
 ) -> None:
     broker = mosquitto_session
     table = f"cmd-{uuid.uuid4().hex[:6]}"
     topics = Topics(table=table)
-    journal = Journal.open(tmp_path / "j.sqlite")
     settings = settings_for(broker.url, protocol)
     handler = Recorder(Answer(True, "", {"applied": True}))
-    publisher = Publisher(settings, table, journal, game="g", version="t")
     router = CommandRouter(settings, table, journal, handler, handler_timeout=2.0)
     v5 = protocol == "5"
     version = aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        pub_task = group.create_task(publisher.run(), name="publisher")
+    async with (
+        asyncio.timeout(30),
+        make_publisher(settings, table, journal, version="t", connect_within=5),
+        asyncio.TaskGroup() as group,
+    ):
         router_task = group.create_task(router.run(), name="commands")
-        assert await publisher.wait_connected(5)
         async with asyncio.timeout(5):
             await router.subscribed.wait()
         async with aiomqtt.Client(
@@ -290,11 +297,7 @@ async def test_command_in_answer_out_through_a_real_broker(
             reply = f"{topics.reply('betting')}/bs-1" if v5 else topics.reply("betting")
             await betting.subscribe(reply, qos=1)
             await betting.subscribe(topics.events, qos=1)
-            properties = None
-            if v5:
-                properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-                properties.ResponseTopic = reply
-                properties.CorrelationData = b"corr-1"
+            properties = response_properties(reply, b"corr-1") if v5 else None
             await betting.publish(
                 topics.cmd("decision"),
                 body(command_id="d-1", window="w1", decision={"action": "call"}),
@@ -309,7 +312,7 @@ async def test_command_in_answer_out_through_a_real_broker(
             correlations: dict[str, bytes | None] = {}
             async with asyncio.timeout(10):
                 async for message in betting.messages:
-                    envelope = json.loads(message.payload)  # type: ignore[arg-type]
+                    envelope = json.loads(message.payload)
                     if str(message.topic) == topics.events:
                         events.append(envelope)
                     else:
@@ -320,8 +323,6 @@ async def test_command_in_answer_out_through_a_real_broker(
                     if len(answers) == 2 and len(events) >= 3:
                         break
         await router.stop()
-        await publisher.stop()
-        await pub_task
         await router_task
 
     decision = answers["d-1"]["data"]
@@ -341,7 +342,6 @@ async def test_command_in_answer_out_through_a_real_broker(
     assert {"command_id": "d-1", "role": "betting", "name": "decision", "accepted": True,
             "reason": ""} in answered  # fmt: skip
     assert all("data" not in a and "correlation_data" not in a for a in answered)
-    journal.close()
 
 
 async def test_status_watcher_follows_the_betting_systems_presence(
@@ -353,7 +353,7 @@ async def test_status_watcher_follows_the_betting_systems_presence(
     settings = settings_for(broker.url, betting_status_topic=topic)
     watcher = StatusWatcher(settings, table)
     assert watcher.topic == topic
-    assert watcher.state == "unknown" and not watcher.online.is_set()
+    assert (watcher.state, watcher.online.is_set()) == ("unknown", False)
     journal = Journal.open(tmp_path / "j.sqlite")
     router = CommandRouter(settings, table, journal, Recorder(), handler_timeout=1, status=watcher)
     offline = json.dumps({"state": "offline"})
@@ -382,7 +382,7 @@ async def test_status_watcher_follows_the_betting_systems_presence(
             betting.kill()
             async with asyncio.timeout(10):
                 await watcher.changed.wait()
-            assert watcher.state == "offline" and not watcher.online.is_set()
+            assert (watcher.state, watcher.online.is_set()) == ("offline", False)
         finally:
             if betting.returncode is None:
                 betting.kill()

@@ -22,7 +22,6 @@ from controller.games.registry import make_live_game
 from controller.journal import Journal
 from controller.mqtt.settings import MqttSettings
 from controller.orchestrator import Orchestrator, RoundSummary
-from controller.publisher import Publisher
 from controller.round import Phase
 from controller.settings import RoundSettings
 from drivers.codec import ExpectFrame
@@ -158,32 +157,31 @@ def test_settle_seconds_setting() -> None:
             RoundSettings(settle_seconds=bad)
 
 
-async def test_each_slot_is_cued_with_the_real_outbox_idle(mosquitto_session, tmp_path):
+async def test_each_slot_is_cued_with_the_real_outbox_idle(
+    mosquitto_session, journal, make_publisher
+):
     """``Publisher.wait_idle`` as ``outbox_idle``: every cue, and what follows every card,
     finds everything acknowledged."""
     broker = mosquitto_session
     table = f"cue-{uuid.uuid4().hex[:6]}"
     settings = MqttSettings(urls=[broker.url], protocol="5", publish_timeout=2.0)
     answers: list[tuple[bool, int]] = []
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(settings, table, journal, game=GAME, version="1")
+    async with (
+        asyncio.timeout(30),
+        make_publisher(settings, table, journal, game=GAME, connect_within=5) as publisher,
+    ):
 
         async def outbox_idle(timeout: float) -> bool:  # noqa: ASYNC109
-            idle = await publisher.wait_idle(timeout)
+            idle: bool = await publisher.wait_idle(timeout)
             answers.append((idle, journal.undelivered_count()))
             return idle
 
-        async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            assert await publisher.wait_connected(5)
-            journal.append("table_status", {"state": "ready", "detail": ""})
-            assert await publisher.flush(5)  # the outbox is up
-            async with scanner() as (_sim, source):
-                orchestrator = orchestrator_for(journal, source, outbox_idle, settle_seconds=3)
-                summaries = await orchestrator.run(rounds=1)
-            assert await publisher.flush(5)
-            await publisher.stop()
-            await run_task
-        assert_settled_as_scripted(summaries)
-        assert answers == [(True, 0)] * (2 * SLOTS)  # before each cue, after each card
-        assert journal.undelivered() == []
+        journal.append("table_status", {"state": "ready", "detail": ""})
+        assert await publisher.flush(5)  # the outbox is up
+        async with scanner() as (_sim, source):
+            orchestrator = orchestrator_for(journal, source, outbox_idle, settle_seconds=3)
+            summaries = await orchestrator.run(rounds=1)
+        assert await publisher.flush(5)
+    assert_settled_as_scripted(summaries)
+    assert answers == [(True, 0)] * (2 * SLOTS)  # before each cue, after each card
+    assert journal.undelivered() == []

@@ -9,6 +9,7 @@ import asyncio
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -20,7 +21,7 @@ from simulators.table import Simulation, simulated_scanner
 pytestmark = pytest.mark.hil
 
 
-def journal_kinds(path: Path) -> list[tuple[str, dict]]:
+def journal_kinds(path: Path) -> list[tuple[str, dict[str, Any]]]:
     if not path.exists():
         return []
     with sqlite3.connect(path) as db:

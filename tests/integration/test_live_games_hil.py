@@ -324,6 +324,82 @@ def _options(state: HoldemState) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _check_action_window(
+    opened: Any, state: HoldemState, seat: int, holes: dict[int, list[str]]
+) -> None:
+    """The window opened for ``seat``: its legal options and the public state, no hole card."""
+    assert state.to_act == seat
+    assert opened.data["seat"] == f"seat{seat}"
+    assert opened.data["options"] == _options(state)
+    info = opened.data["info"]
+    assert info["pot"] == state.pot and info["current_bet"] == state.level
+    assert info["stacks"] == {f"seat{s.seat}": s.stack for s in state.seats}
+    assert not cards_named(info) & {c for h in holes.values() for c in h}
+
+
+async def _refused_actions(bettor: Bettor, number: int) -> None:
+    """Illegal actions tried before the legal one in windows 1 (pre-flop) and 4 (flop)."""
+    if number == 1:
+        await bettor.refused(bettor.body("action-1", {"action": "call", "seat": "seat2"}), "seat2")
+        await bettor.refused(bettor.body("action-1", {"action": "raise", "multiple": 1}), "minimum")
+        await bettor.refused(
+            bettor.body("action-1", {"action": "bet", "share": "50%"}), "not possible"
+        )
+        await bettor.refused(
+            bettor.body("action-1", {"action": "call", "amount": 5}), "does not match"
+        )
+        await bettor.refused(bettor.body("action-2", {"action": "call"}), "is not open")
+        await bettor.refused(bettor.body("action-1", {"action": "shove"}), "not one of")
+    if number == 4:  # first to act on the flop, checking is free
+        await bettor.refused(bettor.body("action-4", {"action": "fold"}), "not possible")
+        await bettor.refused(bettor.body("action-4", {"action": "bet", "share": "20%"}), "minimum")
+
+
+def _check_holdem_result(
+    data: dict[str, Any],
+    state: HoldemState,
+    *,
+    holes: dict[int, list[str]],
+    board: list[str],
+    plan: list[tuple[int, dict[str, Any], Action]],
+    normalised: list[dict[str, Any]],
+) -> None:
+    """The result: the showdown's cards, winner, hands, pots, payouts and actions, as the
+    rules give them."""
+    settlement = state.settlement
+    assert settlement is not None
+    shown = [s for s in (3, 1) if s in settlement.strengths]
+    assert shown == [3, 1]
+    assert data["cards"] == {"seat3": holes[3], "seat1": holes[1], "board": board}
+    assert data["winner"] == "+".join(f"seat{s}" for s in settlement.pots[0].winners) == "seat1"
+    assert data["hands"] == {
+        f"seat{s}": {
+            "category": category_of(settlement.strengths[s]).id,
+            "description": describe(settlement.strengths[s]),
+        }
+        for s in shown
+    }
+    details = data["details"]
+    assert details["ended"] == "showdown"
+    assert details["pots"] == [
+        {
+            "amount": pot.amount,
+            "level": pot.level,
+            "eligible": [f"seat{s}" for s in pot.eligible],
+            "winners": [f"seat{s}" for s in pot.winners],
+            "shares": {f"seat{s}": c for s, c in pot.shares.items()},
+        }
+        for pot in settlement.pots
+    ]
+    assert details["payouts"] == {f"seat{s}": c for s, c in settlement.payouts.items()}
+    assert details["stacks_after"] == {f"seat{s}": c for s, c in settlement.stacks.items()}
+    # By hand: seat 1 put in 300 + 325 and wins the pot of 300 + 50 + 300 + 325 + 325.
+    assert details["stacks_after"] == {"seat1": 10_675, "seat2": 9_950, "seat3": 9_375}
+    assert [a["action"] for a in details["actions"]] == [d["action"] for _, d, _ in plan]
+    assert [{k: v for k, v in a.items() if k != "window"} for a in details["actions"]] == normalised
+    assert data["bets"] == {}
+
+
 async def test_texas_holdem_live(broker: SecureBroker, tmp_path: Path) -> None:
     # 3 seats, button seat 1 (the lowest at a new table): SB seat 2, BB seat 3. Hole cards
     # one at a time from the small blind, twice around; then flop, turn, river.
@@ -363,35 +439,10 @@ async def test_texas_holdem_live(broker: SecureBroker, tmp_path: Path) -> None:
                 state = state.apply(Deal(next(cards)))
             at, opened = await _open_window(betting, at, f"action-{number}")
             round_id = opened.body["round"]
-            assert state.to_act == seat
-            assert opened.data["seat"] == f"seat{seat}"
-            assert opened.data["options"] == _options(state)
-            info = opened.data["info"]
-            assert info["pot"] == state.pot and info["current_bet"] == state.level
-            assert info["stacks"] == {f"seat{s.seat}": s.stack for s in state.seats}
-            assert not cards_named(info) & {c for h in holes.values() for c in h}
+            _check_action_window(opened, state, seat, holes)
             bettor = Bettor(betting, round_id)
             bettor.count = number * 100  # command ids are unique across the hand
-            if number == 1:
-                await bettor.refused(
-                    bettor.body("action-1", {"action": "call", "seat": "seat2"}), "seat2"
-                )
-                await bettor.refused(
-                    bettor.body("action-1", {"action": "raise", "multiple": 1}), "minimum"
-                )
-                await bettor.refused(
-                    bettor.body("action-1", {"action": "bet", "share": "50%"}), "not possible"
-                )
-                await bettor.refused(
-                    bettor.body("action-1", {"action": "call", "amount": 5}), "does not match"
-                )
-                await bettor.refused(bettor.body("action-2", {"action": "call"}), "is not open")
-                await bettor.refused(bettor.body("action-1", {"action": "shove"}), "not one of")
-            if number == 4:  # first to act on the flop, checking is free
-                await bettor.refused(bettor.body("action-4", {"action": "fold"}), "not possible")
-                await bettor.refused(
-                    bettor.body("action-4", {"action": "bet", "share": "20%"}), "minimum"
-                )
+            await _refused_actions(bettor, number)
             assert len(_applied(betting)) == number - 1, "a refused action changed the hand"
             answer = await bettor.accepted(f"action-{number}", decision)
             normalised.append(answer["data"]["decision"])
@@ -403,39 +454,9 @@ async def test_texas_holdem_live(broker: SecureBroker, tmp_path: Path) -> None:
         _, result = await betting.wait_event("round_result", after=at)
         await live.finished()
 
-    settlement = state.settlement
-    assert settlement is not None
-    data = result.data
-    shown = [s for s in (3, 1) if s in settlement.strengths]
-    assert shown == [3, 1]
-    assert data["cards"] == {"seat3": holes[3], "seat1": holes[1], "board": board}
-    assert data["winner"] == "+".join(f"seat{s}" for s in settlement.pots[0].winners) == "seat1"
-    assert data["hands"] == {
-        f"seat{s}": {
-            "category": category_of(settlement.strengths[s]).id,
-            "description": describe(settlement.strengths[s]),
-        }
-        for s in shown
-    }
-    details = data["details"]
-    assert details["ended"] == "showdown"
-    assert details["pots"] == [
-        {
-            "amount": pot.amount,
-            "level": pot.level,
-            "eligible": [f"seat{s}" for s in pot.eligible],
-            "winners": [f"seat{s}" for s in pot.winners],
-            "shares": {f"seat{s}": c for s, c in pot.shares.items()},
-        }
-        for pot in settlement.pots
-    ]
-    assert details["payouts"] == {f"seat{s}": c for s, c in settlement.payouts.items()}
-    assert details["stacks_after"] == {f"seat{s}": c for s, c in settlement.stacks.items()}
-    # By hand: seat 1 put in 300 + 325 and wins the pot of 300 + 50 + 300 + 325 + 325.
-    assert details["stacks_after"] == {"seat1": 10_675, "seat2": 9_950, "seat3": 9_375}
-    assert [a["action"] for a in details["actions"]] == [d["action"] for _, d, _ in plan]
-    assert [{k: v for k, v in a.items() if k != "window"} for a in details["actions"]] == normalised
-    assert data["bets"] == {}
+    _check_holdem_result(
+        result.data, state, holes=holes, board=board, plan=plan, normalised=normalised
+    )
     # Equity: never on the betting feed, on the secure feed with every live seat.
     public_info = betting.events("table_info")
     assert public_info and all(m.data == {"kind": "equity", "secure": True} for m in public_info)

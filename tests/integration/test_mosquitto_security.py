@@ -527,33 +527,27 @@ def _publisher_settings(port: int, user: str) -> Any:
 
 
 async def test_publisher_detects_a_credential_publishing_outside_its_table(
-    broker: SecureBroker, tmp_path: Path
+    broker: SecureBroker, journal: Any, make_publisher: Any
 ) -> None:
     """table-tp-01's credential configured for table tp-02: every publish is refused (0x87);
     the refusal is reported once, nothing is marked delivered, and it keeps retrying."""
     from structlog.testing import capture_logs
 
-    from controller.journal import Journal
-    from controller.publisher import Publisher
-
-    journal = Journal.open(tmp_path / "j.sqlite")
     journal.append("table_status", {"state": "ready"})
     refusals: list[tuple[PublishRefused, Any]] = []
-    publisher = Publisher(
-        _publisher_settings(broker.port, "table-tp-01"),
-        "tp-02",
-        journal,
-        game="g",
-        version="t",
-        on_refused=lambda exc, entry: refusals.append((exc, entry)),
-    )
     with capture_logs() as logs:
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            task = group.create_task(publisher.run())
+        async with (
+            asyncio.timeout(20),
+            make_publisher(
+                _publisher_settings(broker.port, "table-tp-01"),
+                "tp-02",
+                journal,
+                version="t",
+                on_refused=lambda exc, entry: refusals.append((exc, entry)),
+            ) as publisher,
+        ):
             while publisher.connections < 3:
                 await asyncio.sleep(0.05)
-            await publisher.stop()
-            await task
     assert len(refusals) == 1  # reported once, not at every retry
     refusal, entry = refusals[0]
     assert entry is None  # the birth was the first publish
@@ -564,16 +558,14 @@ async def test_publisher_detects_a_credential_publishing_outside_its_table(
     errors = [e for e in logs if e["log_level"] == "error"]
     assert errors and errors[0]["reason_code"] == 0x87
     assert errors[0]["topic"] == "tables/tp-02/status"
-    journal.close()
 
 
-async def test_refused_entry_is_held_until_the_acl_allows_it(tmp_path: Path) -> None:
+async def test_refused_entry_is_held_until_the_acl_allows_it(
+    tmp_path: Path, journal: Any, make_publisher: Any
+) -> None:
     """An ACL that forgets results: the result entry stays undelivered (and what follows),
     reported once with its seq; after the ACL is fixed and reloaded (SIGHUP) it goes out."""
     import signal
-
-    from controller.journal import Journal
-    from controller.publisher import Publisher
 
     acl = tmp_path / "acl"
     acl.write_text(
@@ -587,20 +579,19 @@ async def test_refused_entry_is_held_until_the_acl_allows_it(tmp_path: Path) -> 
         "listener {port} 127.0.0.1\nallow_anonymous false\n"
         f"password_file {passwd}\nacl_file {acl}\npersistence false\n"
     )
-    journal = Journal.open(tmp_path / "j.sqlite")
     refusals: list[tuple[PublishRefused, Any]] = []
     with SecureBroker(config, tmp_path / "broker") as running:
-        publisher = Publisher(
-            _publisher_settings(running.port, "table-tp-01"),
-            "tp-01",
-            journal,
-            game="g",
-            version="t",
-            on_refused=lambda exc, entry: refusals.append((exc, entry)),
-        )
-        async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-            task = group.create_task(publisher.run())
-            assert await publisher.wait_connected(5)
+        async with (
+            asyncio.timeout(30),
+            make_publisher(
+                _publisher_settings(running.port, "table-tp-01"),
+                "tp-01",
+                journal,
+                version="t",
+                on_refused=lambda exc, entry: refusals.append((exc, entry)),
+                connect_within=5,
+            ) as publisher,
+        ):
             journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
             journal.append(
                 "round_voided",
@@ -620,11 +611,8 @@ async def test_refused_entry_is_held_until_the_acl_allows_it(tmp_path: Path) -> 
             running.process.send_signal(signal.SIGHUP)
             assert await publisher.flush(10)
             assert publisher.refused is None
-            await publisher.stop()
-            await task
     assert len(refusals) == 1
     refusal, entry = refusals[0]
     assert entry is not None and entry.seq == 2
     assert refusal.reason_code == 0x87
     assert journal.undelivered_count() == 0
-    journal.close()

@@ -24,6 +24,7 @@ Decisions where the brief is silent:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -122,25 +123,37 @@ async def _halted(live: Live) -> tuple[int, Received]:
     return at, halted
 
 
+def unplugged_table(
+    broker: SecureBroker,
+    tmp_path: Path,
+    cards: list[str],
+    faults: FaultPlan,
+    *,
+    rounds: int = 1,
+    **round_settings: Any,
+) -> contextlib.AbstractAsyncContextManager[Live]:
+    """A Teen Patti table dealing ``cards`` from a scanner unplugged as ``faults`` say,
+    watched by the betting system's credential."""
+    sim = Simulation(cards=tuple(cards), deal_delay=0.0, faults=faults)
+    return live_table(
+        broker,
+        GAME,
+        sim,
+        tmp_path / "j.sqlite",
+        rounds=rounds,
+        users=("betting",),
+        round_settings=round_settings,
+        driver=DRIVER,
+    )
+
+
 async def test_device_lost_halts_and_pit_resume_completes_the_round(
     broker: SecureBroker, tmp_path: Path
 ) -> None:
     # The cable is pulled for 2.5 s as the 4th card (Kc, slot B2) is dealt; the round halts
     # after 0.5 s without the device.
-    sim = Simulation(
-        cards=tuple(ROUND_1),
-        deal_delay=0.0,
-        faults=FaultPlan(unplug_every=4, unplug_seconds=2.5),
-    )
-    async with live_table(
-        broker,
-        GAME,
-        sim,
-        tmp_path / "j.sqlite",
-        users=("betting",),
-        round_settings={"device_halt_seconds": 0.5},
-        driver=DRIVER,
-    ) as live:
+    faults = FaultPlan(unplug_every=4, unplug_seconds=2.5)
+    async with unplugged_table(broker, tmp_path, ROUND_1, faults, device_halt_seconds=0.5) as live:
         betting = live["betting"]
         at, halted = await _halted(live)
         round_id = halted.body["round"]
@@ -177,21 +190,10 @@ async def test_device_lost_halts_and_pit_void_refunds_then_next_round_plays(
     broker: SecureBroker, tmp_path: Path
 ) -> None:
     # One unplug only (a scripted fault at the 4th card), so the next round plays normally.
-    sim = Simulation(
-        cards=tuple(ROUND_1 + ROUND_2),
-        deal_delay=0.0,
-        faults=FaultPlan(script=(CardFault(at=3, kind="unplug", seconds=2.5),)),
-    )
+    faults = FaultPlan(script=(CardFault(at=3, kind="unplug", seconds=2.5),))
     reason = "scanner cable pulled at B2"
-    async with live_table(
-        broker,
-        GAME,
-        sim,
-        tmp_path / "j.sqlite",
-        rounds=2,
-        users=("betting",),
-        round_settings={"device_halt_seconds": 0.5},
-        driver=DRIVER,
+    async with unplugged_table(
+        broker, tmp_path, ROUND_1 + ROUND_2, faults, rounds=2, device_halt_seconds=0.5
     ) as live:
         betting = live["betting"]
         at, halted = await _halted(live)
@@ -241,19 +243,9 @@ async def test_short_unplug_waits_without_halting_and_refusals(
     broker: SecureBroker, tmp_path: Path
 ) -> None:
     # The cable is out for 0.6 s, well under device_halt_seconds (5 s): the round waits.
-    sim = Simulation(
-        cards=tuple(ROUND_1),
-        deal_delay=0.0,
-        faults=FaultPlan(unplug_every=4, unplug_seconds=0.6),
-    )
-    async with live_table(
-        broker,
-        GAME,
-        sim,
-        tmp_path / "j.sqlite",
-        users=("betting",),
-        round_settings={"device_halt_seconds": 5.0, "betting_seconds": 3.0},
-        driver=DRIVER,
+    faults = FaultPlan(unplug_every=4, unplug_seconds=0.6)
+    async with unplugged_table(
+        broker, tmp_path, ROUND_1, faults, device_halt_seconds=5.0, betting_seconds=3.0
     ) as live:
         betting = live["betting"]
         at, opened = await betting.wait_event("round_opened")

@@ -87,9 +87,9 @@ async def test_pit_commands_and_replay_exit_codes(
     where = ["--broker", broker.url, "--table-id", table_id, "--timeout", "10"]
     async with running(Table(broker.url, table_id, journal)) as table:
         assert await cli(["pit", "void", "--reason", "dealer error", *where]) == 0
-        out = capsys.readouterr()
-        assert "\nACCEPTED void " in "\n" + out.out
-        assert ": voided" in out.out
+        voided = capsys.readouterr().out
+        assert "\nACCEPTED void " in "\n" + voided
+        assert ": voided" in voided
 
         assert await cli(["pit", "resume", "--round", "r-1", *where]) == 1
         err = capsys.readouterr().err

@@ -10,6 +10,7 @@ import sqlite3
 import sys
 import textwrap
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,17 @@ class Subscriber:
             except aiomqtt.MqttError:
                 await asyncio.sleep(0.05)
 
+    @contextlib.asynccontextmanager
+    async def listening(self) -> AsyncIterator[Subscriber]:
+        """Subscribed for the ``async with`` block (it returns once subscribed)."""
+        async with asyncio.TaskGroup() as group:
+            task = group.create_task(self.run(), name=f"subscriber {self.table}")
+            await self.ready.wait()
+            try:
+                yield self
+            finally:
+                task.cancel()
+
     def on(self, leaf: str) -> list[dict[str, Any]]:
         return [b for t, b, _, _ in self.received if t == f"tables/{self.table}/{leaf}"]
 
@@ -89,20 +101,17 @@ def card(journal: Journal, n: int, *, face: str = "up", round_id: str = "r-1") -
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_entries_arrive_in_order_at_qos1_and_are_marked_delivered(
-    mosquitto_session, tmp_path, protocol
+    mosquitto_session, journal, make_publisher, protocol
 ):
     broker = mosquitto_session
     table = f"order-{protocol.replace('.', '')}-{uuid.uuid4().hex[:6]}"
-    journal = Journal.open(tmp_path / "j.sqlite")
     sub = Subscriber(broker.host, broker.port, table)
-    publisher = Publisher(
-        settings_for(broker.url, protocol), table, journal, game="g", version="9.9"
-    )
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
-        run_task = group.create_task(publisher.run())
-        assert await publisher.wait_connected(5)
+    settings = settings_for(broker.url, protocol)
+    async with (
+        asyncio.timeout(30),
+        sub.listening(),
+        make_publisher(settings, table, journal, version="9.9", connect_within=5) as publisher,
+    ):
         journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
         for n in range(1, 60):
             card(journal, n, face="hidden" if n == 7 else "up")
@@ -110,9 +119,6 @@ async def test_entries_arrive_in_order_at_qos1_and_are_marked_delivered(
                 await asyncio.sleep(0)  # let some go out live, the rest as a backlog
         assert await publisher.flush(10)
         await sub.wait_until(lambda: len(sub.on("events")) >= 60)
-        await publisher.stop()
-        await run_task
-        sub_task.cancel()
 
     events = sub.on("events")
     assert [e["seq"] for e in events] == list(range(1, 61))
@@ -137,29 +143,26 @@ async def test_entries_arrive_in_order_at_qos1_and_are_marked_delivered(
 
     # A consumer arriving later gets the retained status and round snapshot.
     late = Subscriber(broker.host, broker.port, table)
-    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
-        task = group.create_task(late.run())
+    async with asyncio.timeout(10), late.listening():
         await late.wait_until(lambda: late.on("status") and late.on("round"))
-        task.cancel()
     assert all(retained for t, _, retained, _ in late.received)
     assert late.on("status")[0]["state"] == "offline"
     assert late.on("round")[0]["data"]["last_seq"] == 60
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_broker_restart_mid_stream_loses_nothing(mosquitto, tmp_path, protocol):
+async def test_broker_restart_mid_stream_loses_nothing(
+    mosquitto, journal, make_publisher, protocol
+):
     table = f"restart-{protocol.replace('.', '')}"
-    journal = Journal.open(tmp_path / "j.sqlite")
     sub = Subscriber(mosquitto.host, mosquitto.port, table, persistent=True)
-    publisher = Publisher(
-        settings_for(mosquitto.url, protocol), table, journal, game="g", version="1"
-    )
+    settings = settings_for(mosquitto.url, protocol)
     while_down: list[int] = []
-    async with asyncio.timeout(45), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
-        run_task = group.create_task(publisher.run())
-        assert await publisher.wait_connected(5)
+    async with (
+        asyncio.timeout(45),
+        sub.listening(),
+        make_publisher(settings, table, journal, connect_within=5) as publisher,
+    ):
         journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
         for n in range(1, 20):
             card(journal, n)
@@ -178,9 +181,6 @@ async def test_broker_restart_mid_stream_loses_nothing(mosquitto, tmp_path, prot
             await asyncio.sleep(0.002)
         assert await publisher.flush(20)
         await sub.wait_until(lambda: {e["seq"] for e in sub.on("events")} >= set(range(1, 46)))
-        await publisher.stop()
-        await run_task
-        sub_task.cancel()
 
     events = sub.on("events")
     first_seen: dict[int, dict[str, Any]] = {}
@@ -193,10 +193,11 @@ async def test_broker_restart_mid_stream_loses_nothing(mosquitto, tmp_path, prot
     assert not any(e["delayed"] for e in events if e["seq"] > max(while_down))
     assert publisher.connections >= 2
     assert journal.undelivered() == []
-    journal.close()
 
 
-async def test_undelivered_entries_of_a_previous_run_go_out_delayed(mosquitto_session, tmp_path):
+async def test_undelivered_entries_of_a_previous_run_go_out_delayed(
+    mosquitto_session, tmp_path, make_publisher
+):
     broker = mosquitto_session
     table = f"resume-{uuid.uuid4().hex[:6]}"
     path = tmp_path / "j.sqlite"
@@ -207,18 +208,15 @@ async def test_undelivered_entries_of_a_previous_run_go_out_delayed(mosquitto_se
     journal = Journal.open(path)
     assert journal.session == 2
     sub = Subscriber(broker.host, broker.port, table)
-    publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
-    async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
-        run_task = group.create_task(publisher.run())
+    async with (
+        asyncio.timeout(20),
+        sub.listening(),
+        make_publisher(settings_for(broker.url, "5"), table, journal) as publisher,
+    ):
         assert await publisher.flush(5)
         card(journal, 3, round_id="r-4")
         assert await publisher.flush(5)
         await sub.wait_until(lambda: len(sub.on("events")) >= 4)
-        await publisher.stop()
-        await run_task
-        sub_task.cancel()
     events = sub.on("events")
     assert [(e["seq"], e["session"], e["delayed"]) for e in events] == [
         (1, 1, True),
@@ -233,7 +231,7 @@ async def test_undelivered_entries_of_a_previous_run_go_out_delayed(mosquitto_se
 
 
 async def test_snapshot_after_restart_includes_delivered_part_of_the_round(
-    mosquitto_session, tmp_path
+    mosquitto_session, tmp_path, make_publisher
 ):
     broker = mosquitto_session
     table = f"snap-{uuid.uuid4().hex[:6]}"
@@ -245,16 +243,13 @@ async def test_snapshot_after_restart_includes_delivered_part_of_the_round(
         card(journal, 2, round_id="r-9")
     journal = Journal.open(path)
     sub = Subscriber(broker.host, broker.port, table)
-    publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
-    async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
-        run_task = group.create_task(publisher.run())
+    async with (
+        asyncio.timeout(20),
+        sub.listening(),
+        make_publisher(settings_for(broker.url, "5"), table, journal) as publisher,
+    ):
         assert await publisher.flush(5)
         await sub.wait_until(lambda: sub.on("round"))
-        await publisher.stop()
-        await run_task
-        sub_task.cancel()
     assert [e["seq"] for e in sub.on("events")] == [3]
     snapshot = sub.on("round")[-1]["data"]
     assert snapshot["round_no"] == 9
@@ -286,9 +281,7 @@ async def test_last_will_is_published_when_the_controller_dies(mosquitto_session
         """
     )
     sub = Subscriber(broker.host, broker.port, table)
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
+    async with asyncio.timeout(30), sub.listening():
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -304,7 +297,6 @@ async def test_last_will_is_published_when_the_controller_dies(mosquitto_session
         process.kill()
         await process.wait()
         await sub.wait_until(lambda: len(sub.on("status")) >= 2)
-        sub_task.cancel()
     online, offline = sub.on("status")
     assert (online["state"], online["session"]) == ("online", 1)
     assert offline == {
@@ -319,42 +311,30 @@ async def test_last_will_is_published_when_the_controller_dies(mosquitto_session
     }
 
 
-async def test_fails_over_to_the_next_url(mosquitto_session, tmp_path):
+async def test_fails_over_to_the_next_url(mosquitto_session, journal, make_publisher):
     dead = f"mqtt://127.0.0.1:{free_port()}"
     table = f"failover-{uuid.uuid4().hex[:6]}"
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(
-            settings_for([dead, mosquitto_session.url], "3.1.1"),  # type: ignore[arg-type]
-            table,
-            journal,
-            game="g",
-            version="1",
-        )
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            assert await publisher.wait_connected(5)
-            assert publisher.current_url == mosquitto_session.url
-            journal.append("table_status", {"state": "ready", "detail": ""})
-            assert await publisher.flush(5)
-            await publisher.stop()
-            await run_task
+    settings = settings_for([dead, mosquitto_session.url], "3.1.1")  # type: ignore[arg-type]
+    async with (
+        asyncio.timeout(20),
+        make_publisher(settings, table, journal, connect_within=5) as publisher,
+    ):
+        assert publisher.current_url == mosquitto_session.url
+        journal.append("table_status", {"state": "ready", "detail": ""})
+        assert await publisher.flush(5)
 
 
-async def test_without_a_broker_flush_times_out_and_stop_returns(tmp_path):
+async def test_without_a_broker_flush_times_out_and_stop_returns(journal, make_publisher):
     dead = f"mqtt://127.0.0.1:{free_port()}"
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(settings_for(dead, "5"), "nobroker", journal, game="g", version="1")
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            journal.append("table_status", {"state": "waiting for broker", "detail": ""})
-            assert not await publisher.wait_connected(0.3)
-            assert not await publisher.flush(0.3)
-            await publisher.stop()
-            await run_task
-        assert [e.seq for e in journal.undelivered()] == [1]
+    settings = settings_for(dead, "5")
+    async with asyncio.timeout(20), make_publisher(settings, "nobroker", journal) as publisher:
+        journal.append("table_status", {"state": "waiting for broker", "detail": ""})
+        assert not await publisher.wait_connected(0.3)
+        assert not await publisher.flush(0.3)
+    assert [e.seq for e in journal.undelivered()] == [1]
 
 
-async def test_watch_prints_what_a_consumer_sees(mosquitto_session, tmp_path):
+async def test_watch_prints_what_a_consumer_sees(mosquitto_session, journal, make_publisher):
     import argparse
     import io
 
@@ -365,46 +345,45 @@ async def test_watch_prints_what_a_consumer_sees(mosquitto_session, tmp_path):
     table = f"watch-{uuid.uuid4().hex[:6]}"
     out = io.StringIO()
     stop = asyncio.Event()
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            assert await publisher.wait_connected(5)
-            watch_task = group.create_task(
-                watch([broker.url], table, protocol="3.1.1", out=out, stop=stop)
-            )
-            while "ONLINE" not in out.getvalue():
-                await asyncio.sleep(0.02)
-            journal.append(
-                "round_opened",
-                {
-                    "round_no": 1,
-                    "game": "g",
-                    "betting_seconds": 1,
-                    "betting_closes_at": "2026-01-01T00:00:01Z",
-                },
-                round_id="r-1",
-            )
-            card(journal, 1)
-            card(journal, 2, face="hidden")
-            journal.append(
-                "round_result",
-                {
-                    "round_no": 1,
-                    "winner": "A",
-                    "cards": {"A": ["C1", "C2"]},
-                    "hands": {"A": {"description": "two cards"}},
-                    "bets": {"player_a": {"outcome": "win", "payout": "1.95"}},
-                },
-                round_id="r-1",
-            )
-            assert await publisher.flush(5)
-            while "player_a" not in out.getvalue():
-                await asyncio.sleep(0.02)
-            stop.set()
-            await watch_task
-            await publisher.stop()
-            await run_task
+    settings = settings_for(broker.url, "5")
+    async with (
+        asyncio.timeout(20),
+        make_publisher(settings, table, journal, connect_within=5) as publisher,
+        asyncio.TaskGroup() as group,
+    ):
+        watch_task = group.create_task(
+            watch([broker.url], table, protocol="3.1.1", out=out, stop=stop)
+        )
+        while "ONLINE" not in out.getvalue():
+            await asyncio.sleep(0.02)
+        journal.append(
+            "round_opened",
+            {
+                "round_no": 1,
+                "game": "g",
+                "betting_seconds": 1,
+                "betting_closes_at": "2026-01-01T00:00:01Z",
+            },
+            round_id="r-1",
+        )
+        card(journal, 1)
+        card(journal, 2, face="hidden")
+        journal.append(
+            "round_result",
+            {
+                "round_no": 1,
+                "winner": "A",
+                "cards": {"A": ["C1", "C2"]},
+                "hands": {"A": {"description": "two cards"}},
+                "bets": {"player_a": {"outcome": "win", "payout": "1.95"}},
+            },
+            round_id="r-1",
+        )
+        assert await publisher.flush(5)
+        while "player_a" not in out.getvalue():
+            await asyncio.sleep(0.02)
+        stop.set()
+        await watch_task
     lines = out.getvalue().splitlines()
     text = "\n".join(lines)
     assert "S1 C1" in text
@@ -436,7 +415,9 @@ RESULT_BODY = {
 }
 
 
-async def test_signed_results_verify_and_replay_resends_them(mosquitto_session, tmp_path):
+async def test_signed_results_verify_and_replay_resends_them(
+    mosquitto_session, journal, make_publisher
+):
     """Results carry a signature a consumer verifies with the public key; a changed one fails.
     A replay re-sends them with their original seq and ``replayed: true``, still signed."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -445,24 +426,22 @@ async def test_signed_results_verify_and_replay_resends_them(mosquitto_session, 
 
     broker = mosquitto_session
     table = f"signed-{uuid.uuid4().hex[:6]}"
-    journal = Journal.open(tmp_path / "j.sqlite")
     signer = Signer(Ed25519PrivateKey.generate(), "tp-test-1")
     delivered: list[int] = []
     sub = Subscriber(broker.host, broker.port, table)
-    publisher = Publisher(
-        settings_for(broker.url, "5"),
-        table,
-        journal,
-        game="g",
-        version="t",
-        signer=signer,
-        on_delivered=lambda entry: delivered.append(entry.seq),
-    )
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
-        run_task = group.create_task(publisher.run())
-        assert await publisher.wait_connected(5)
+    async with (
+        asyncio.timeout(30),
+        sub.listening(),
+        make_publisher(
+            settings_for(broker.url, "5"),
+            table,
+            journal,
+            version="t",
+            signer=signer,
+            on_delivered=lambda entry: delivered.append(entry.seq),
+            connect_within=5,
+        ) as publisher,
+    ):
         journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
         journal.append("round_result", RESULT_BODY, round_id="r-1")
         journal.append("round_opened", {"round_no": 2, "game": "g"}, round_id="r-2")
@@ -479,9 +458,6 @@ async def test_signed_results_verify_and_replay_resends_them(mosquitto_session, 
         assert await publisher.replay(3, 4) == 1
         assert await publisher.replay(1, 1) == 0
         await sub.wait_until(lambda: len(sub.on("results")) == 5)
-        await publisher.stop()
-        await run_task
-        sub_task.cancel()
 
     assert delivered == [1, 2, 3, 4]
     public_key = signer.public_key
@@ -512,7 +488,6 @@ async def test_signed_results_verify_and_replay_resends_them(mosquitto_session, 
         k: v for k, v in replayed.items() if k not in strip
     }
     assert replayed["delayed"] is True
-    journal.close()
 
 
 async def test_replay_needs_a_connection_and_a_sane_range(tmp_path):
@@ -555,17 +530,17 @@ async def _publishing(publisher: Publisher, journal: Journal) -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_a_burst_goes_out_in_order_once_with_one_snapshot_per_step(
-    mosquitto_session, tmp_path, protocol
+    mosquitto_session, journal, make_publisher, protocol
 ):
     broker = mosquitto_session
     table = f"burst-{protocol.replace('.', '')}-{uuid.uuid4().hex[:6]}"
-    journal = Journal.open(tmp_path / "j.sqlite")
     sub = Subscriber(broker.host, broker.port, table)
-    publisher = Publisher(settings_for(broker.url, protocol), table, journal, game="g", version="1")
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
-        run_task = group.create_task(publisher.run())
+    settings = settings_for(broker.url, protocol)
+    async with (
+        asyncio.timeout(30),
+        sub.listening(),
+        make_publisher(settings, table, journal) as publisher,
+    ):
         await _publishing(publisher, journal)  # seq 1, no round: no snapshot
         # 50 entries of one round in one go: no await between the appends.
         journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
@@ -575,9 +550,6 @@ async def test_a_burst_goes_out_in_order_once_with_one_snapshot_per_step(
         assert await publisher.flush(10)
         await sub.wait_until(lambda: any(_round_seq(m) == 51 for m in sub.on("round")))
         await sub.wait_until(lambda: len(sub.on("events")) >= 51)
-        await publisher.stop()
-        await run_task
-        sub_task.cancel()
 
     assert [e["seq"] for e in sub.on("events")] == list(range(1, 52)), "in order, once each"
     round_messages = [(m, retained) for t, m, retained, _ in sub.received if t.endswith("/round")]
@@ -592,53 +564,49 @@ async def test_a_burst_goes_out_in_order_once_with_one_snapshot_per_step(
 
     # A consumer arriving afterwards gets the snapshot of the last entry, whole.
     late = Subscriber(broker.host, broker.port, table)
-    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
-        task = group.create_task(late.run())
+    async with asyncio.timeout(10), late.listening():
         await late.wait_until(lambda: late.on("round"))
-        task.cancel()
     (retained,) = late.on("round")
     assert _round_seq(retained) == 51
     assert [c["card"] for c in retained["data"]["cards"]] == [f"C{n}" for n in range(1, 50)]
 
 
-async def test_an_entry_is_handed_to_the_client_inside_the_append(mosquitto_session, tmp_path):
+async def test_an_entry_is_handed_to_the_client_inside_the_append(
+    mosquitto_session, journal, make_publisher
+):
     """While the outbox is caught up, the journal listener itself hands the entry over."""
     broker = mosquitto_session
     table = f"take-{uuid.uuid4().hex[:6]}"
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            await _publishing(publisher, journal)
-            for n in range(1, 4):
-                before = publisher.published_messages
-                journal.append("table_status", {"state": "ready", "detail": str(n)})
-                # No await since the append: the message is already with the MQTT client.
-                assert publisher.published_messages == before + 1
-                assert await publisher.flush(5)
-            assert journal.undelivered() == []
-            await publisher.stop()
-            await run_task
-        # Not publishing any more: an append hands nothing over.
-        before = publisher.published_messages
-        journal.append("table_status", {"state": "ready", "detail": "after"})
-        assert publisher.published_messages == before
+    settings = settings_for(broker.url, "5")
+    async with asyncio.timeout(20), make_publisher(settings, table, journal) as publisher:
+        await _publishing(publisher, journal)
+        for n in range(1, 4):
+            before = publisher.published_messages
+            journal.append("table_status", {"state": "ready", "detail": str(n)})
+            # No await since the append: the message is already with the MQTT client.
+            assert publisher.published_messages == before + 1
+            assert await publisher.flush(5)
+        assert journal.undelivered() == []
+    # Not publishing any more: an append hands nothing over.
+    before = publisher.published_messages
+    journal.append("table_status", {"state": "ready", "detail": "after"})
+    assert publisher.published_messages == before
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_entries_are_marked_delivered_and_the_marks_outlive_the_publisher(
-    mosquitto_session, tmp_path, protocol
+    mosquitto_session, tmp_path, journal, make_publisher, protocol
 ):
     """Acknowledged entries are marked in the file by the time the publisher has stopped,
     without anyone reading the journal (reads write noted marks) or closing it."""
     broker = mosquitto_session
     path = tmp_path / "j.sqlite"
-    journal = Journal.open(path)
     table = f"marks-{uuid.uuid4().hex[:6]}"
-    publisher = Publisher(settings_for(broker.url, protocol), table, journal, game="g", version="1")
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        run_task = group.create_task(publisher.run())
-        assert await publisher.wait_connected(5)
+    settings = settings_for(broker.url, protocol)
+    async with (
+        asyncio.timeout(30),
+        make_publisher(settings, table, journal, connect_within=5) as publisher,
+    ):
         journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
         for n in range(1, 12):
             card(journal, n)
@@ -647,8 +615,6 @@ async def test_entries_are_marked_delivered_and_the_marks_outlive_the_publisher(
         async with asyncio.timeout(10):
             while publisher.delivered_entries < 12:  # counted on PUBACK; reads no journal
                 await asyncio.sleep(0.01)
-        await publisher.stop()
-        await run_task
     assert journal.unwritten_marks == 0
     in_file = _delivered_in_file(path)
     assert list(in_file) == list(range(1, 13))
@@ -658,14 +624,14 @@ async def test_entries_are_marked_delivered_and_the_marks_outlive_the_publisher(
         assert again.undelivered() == []
 
 
-async def test_flush_leaves_nothing_undelivered(mosquitto_session, tmp_path):
+async def test_flush_leaves_nothing_undelivered(mosquitto_session, journal, make_publisher):
     broker = mosquitto_session
-    journal = Journal.open(tmp_path / "j.sqlite")
     table = f"flush-{uuid.uuid4().hex[:6]}"
-    publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        run_task = group.create_task(publisher.run())
-        assert await publisher.wait_connected(5)
+    settings = settings_for(broker.url, "5")
+    async with (
+        asyncio.timeout(30),
+        make_publisher(settings, table, journal, connect_within=5) as publisher,
+    ):
         for n in range(1, 30):
             card(journal, n)
             if n % 7 == 0:
@@ -674,111 +640,102 @@ async def test_flush_leaves_nothing_undelivered(mosquitto_session, tmp_path):
         assert journal.undelivered() == []
         assert publisher.backlog() == 0
         assert publisher.delivered_entries == 29
-        await publisher.stop()
-        await run_task
     assert journal.undelivered() == []
-    journal.close()
 
 
-async def test_delivery_marks_reach_the_file_by_themselves(mosquitto_session, tmp_path):
+async def test_delivery_marks_reach_the_file_by_themselves(
+    mosquitto_session, tmp_path, journal, make_publisher
+):
     """Once the outbox is idle, the noted marks are written without any read or append."""
     broker = mosquitto_session
     path = tmp_path / "j.sqlite"
     table = f"quiet-{uuid.uuid4().hex[:6]}"
-    with Journal.open(path) as journal:
-        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            await _publishing(publisher, journal)
-            for n in range(1, 6):
-                card(journal, n)
-            assert await publisher.wait_idle(5)
-            async with asyncio.timeout(5):
-                while None in _delivered_in_file(path).values():
-                    await asyncio.sleep(0.02)
-            assert journal.unwritten_marks == 0
-            await publisher.stop()
-            await run_task
+    settings = settings_for(broker.url, "5")
+    async with asyncio.timeout(20), make_publisher(settings, table, journal) as publisher:
+        await _publishing(publisher, journal)
+        for n in range(1, 6):
+            card(journal, n)
+        assert await publisher.wait_idle(5)
+        async with asyncio.timeout(5):
+            while None in _delivered_in_file(path).values():
+                await asyncio.sleep(0.02)
+        assert journal.unwritten_marks == 0
 
 
-async def test_wait_idle_without_a_broker_is_false_at_once(tmp_path):
+async def test_wait_idle_without_a_broker_is_false_at_once(journal, make_publisher):
     dead = f"mqtt://127.0.0.1:{free_port()}"
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(settings_for(dead, "5"), "idle-none", journal, game="g", version="1")
-        async with asyncio.timeout(2.5):  # half the timeout wait_idle is given
-            assert await publisher.wait_idle(5) is False  # not even running
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            journal.append("table_status", {"state": "waiting for broker", "detail": ""})
-            assert not await publisher.wait_connected(0.3)
-            async with asyncio.timeout(2.5):
-                assert await publisher.wait_idle(5) is False
-            await publisher.stop()
-            await run_task
+    publisher = Publisher(settings_for(dead, "5"), "idle-none", journal, game="g", version="1")
+    async with asyncio.timeout(2.5):  # half the timeout wait_idle is given
+        assert await publisher.wait_idle(5) is False  # not even running
+    async with (
+        asyncio.timeout(20),
+        make_publisher(settings_for(dead, "5"), "idle-none", journal) as publisher,
+    ):
+        journal.append("table_status", {"state": "waiting for broker", "detail": ""})
+        assert not await publisher.wait_connected(0.3)
+        async with asyncio.timeout(2.5):
+            assert await publisher.wait_idle(5) is False
 
 
-async def test_wait_idle_is_true_once_everything_is_acknowledged(mosquitto_session, tmp_path):
+async def test_wait_idle_is_true_once_everything_is_acknowledged(
+    mosquitto_session, journal, make_publisher
+):
     broker = mosquitto_session
     table = f"idle-{uuid.uuid4().hex[:6]}"
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(settings_for(broker.url, "5"), table, journal, game="g", version="1")
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            await _publishing(publisher, journal)
-            journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
-            for n in range(1, 5):
-                card(journal, n)
-            assert publisher.delivered_entries == 1, "no PUBACK can have come without an await"
-            assert await publisher.wait_idle(5) is True
-            # Idle means acknowledged: every entry is delivered by then.
-            assert publisher.delivered_entries == 6
-            assert journal.undelivered() == []
-            assert await publisher.wait_idle(5) is True  # and stays so while nothing comes
-            await publisher.stop()
-            await run_task
-        async with asyncio.timeout(2.5):
-            assert await publisher.wait_idle(5) is False  # stopped: not connected
+    settings = settings_for(broker.url, "5")
+    async with asyncio.timeout(20), make_publisher(settings, table, journal) as publisher:
+        await _publishing(publisher, journal)
+        journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
+        for n in range(1, 5):
+            card(journal, n)
+        assert publisher.delivered_entries == 1, "no PUBACK can have come without an await"
+        assert await publisher.wait_idle(5) is True
+        # Idle means acknowledged: every entry is delivered by then.
+        assert publisher.delivered_entries == 6
+        assert journal.undelivered() == []
+        assert await publisher.wait_idle(5) is True  # and stays so while nothing comes
+    async with asyncio.timeout(2.5):
+        assert await publisher.wait_idle(5) is False  # stopped: not connected
 
 
-async def test_wait_idle_times_out_while_the_broker_does_not_answer(mosquitto, tmp_path):
+async def test_wait_idle_times_out_while_the_broker_does_not_answer(
+    mosquitto, journal, make_publisher
+):
     """A frozen broker (SIGSTOP) keeps a PUBACK pending: ``False`` once the timeout passed."""
     table = f"frozen-{uuid.uuid4().hex[:6]}"
     settings = settings_for(mosquitto.url, "5").model_copy(update={"publish_timeout": 5.0})
-    with Journal.open(tmp_path / "j.sqlite") as journal:
-        publisher = Publisher(settings, table, journal, game="g", version="1")
-        async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-            run_task = group.create_task(publisher.run())
-            await _publishing(publisher, journal)
-            assert mosquitto.process is not None
-            mosquitto.process.send_signal(signal.SIGSTOP)
-            try:
-                journal.append("table_status", {"state": "ready", "detail": "frozen"})
-                loop = asyncio.get_running_loop()
-                started = loop.time()
-                assert await publisher.wait_idle(0.3) is False
-                assert loop.time() - started >= 0.3, "it returned because the timeout passed"
-                assert publisher.connected.is_set()
-                assert [e.seq for e in journal.undelivered()] == [2]
-            finally:
-                mosquitto.process.send_signal(signal.SIGCONT)
-            assert await publisher.wait_idle(4) is True
-            assert journal.undelivered() == []
-            await publisher.stop()
-            await run_task
+    async with asyncio.timeout(30), make_publisher(settings, table, journal) as publisher:
+        await _publishing(publisher, journal)
+        assert mosquitto.process is not None
+        mosquitto.process.send_signal(signal.SIGSTOP)
+        try:
+            journal.append("table_status", {"state": "ready", "detail": "frozen"})
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            assert await publisher.wait_idle(0.3) is False
+            assert loop.time() - started >= 0.3, "it returned because the timeout passed"
+            assert publisher.connected.is_set()
+            assert [e.seq for e in journal.undelivered()] == [2]
+        finally:
+            mosquitto.process.send_signal(signal.SIGCONT)
+        assert await publisher.wait_idle(4) is True
+        assert journal.undelivered() == []
 
 
-async def test_mqtt_311_pipelined_outbox_end_to_end(mosquitto_session, tmp_path):
+async def test_mqtt_311_pipelined_outbox_end_to_end(
+    mosquitto_session, tmp_path, journal, make_publisher
+):
     """MQTT 3.1.1: live entries and a burst arrive in order and are marked delivered."""
     broker = mosquitto_session
     table = f"v311-{uuid.uuid4().hex[:6]}"
     path = tmp_path / "j.sqlite"
-    journal = Journal.open(path)
     sub = Subscriber(broker.host, broker.port, table)
-    publisher = Publisher(settings_for(broker.url, "3.1.1"), table, journal, game="g", version="1")
-    async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-        sub_task = group.create_task(sub.run())
-        await sub.ready.wait()
-        run_task = group.create_task(publisher.run())
+    settings = settings_for(broker.url, "3.1.1")
+    async with (
+        asyncio.timeout(30),
+        sub.listening(),
+        make_publisher(settings, table, journal) as publisher,
+    ):
         await _publishing(publisher, journal)
         journal.append("round_opened", {"round_no": 1, "game": "g"}, round_id="r-1")
         for n in range(1, 6):  # live, one at a time
@@ -790,10 +747,6 @@ async def test_mqtt_311_pipelined_outbox_end_to_end(mosquitto_session, tmp_path)
         assert journal.undelivered() == []
         await sub.wait_until(lambda: len(sub.on("events")) >= 32)
         await sub.wait_until(lambda: any(_round_seq(m) == 32 for m in sub.on("round")))
-        await publisher.stop()
-        await run_task
-        sub_task.cancel()
     assert [e["seq"] for e in sub.on("events")] == list(range(1, 33))
     assert {qos for topic, _, _, qos in sub.received if topic.endswith("/events")} == {1}
     assert None not in _delivered_in_file(path).values()
-    journal.close()

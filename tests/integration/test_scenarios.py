@@ -124,6 +124,36 @@ def test_scenario_option_with_overrides() -> None:
     assert plan.script == scenario.faults.script and plan.seed == 3
 
 
+async def deal(
+    source: SupervisedCardSource, count: int
+) -> tuple[list[str], list[Misread], list[str]]:
+    """Cue ``count`` slots of round 1 as the orchestrator does (rescan device misreads and
+    gaps, cue again after a recovery, ignore bounces): the cards, misreads and statuses."""
+    cards: list[str] = []
+    misreads: list[Misread] = []
+    states: list[str] = []
+    await source.expect(1, 0, "S0")
+    last: CardRead | None = None
+    while len(cards) < count:
+        read = await source.next_read()
+        if isinstance(read, DeviceStatus):
+            states.append(read.state)
+            if read.state == "recovered":
+                await source.expect(1, len(cards), f"S{len(cards)}")
+        elif isinstance(read, Misread):
+            misreads.append(read)
+            if read.cause in ("device", "gap"):
+                await source.request_rescan(f"S{len(cards)}", "misread")
+        elif last is not None and read.value == last.value and read.at - last.at < 0.5:
+            continue  # bounce
+        else:
+            cards.append(read.value)
+            last = read
+            if len(cards) < count:
+                await source.expect(1, len(cards), f"S{len(cards)}")
+    return cards, misreads, states
+
+
 @pytest.mark.parametrize("name", ["worn-card", "cable-pulled", "noisy-line"])
 async def test_shipped_scenario_replays_on_a_pty(name: str) -> None:
     scenario = load_scenario(next(p for p in shipped_scenarios() if p.stem == name))
@@ -134,32 +164,11 @@ async def test_shipped_scenario_replays_on_a_pty(name: str) -> None:
         ack_timeout=0.05,
         heartbeat_interval=0.05,
     )
-    cards: list[str] = []
-    misreads: list[Misread] = []
-    states: list[str] = []
     async with asyncio.timeout(20), sim.serve_pty() as path:
         source = SupervisedCardSource(f"serial://{path}", SETTINGS, rng=random.Random(0))
         await source.open()
         try:
-            await source.expect(1, 0, "S0")
-            last: CardRead | None = None
-            while len(cards) < len(scenario.cards):
-                read = await source.next_read()
-                if isinstance(read, DeviceStatus):
-                    states.append(read.state)
-                    if read.state == "recovered":
-                        await source.expect(1, len(cards), f"S{len(cards)}")
-                elif isinstance(read, Misread):
-                    misreads.append(read)
-                    if read.cause in ("device", "gap"):
-                        await source.request_rescan(f"S{len(cards)}", "misread")
-                elif last is not None and read.value == last.value and read.at - last.at < 0.5:
-                    continue  # bounce
-                else:
-                    cards.append(read.value)
-                    last = read
-                    if len(cards) < len(scenario.cards):
-                        await source.expect(1, len(cards), f"S{len(cards)}")
+            cards, misreads, states = await deal(source, len(scenario.cards))
         finally:
             await source.close()
     assert cards == list(scenario.cards)

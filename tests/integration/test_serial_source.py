@@ -48,6 +48,7 @@ from drivers.source import (
     DeviceStatus,
     DriverSettings,
     Misread,
+    PortSpec,
     open_card_source,
     parse_url,
 )
@@ -117,18 +118,24 @@ async def opened(url: str, settings: DriverSettings = FAST) -> AsyncIterator[Ser
 # ---------------------------------------------------------------- URLs
 
 
+def _port(url: str, default_baud: int = 115200) -> PortSpec:
+    spec = parse_url(url, default_baud)
+    assert isinstance(spec, PortSpec), spec
+    return spec
+
+
 def test_url_parsing() -> None:
-    spec = parse_url("serial:///dev/ttyUSB0?baud=9600")
+    spec = _port("serial:///dev/ttyUSB0?baud=9600")
     assert (spec.kind, spec.port_url, spec.baud) == ("serial", "/dev/ttyUSB0", 9600)
-    assert parse_url("/dev/ttyACM1", 57600).baud == 57600
-    assert parse_url("serial:///dev/ttyS0").baud == 115200
-    tcp = parse_url("socket://127.0.0.1:7000")
+    assert _port("/dev/ttyACM1", 57600).baud == 57600
+    assert _port("serial:///dev/ttyS0").baud == 115200
+    tcp = _port("socket://127.0.0.1:7000")
     assert (tcp.kind, tcp.port_url, tcp.device) == (
         "socket",
         "socket://127.0.0.1:7000",
         "127.0.0.1:7000",
     )
-    assert parse_url("socket://[::1]:7000").port_url == "socket://[::1]:7000"
+    assert _port("socket://[::1]:7000").port_url == "socket://[::1]:7000"
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from controller.messages import DecisionOpenData, Envelope
+from controller.journal.entries import DecisionOpenData
+from controller.messages import Envelope
 from simulators.betting import BettingPolicy, BettingStats, run_simulated_betting
 from tests.conftest import MosquittoBroker
 
@@ -33,6 +34,68 @@ def envelope(seq: int, kind: str, data: dict[str, Any], *, round_id: str = ROUND
         at=datetime.now(UTC),
         data=data,
     ).to_bytes()
+
+
+def answer_to(table: str, body: dict[str, Any], *, seq: int) -> bytes:
+    """The fake router's answer: the mulligan decision is accepted, any other refused."""
+    refused = body["window"] != "mulligan"
+    return Envelope(
+        table=table,
+        round=body["round"],
+        seq=seq,
+        session=1,
+        kind="command_answered",
+        at=datetime.now(UTC),
+        data={
+            "command_id": body["command_id"],
+            "role": "betting",
+            "name": "decision",
+            "accepted": not refused,
+            "reason": "not seat1's turn" if refused else "",
+        },
+    ).to_bytes()
+
+
+async def publish_windows(
+    broker: MosquittoBroker,
+    events: str,
+    mulligan: dict[str, Any],
+    action: dict[str, Any],
+    late: dict[str, Any],
+) -> None:
+    """The fake table's events: round 7 opens; the mulligan window (twice), garbage, an
+    action window and a window already closed."""
+    async with aiomqtt.Client(broker.host, broker.port, timeout=5) as fake_table:
+        await fake_table.publish(events, envelope(1, "round_opened", {"round_no": 7}), qos=1)
+        await fake_table.publish(events, envelope(2, "decision_open", mulligan), qos=1)
+        await fake_table.publish(events, envelope(2, "decision_open", mulligan), qos=1)
+        await fake_table.publish(events, b"not json", qos=1)
+        await fake_table.publish(events, envelope(3, "decision_open", action), qos=1)
+        await fake_table.publish(events, envelope(4, "decision_open", late), qos=1)
+
+
+def check_commands(
+    commands: list[tuple[dict[str, Any], Any]],
+    policy: BettingPolicy,
+    action: dict[str, Any],
+    *,
+    v5: bool,
+    base: str,
+) -> None:
+    """The two decisions sent: the mulligan (v5: with a response topic) and the action."""
+    (first, first_props), (second, _) = commands
+    assert first == {
+        "command_id": first["command_id"],
+        "round": ROUND,
+        "window": "mulligan",
+        "decision": {"choice": "mulligan"},
+    }
+    assert second["window"] == "action-1"
+    assert second["decision"] == policy.decide({**action, "round": ROUND})
+    assert first["command_id"] != second["command_id"]
+    if v5:
+        assert first_props.ResponseTopic == f"{base}/reply/betting"
+        assert first_props.CorrelationData == first["command_id"].encode()
 
 
 def window(
@@ -112,38 +175,11 @@ async def test_decisions_round_trip(mosquitto_session: MosquittoBroker, protocol
                 if str(message.topic) == status_topic:
                     statuses.append(body)
                     if body == {"state": "online"} and not commands and len(statuses) == 1:
-                        await publish_events(base)
+                        await publish_windows(broker, f"{base}/events", mulligan, action, late)
                     continue
                 commands.append((body, message.properties))
-                refused = body["window"] != "mulligan"
-                answer = Envelope(
-                    table=table,
-                    round=body["round"],
-                    seq=100 + len(commands),
-                    session=1,
-                    kind="command_answered",
-                    at=datetime.now(UTC),
-                    data={
-                        "command_id": body["command_id"],
-                        "role": "betting",
-                        "name": "decision",
-                        "accepted": not refused,
-                        "reason": "not seat1's turn" if refused else "",
-                    },
-                ).to_bytes()
+                answer = answer_to(table, body, seq=100 + len(commands))
                 await router.publish(f"{base}/reply/betting", answer, qos=1)
-
-        async def publish_events(base: str) -> None:
-            events = f"{base}/events"
-            async with aiomqtt.Client(broker.host, broker.port, timeout=5) as fake_table:
-                await fake_table.publish(
-                    events, envelope(1, "round_opened", {"round_no": 7}), qos=1
-                )
-                await fake_table.publish(events, envelope(2, "decision_open", mulligan), qos=1)
-                await fake_table.publish(events, envelope(2, "decision_open", mulligan), qos=1)
-                await fake_table.publish(events, b"not json", qos=1)
-                await fake_table.publish(events, envelope(3, "decision_open", action), qos=1)
-                await fake_table.publish(events, envelope(4, "decision_open", late), qos=1)
 
         router_task = asyncio.create_task(route(), name="fake-router")
         try:
@@ -153,19 +189,7 @@ async def test_decisions_round_trip(mosquitto_session: MosquittoBroker, protocol
             assert stats.sent == 2
             assert stats.accepted == 1
             assert stats.refusals == [(commands[1][0]["command_id"], "not seat1's turn")]
-            (first, first_props), (second, _) = commands
-            assert first == {
-                "command_id": first["command_id"],
-                "round": ROUND,
-                "window": "mulligan",
-                "decision": {"choice": "mulligan"},
-            }
-            assert second["window"] == "action-1"
-            assert second["decision"] == policy.decide({**action, "round": ROUND})
-            assert first["command_id"] != second["command_id"]
-            if protocol == "5":
-                assert first_props.ResponseTopic == f"{base}/reply/betting"
-                assert first_props.CorrelationData == first["command_id"].encode()
+            check_commands(commands, policy, action, v5=protocol == "5", base=base)
             stop.set()
             result = await asyncio.wait_for(betting, 10)
             assert result is stats

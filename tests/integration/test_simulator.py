@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,14 @@ import pytest
 from controller.cards import Deck
 from drivers.codec import ExpectFrame, LedColor, LedFrame, RejectFrame, RescanFrame
 from drivers.serial_source import SerialCardSource
-from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread, open_card_source
+from drivers.source import (
+    CardRead,
+    CardSource,
+    DeviceStatus,
+    DriverSettings,
+    Misread,
+    open_card_source,
+)
 from simulators.errors import SimulatorConfigError
 from simulators.scanner import FaultPlan, ScannerSimulator, deck_for_game
 
@@ -36,7 +44,7 @@ def fast_sim(**kwargs: object) -> ScannerSimulator:
 class Host:
     """What the orchestrator will do: cue each slot, rescan misreads, collect the cards."""
 
-    def __init__(self, source: SerialCardSource) -> None:
+    def __init__(self, source: CardSource) -> None:
         self.source = source
         self.misreads: list[Misread] = []
         self.statuses: list[DeviceStatus] = []
@@ -249,7 +257,7 @@ async def test_positions_and_as_task_in_taskgroup() -> None:
             await source.open()
             try:
                 await source.expect(4, 0, "seat3")
-                read = await Host(source).card()  # type: ignore[arg-type]
+                read = await Host(source).card()
             finally:
                 await source.close()
             task.cancel()
@@ -274,6 +282,29 @@ def _python_with_repo() -> dict[str, str]:
     return env
 
 
+@contextlib.asynccontextmanager
+async def scanner_process(
+    args: list[str],
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """The simulator's command line in a subprocess, and the pty path it printed; killed on
+    the way out if it is still running."""
+    process = await asyncio.create_subprocess_exec(
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env=_python_with_repo(),
+    )
+    try:
+        assert process.stdout is not None
+        path = (await process.stdout.readline()).decode().strip()
+        yield process, path
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -285,34 +316,20 @@ def _python_with_repo() -> dict[str, str]:
 async def test_cli_subprocess_on_a_pty(command: list[str]) -> None:
     args = [*command, "simulate-scanner", "--pty", "--cards", "Ah 7s"]
     args += ["--deal-delay", "0", "--ack-timeout", "0.05", "--heartbeat", "0.1"]
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env=_python_with_repo(),
-    )
-    try:
-        async with asyncio.timeout(30):
-            assert process.stdout is not None
-            path = (await process.stdout.readline()).decode().strip()
-            assert path.startswith("/dev/"), path
-            source = open_card_source(f"serial://{path}", SETTINGS)
-            assert isinstance(source, SerialCardSource)
-            await source.open()
-            try:
-                cards = await Host(source).deal(1, ["A1", "B1"])
-            finally:
-                await source.close()
-            assert [card.value for card in cards] == ["Ah", "7s"]
-            process.terminate()
-            _, err = await process.communicate()
-            assert process.returncode == 0, err.decode()
-            assert b"dealt 2 card(s)" in err
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with asyncio.timeout(30), scanner_process(args) as (process, path):
+        assert path.startswith("/dev/"), path
+        source = open_card_source(f"serial://{path}", SETTINGS)
+        assert isinstance(source, SerialCardSource)
+        await source.open()
+        try:
+            cards = await Host(source).deal(1, ["A1", "B1"])
+        finally:
+            await source.close()
+        assert [card.value for card in cards] == ["Ah", "7s"]
+        process.terminate()
+        _, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        assert b"dealt 2 card(s)" in err
 
 
 def test_cli_refuses_bad_options() -> None:
@@ -354,29 +371,15 @@ async def test_cli_scenario_with_unplug_on_a_pty() -> None:
     args = [sys.executable, "-m", "simulators.cli", "simulate-scanner", "--scenario"]
     args += [str(scenario), "--unplug-seconds", "0.2", "--deal-delay", "0"]
     args += ["--ack-timeout", "0.05", "--heartbeat", "0.05"]
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env=_python_with_repo(),
-    )
-    try:
-        async with asyncio.timeout(30):
-            assert process.stdout is not None
-            path = (await process.stdout.readline()).decode().strip()
-            assert _is_link(path), path  # unplugs need a stable link to the pty
-            source = open_card_source(f"serial://{path}", SETTINGS)
-            await source.open()
-            try:
-                cards = await Host(source).deal(1, ["A1", "B1", "C1"])
-            finally:
-                await source.close()
-            assert [card.value for card in cards] == ["Ah", "3s", "Tc"]
-            process.terminate()
-            await process.communicate()
-            assert process.returncode == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with asyncio.timeout(30), scanner_process(args) as (process, path):
+        assert _is_link(path), path  # unplugs need a stable link to the pty
+        source = open_card_source(f"serial://{path}", SETTINGS)
+        await source.open()
+        try:
+            cards = await Host(source).deal(1, ["A1", "B1", "C1"])
+        finally:
+            await source.close()
+        assert [card.value for card in cards] == ["Ah", "3s", "Tc"]
+        process.terminate()
+        await process.communicate()
+        assert process.returncode == 0

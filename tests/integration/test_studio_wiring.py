@@ -15,6 +15,7 @@ import sys
 import threading
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.hil
 async def test_results_are_signed_and_metrics_count_the_rounds(mosquitto, tmp_path):
     private, public = generate_keypair(tmp_path / "keys", "table-key-1")
     port = free_port()
-    results: list[dict] = []
+    results: list[dict[str, Any]] = []
     ready = asyncio.Event()
 
     async def subscriber() -> None:

@@ -79,27 +79,28 @@ def tls_settings(port: int, user: str, **extra: Any) -> MqttSettings:
 
 async def test_publisher_and_commands_over_tls_and_no_password_in_logs(
     tls_broker: tuple[SecureBroker, TlsFiles],
-    tmp_path: Path,
+    journal: Journal,
+    make_publisher: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     broker, tls = tls_broker
     settings = tls_settings(broker.tls_port, "table-tp-01", ca_file=tls.ca_cert)
     assert SECRET not in repr(settings) and SECRET not in str(settings)
     assert SECRET not in settings.model_dump_json()
-    journal = Journal.open(tmp_path / "j.sqlite")
     topics = Topics(table="tp-01")
 
     async def handler(command: Command) -> Answer:
         return Answer(True, "resumed")
 
-    publisher = Publisher(settings, "tp-01", journal, game="g", version="t")
     router = CommandRouter(settings, "tp-01", journal, handler, handler_timeout=2)
     caplog.set_level(logging.DEBUG)
     with capture_logs() as logs:
-        async with asyncio.timeout(30), asyncio.TaskGroup() as group:
-            pub_task = group.create_task(publisher.run(), name="publisher")
+        async with (
+            asyncio.timeout(30),
+            make_publisher(settings, "tp-01", journal, version="t", connect_within=10),
+            asyncio.TaskGroup() as group,
+        ):
             cmd_task = group.create_task(router.run(), name="commands")
-            assert await publisher.wait_connected(10)
             async with asyncio.timeout(10):
                 await router.subscribed.wait()
             viewer = aiomqtt.Client(
@@ -114,18 +115,15 @@ async def test_publisher_and_commands_over_tls_and_no_password_in_logs(
                 journal.append("table_status", {"state": "tls-ok"})
                 async with asyncio.timeout(10):
                     message = await anext(aiter(viewer.messages))
-                assert json.loads(message.payload)["data"]["state"] == "tls-ok"  # type: ignore[arg-type]
+                assert json.loads(message.payload)["data"]["state"] == "tls-ok"
             # The pit CLI's path, over TLS with the pitboss credential.
             pit = Target(tls_settings(broker.tls_port, "pitboss", ca_file=tls.ca_cert), "tp-01")
             outcome = await send_command(pit, "pit", "resume", {"round": None}, timeout=10)
             assert outcome.code == 0, outcome.text
             assert "ACCEPTED resume" in outcome.text
             await router.stop()
-            await publisher.stop()
-            await pub_task
             await cmd_task
     assert journal.undelivered_count() == 0
-    journal.close()
     assert logs, "structlog output was captured"
     assert SECRET not in repr(logs)
     assert SECRET not in caplog.text
@@ -133,46 +131,36 @@ async def test_publisher_and_commands_over_tls_and_no_password_in_logs(
 
 
 async def test_untrusted_broker_certificate_is_not_accepted(
-    tls_broker: tuple[SecureBroker, TlsFiles], tmp_path: Path
+    tls_broker: tuple[SecureBroker, TlsFiles], tmp_path: Path, journal: Journal, make_publisher: Any
 ) -> None:
     broker, _tls = tls_broker
     stranger = make_tls(tmp_path / "other", ca_name="another CA")
-    journal = Journal.open(tmp_path / "j.sqlite")
     settings = tls_settings(broker.tls_port, "table-tp-01", ca_file=stranger.ca_cert)
-    publisher = Publisher(settings, "tp-01", journal, game="g", version="t")
     with capture_logs() as logs:
-        async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-            task = group.create_task(publisher.run())
+        async with (
+            asyncio.timeout(20),
+            make_publisher(settings, "tp-01", journal, version="t") as publisher,
+        ):
             assert not await publisher.wait_connected(1.5)
-            await publisher.stop()
-            await task
     assert any("CERTIFICATE_VERIFY_FAILED" in str(e.get("error")) for e in logs), logs
-    journal.close()
 
 
 async def test_mutual_tls_client_certificate(
-    tls_broker: tuple[SecureBroker, TlsFiles], tmp_path: Path
+    tls_broker: tuple[SecureBroker, TlsFiles], tmp_path: Path, journal: Journal, make_publisher: Any
 ) -> None:
     broker, tls = tls_broker
     cert, key = make_client_cert(tls, tmp_path / "client", "table-tp-01")
-    journal = Journal.open(tmp_path / "j.sqlite")
     with_cert = tls_settings(
         broker.port, "table-tp-01", ca_file=tls.ca_cert, cert_file=cert, key_file=key
     )
-    publisher = Publisher(with_cert, "tp-01", journal, game="g", version="t")
-    async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-        task = group.create_task(publisher.run())
-        assert await publisher.wait_connected(10)
-        await publisher.stop()
-        await task
+    async with asyncio.timeout(20), make_publisher(with_cert, "tp-01", journal, version="t") as up:
+        assert await up.wait_connected(10)
     without = tls_settings(broker.port, "table-tp-01", ca_file=tls.ca_cert)
-    publisher = Publisher(without, "tp-01", journal, game="g", version="t")
-    async with asyncio.timeout(20), asyncio.TaskGroup() as group:
-        task = group.create_task(publisher.run())
+    async with (
+        asyncio.timeout(20),
+        make_publisher(without, "tp-01", journal, version="t") as publisher,
+    ):
         assert not await publisher.wait_connected(1.5)
-        await publisher.stop()
-        await task
-    journal.close()
 
 
 def test_unusable_tls_files_stop_at_start(tmp_path: Path) -> None:

@@ -4,8 +4,11 @@ backend, so pyusb's enumeration and string descriptors really run)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
+from serial.tools import list_ports
+from serial.tools.list_ports_common import ListPortInfo
 
 from controller.cli.devices import register, run
 from drivers.discovery import (
@@ -46,8 +49,20 @@ def test_unplugged_device_is_not_listed() -> None:
     assert list_usb_scanners(backend) == ([], None)
 
 
-def test_serial_ports_have_serial_urls() -> None:
-    for port in list_serial_ports():
+def test_serial_ports_have_serial_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every port listed has a serial URL; a real pty is added so at least one port is."""
+    system = list_ports.comports()
+    leader, follower = os.openpty()
+    try:
+        pty = os.ttyname(follower)
+        monkeypatch.setattr(list_ports, "comports", lambda: [*system, ListPortInfo(pty)])
+        ports = list_serial_ports()
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert len(ports) == len(system) + 1
+    assert f"serial://{pty}?baud=115200" in [port.url for port in ports]
+    for port in ports:
         assert port.url.startswith("serial:///") and port.kind == "serial"
         assert parse_url(port.url).kind == "serial"
 

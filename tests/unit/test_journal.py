@@ -11,6 +11,7 @@ import sys
 import textwrap
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -35,7 +36,7 @@ from controller.journal import (
 )
 
 
-def _raw(path: Path, sql: str, *args: object) -> list[tuple[object, ...]]:
+def _raw(path: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
     with sqlite3.connect(path) as db:
         return db.execute(sql, args).fetchall()
 
@@ -342,8 +343,8 @@ V1_DDL = (
 SLOTS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 
 
-def _round_rows(round_id: str, round_no: int, cards: list[str]) -> list[tuple[str, dict]]:
-    rows: list[tuple[str, dict]] = [
+def _round_rows(round_id: str, round_no: int, cards: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    rows: list[tuple[str, dict[str, Any]]] = [
         (
             "round_opened",
             {"round_id": round_id, "round_no": round_no, "game": "g", "slots": SLOTS},
@@ -913,7 +914,7 @@ MAIN_JOURNAL = Path(__file__).parent / "data" / "journal_main.sqlite"
 MAIN_CHAIN_HEAD = "2da4ebfe0a2576a06e4ff9b38ad53ef3cdac46ba38aeabd612a03fe08e015582"
 
 
-def _typed(kind: str, body: dict[str, object]) -> EntryBody:
+def _typed(kind: str, body: dict[str, Any]) -> EntryBody:
     model = BODY_MODELS[EntryKind(kind)]
     if model is CardDealtData:  # the hot path's way: validated, dumped by pydantic-core
         return CardDealtData.model_validate(body)
@@ -965,7 +966,7 @@ def test_record_takes_the_kind_from_the_body_model(tmp_path):
     with Journal.open(tmp_path / "j.sqlite") as journal:
         body = CardDealtData(slot="A1", hand="A", index=0, card="Qh", face="hidden")
         entry = journal.record(body, round_id="r1")
-        assert entry.kind == EntryKind.CARD_DEALT == "card_dealt"
+        assert entry.kind == EntryKind.CARD_DEALT == "card_dealt"  # type: ignore[comparison-overlap]
         assert entry.typed_body is body  # not parsed again
         assert entry.body == {"slot": "A1", "hand": "A", "index": 0, "card": "Qh", "face": "hidden"}
         stored = journal.get(entry.seq)
@@ -974,7 +975,7 @@ def test_record_takes_the_kind_from_the_body_model(tmp_path):
         with pytest.raises(JournalError, match="not the body of an entry kind"):
             journal.record(EntryBody())
         with pytest.raises(JournalError, match="not JSON-able"):
-            journal.record(TableStatusData.model_construct(state="x", detail=object()))
+            journal.record(TableStatusData.model_construct(state="x", detail=object()))  # type: ignore[arg-type]
         assert journal.last_seq == 1
 
 

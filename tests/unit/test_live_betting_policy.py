@@ -10,7 +10,7 @@ import pytest
 
 from controller.games.live.base import JSON, DecisionStep
 from controller.games.registry import GAME_IDS, make_live_game
-from controller.messages import DecisionOpenData
+from controller.journal.entries import DecisionOpenData
 from simulators.betting import BettingPolicy
 from tests.unit.test_live_helpers import drive, shuffled
 

@@ -295,7 +295,10 @@ def test_a_duplicate_card_is_a_rules_error() -> None:
 def test_hole_cards_never_in_a_decision_window() -> None:
     _, trace = play_script()
     hole = {card for cards in HOLE_CARDS.values() for card in cards}
-    for step in trace.of(DecisionStep):  # type: ignore[attr-defined]
+    assert len(hole) == 6
+    decisions = trace.of(DecisionStep)  # type: ignore[attr-defined]
+    assert len(decisions) == len(SCRIPT)  # the loop below runs over every window of the hand
+    for step in decisions:
         text = json.dumps([step.info, step.default, step.options, step.seat])
         for card in hole:
             assert f'"{card}"' not in text

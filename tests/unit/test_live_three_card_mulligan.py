@@ -178,7 +178,9 @@ def test_replay_gives_the_same_result(cards: str, choice: str) -> None:
 def test_hidden_dealer_cards_never_in_a_decision() -> None:
     rnd = new_round()
     trace = drive(rnd, pieces(f"{STAY_P} {MULL_D} {PM} {DM}"), lambda step: {"choice": "mulligan"})
-    for step in trace.of(DecisionStep):
+    decisions = trace.of(DecisionStep)
+    assert [step.window for step in decisions] == ["mulligan"]  # the loop below runs
+    for step in decisions:
         text = json.dumps([step.info, step.default, step.options])
         for card in MULL_D.split():
             assert card not in text

@@ -187,7 +187,7 @@ def _round_entries(data: st.DataObject) -> tuple[list[JournalEntry], set[str]]:
                     {"slot": slot, "cause": "crc", "detail": "bad frame", "attempt": 1},
                 )
             )
-        if hidden and data.draw(st.booleans()):
+        if bool(hidden) and data.draw(st.booleans()):
             dupe = data.draw(st.sampled_from(sorted(hidden)))
             entries.append(
                 book.entry(
@@ -318,7 +318,9 @@ def test_snapshot_states_through_a_round_and_the_next():
 # -- watch lines ----------------------------------------------------------------------------
 
 
-def _envelope(kind: str, data: dict[str, Any], *, seq: int = 5, delayed: bool = False) -> dict:
+def _envelope(
+    kind: str, data: dict[str, Any], *, seq: int = 5, delayed: bool = False
+) -> dict[str, Any]:
     return {
         "schema_version": "1",
         "table": "tp-1",
@@ -624,9 +626,15 @@ def test_results_are_signed_on_events_and_results_only():
     assert all("signature" not in json.loads(m.payload) for m in out)
 
 
+def _line(topic: str, envelope: dict[str, Any]) -> str:
+    text = describe(topic, envelope)
+    assert text is not None, envelope
+    return text
+
+
 def test_watch_describes_the_new_kinds():
     lines = {
-        "decision_open": describe(
+        "decision_open": _line(
             TOPICS.events,
             _envelope(
                 "decision_open",
@@ -639,18 +647,18 @@ def test_watch_describes_the_new_kinds():
                 },
             ),
         ),
-        "decision_applied": describe(
+        "decision_applied": _line(
             TOPICS.events,
             _envelope(
                 "decision_applied",
                 {"window": "w1", "decision": {"action": "fold"}, "default": True},
             ),
         ),
-        "cards_revealed": describe(
+        "cards_revealed": _line(
             TOPICS.events, _envelope("cards_revealed", {"hand": "P", "cards": ["As", "Kd"]})
         ),
-        "round_halted": describe(TOPICS.events, _envelope("round_halted", {"reason": "pit"})),
-        "command_answered": describe(
+        "round_halted": _line(TOPICS.events, _envelope("round_halted", {"reason": "pit"})),
+        "command_answered": _line(
             TOPICS.events,
             _envelope(
                 "command_answered",

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ def _write_table(path: Path) -> None:
     journal = Journal.open(path)
     rid = "tp-01-000001"
 
-    def add(kind: str, body: dict, round_id: str | None = rid) -> None:
+    def add(kind: str, body: dict[str, Any], round_id: str | None = rid) -> None:
         journal.append(kind, body, round_id=round_id, happened_at=next(at))
 
     add(
@@ -58,33 +59,23 @@ def _write_table(path: Path) -> None:
     )
     add("card_refused", {"slot": None, "card": "Qs", "reason": "betting is still open"})
     add("betting_closed", {})
-    for index, card in enumerate(CARDS[:3]):
+
+    def deal(index: int, card: str) -> None:
+        slot = SLOTS[index]
         add(
             "card_dealt",
-            {
-                "slot": SLOTS[index],
-                "hand": SLOTS[index][0],
-                "index": index,
-                "card": card,
-                "face": "up",
-            },
+            {"slot": slot, "hand": slot[0], "index": index, "card": card, "face": "up"},
         )
+
+    for index, card in enumerate(CARDS[:3]):
+        deal(index, card)
     journal.close()
     journal = Journal.open(path)  # a restart mid-deal: session 2 finishes the round
     add("rescan_requested", {"slot": "B2", "cause": "device", "detail": "card #3", "attempt": 1})
     add("card_refused", {"slot": "B2", "card": "As", "reason": "duplicate of As"})
     add("pit_alert", {"slot": "B2", "reason": "3 misreads in a row at B2: pit boss needed"})
     for index, card in enumerate(CARDS[3:], start=3):
-        add(
-            "card_dealt",
-            {
-                "slot": SLOTS[index],
-                "hand": SLOTS[index][0],
-                "index": index,
-                "card": card,
-                "face": "up",
-            },
-        )
+        deal(index, card)
     add(
         "round_result",
         {

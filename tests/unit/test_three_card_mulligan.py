@@ -403,68 +403,90 @@ def test_pair_plus_exact_against_brute_force() -> None:
     assert abs(float(ante.rtp) - (1 + mean)) < 4.5 * se
 
 
-def brute_force_ante(ranks: tuple[int, ...]) -> tuple[dict[tuple[str, str], int], int]:
-    deck = [Card.of(rank, suit) for rank in sorted(ranks) for suit in range(4)]
-    size = len(deck)
-    keys: dict[tuple[Card, ...], tuple[int, tuple[int, ...]]] = {
-        cards: naive_key(cards) for cards in itertools.combinations(deck, 3)
-    }
-    counts: Counter[tuple[str, str]] = Counter()
+def _suit_class(cards: list[Card] | tuple[Card, ...]) -> tuple[tuple[int, int], ...]:
+    """The cards up to a permutation of the suits (the least of their relabellings)."""
+    return min(
+        tuple(sorted((card.rank, perm[card.code % 4]) for card in cards))
+        for perm in SUIT_PERMUTATIONS
+    )
 
-    def record(path: str, mine: tuple[Card, ...], theirs: tuple[Card, ...], weight: int) -> None:
-        a, b = keys[mine], keys[theirs]
+
+class _BruteForceAnte:
+    """Every deal of a small deck, played by the naive rules, counted by path and outcome."""
+
+    def __init__(self, ranks: tuple[int, ...]) -> None:
+        self.deck = [Card.of(rank, suit) for rank in sorted(ranks) for suit in range(4)]
+        self.size = len(self.deck)
+        self.keys: dict[tuple[Card, ...], tuple[int, tuple[int, ...]]] = {
+            cards: naive_key(cards) for cards in itertools.combinations(self.deck, 3)
+        }
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.both_weak_cache: dict[tuple[tuple[int, int], ...], Counter[tuple[str, str]]] = {}
+
+    def record(
+        self, path: str, mine: tuple[Card, ...], theirs: tuple[Card, ...], weight: int
+    ) -> None:
+        a, b = self.keys[mine], self.keys[theirs]
         if a > b:
-            counts[path, f"win {NAIVE_GROUP.get(a[0], 'other')}"] += weight
+            self.counts[path, f"win {NAIVE_GROUP.get(a[0], 'other')}"] += weight
         elif a == b:
-            counts[path, "push"] += weight
+            self.counts[path, "push"] += weight
         else:
-            counts[path, "lose"] += weight
+            self.counts[path, "lose"] += weight
 
-    def canonical(cards: list[Card] | tuple[Card, ...]) -> tuple[tuple[int, int], ...]:
-        return min(
-            tuple(sorted((card.rank, perm[card.code % 4]) for card in cards))
-            for perm in SUIT_PERMUTATIONS
-        )
+    def deal(
+        self, player: tuple[Card, ...], stays: bool, rest: list[Card], dealer: tuple[Card, ...]
+    ) -> None:
+        """Every way on from this player hand and this dealer hand."""
+        left = [card for card in rest if card not in dealer]
+        stands = naive_dealer_stands(dealer)
+        size = self.size
+        if stays and stands:
+            self.record("stay", player, dealer, math.comb(size - 6, 3) * math.comb(size - 9, 3))
+        elif stays:
+            for second in itertools.combinations(left, 3):
+                self.record("stay", player, second, math.comb(size - 9, 3))
+        elif stands:
+            for mulligan in itertools.combinations(left, 3):
+                self.record("mulligan", mulligan, dealer, math.comb(size - 9, 3))
+        else:
+            self.both_weak(left)
 
+    def both_weak(self, left: list[Card]) -> None:
+        """Both mulligan: every new player hand against every second dealer hand (cached)."""
+        canon = _suit_class(left)
+        if canon in self.both_weak_cache:
+            self.counts.update(self.both_weak_cache[canon])
+            return
+        before = Counter(self.counts)
+        for mulligan in itertools.combinations(left, 3):
+            last = [card for card in left if card not in mulligan]
+            for second in itertools.combinations(last, 3):
+                self.record("mulligan", mulligan, second, 1)
+        self.both_weak_cache[canon] = Counter(self.counts)
+        self.both_weak_cache[canon].subtract(before)
+
+
+def brute_force_ante(ranks: tuple[int, ...]) -> tuple[dict[tuple[str, str], int], int]:
+    ante = _BruteForceAnte(ranks)
     # One player hand per suit class (suit permutations change no count), with its class size.
     classes: dict[tuple[tuple[int, int], ...], list[tuple[Card, ...]]] = {}
-    for cards in itertools.combinations(deck, 3):
-        classes.setdefault(canonical(cards), []).append(cards)
-    both_weak_cache: dict[tuple[tuple[int, int], ...], Counter[tuple[str, str]]] = {}
+    for cards in itertools.combinations(ante.deck, 3):
+        classes.setdefault(_suit_class(cards), []).append(cards)
     for members in classes.values():
         player: tuple[Card, ...] = members[0]
         multiplicity = len(members)
-        before_player = Counter(counts)
-        rest = [card for card in deck if card not in player]
+        before_player = Counter(ante.counts)
+        rest = [card for card in ante.deck if card not in player]
         stays = naive_stays(player)
         for dealer in itertools.combinations(rest, 3):
-            left = [card for card in rest if card not in dealer]
-            stands = naive_dealer_stands(dealer)
-            if stays and stands:
-                record("stay", player, dealer, math.comb(size - 6, 3) * math.comb(size - 9, 3))
-            elif stays:
-                for second in itertools.combinations(left, 3):
-                    record("stay", player, second, math.comb(size - 9, 3))
-            elif stands:
-                for mulligan in itertools.combinations(left, 3):
-                    record("mulligan", mulligan, dealer, math.comb(size - 9, 3))
-            else:
-                canon = canonical(left)
-                if canon not in both_weak_cache:
-                    before = Counter(counts)
-                    for mulligan in itertools.combinations(left, 3):
-                        last = [card for card in left if card not in mulligan]
-                        for second in itertools.combinations(last, 3):
-                            record("mulligan", mulligan, second, 1)
-                    both_weak_cache[canon] = Counter(counts)
-                    both_weak_cache[canon].subtract(before)
-                else:
-                    counts.update(both_weak_cache[canon])
-        for key, value in (counts - before_player).items():
-            counts[key] += (multiplicity - 1) * value
+            ante.deal(player, stays, rest, dealer)
+        for key, value in (ante.counts - before_player).items():
+            ante.counts[key] += (multiplicity - 1) * value
+    size = ante.size
     total = math.comb(size, 3) * math.comb(size - 3, 3) * math.comb(size - 6, 3)
     total *= math.comb(size - 9, 3)
-    return {key: value for key, value in counts.items() if value}, total
+    return {key: value for key, value in ante.counts.items() if value}, total
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,1 @@
+"""Benchmarks, run as scripts (``python bench/scan_to_publish.py``); a package for mypy."""
