@@ -8,7 +8,7 @@ SIGTERM) stops it cleanly. Also runnable without the controller as
 This is the simulators' command-line layer (the only simulators module that knows argparse).
 It also holds the fault options shared by ``simulate-scanner`` and ``tablectl run
 --simulate``: ``add_fault_arguments(parser_or_group)`` adds them; ``fault_plan_from_args(args)``
-builds the :class:`~simulators.scanner.FaultPlan`; with ``--scenario FILE`` the scenario's own
+builds the :class:`~simulators.faults.FaultPlan`; with ``--scenario FILE`` the scenario's own
 faults are the base and the command-line rates given explicitly are added on top, and
 ``scenario_from_args(args)`` gives the scenario (its ``cards`` are the deck to script).
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simulators.decks import GAME_DECKS
-from simulators.scanner import FaultPlan
+from simulators.faults import FaultPlan
 from simulators.scenario import Scenario, load_scenario
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ A scenario is a scripted deck plus faults at given cards::
 
 ``kind`` is one of ``misread``, ``corrupt``, ``garbage``, ``loss`` (counted with ``times``),
 ``double_read``, ``delay``, ``unplug``, ``heartbeat_stop`` (timed with ``seconds``); see
-:class:`simulators.scanner.CardFault`. Errors name the file, the line and the field.
+:class:`simulators.faults.CardFault`. Errors name the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from drivers.codec import CardFrame
 from drivers.errors import FrameError
 from simulators.decks import GAME_DECKS, deck_for_game
 from simulators.errors import SimulatorConfigError
-from simulators.scanner import FAULT_KINDS, CardFault, FaultKind, FaultPlan
+from simulators.faults import FAULT_KINDS, CardFault, FaultKind, FaultPlan
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 """Where the shipped scenarios live."""
