@@ -15,7 +15,8 @@ import serial
 import serial_asyncio_fast
 
 from drivers.errors import ConnectionLost, TransportError
-from drivers.link import BOOT_STATE, FramedCardSource, LinkStats
+from drivers.link import FramedCardSource
+from drivers.receiver import BOOT_STATE, LinkStats
 from drivers.source import DriverSettings, PortSpec
 
 __all__ = ["BOOT_STATE", "LinkStats", "SerialCardSource"]
