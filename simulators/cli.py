@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simulators.decks import GAME_DECKS
-from simulators.faults import FaultPlan
+from simulators.faults import TIMING, FaultPlan
 from simulators.scenario import Scenario, load_scenario
 
 if TYPE_CHECKING:
@@ -164,14 +164,7 @@ def fault_plan_from_args(
         value = getattr(args, name if name != "duplicate_rate" else "repeat_rate", None)
         if value is not None:
             changes[name] = value
-    for name in (
-        "delay",
-        "byte_by_byte",
-        "unplug_every",
-        "unplug_seconds",
-        "heartbeat_stop_after",
-        "heartbeat_stop_seconds",
-    ):
+    for name in TIMING:
         value = getattr(args, name, None)
         if value is not None:
             changes[name] = value

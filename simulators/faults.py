@@ -18,6 +18,8 @@ from simulators.errors import SimulatorConfigError
 
 __all__ = [
     "FAULT_KINDS",
+    "RATES",
+    "TIMING",
     "CardFault",
     "FaultInjector",
     "FaultKind",
@@ -33,7 +35,7 @@ FaultKind = Literal[
 
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
-_RATES = (
+RATES: tuple[str, ...] = (
     "misread_rate",
     "garbage_rate",
     "corrupt_rate",
@@ -41,6 +43,17 @@ _RATES = (
     "loss_rate",
     "double_read_rate",
 )
+"""The plan's chances (0-1)."""
+
+TIMING: tuple[str, ...] = (
+    "delay",
+    "byte_by_byte",
+    "unplug_every",
+    "unplug_seconds",
+    "heartbeat_stop_after",
+    "heartbeat_stop_seconds",
+)
+"""The plan's other options (a scenario's ``[faults]`` table takes these and :data:`RATES`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +146,7 @@ class FaultPlan:
         self._check_timing()
 
     def _check_rates(self) -> None:
-        for name in _RATES:
+        for name in RATES:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise SimulatorConfigError(f"{name} must be between 0 and 1", **{name: value})

@@ -34,26 +34,13 @@ from drivers.codec import CardFrame
 from drivers.errors import FrameError
 from simulators.decks import GAME_DECKS, deck_for_game
 from simulators.errors import SimulatorConfigError
-from simulators.faults import FAULT_KINDS, CardFault, FaultKind, FaultPlan
+from simulators.faults import FAULT_KINDS, RATES, TIMING, CardFault, FaultKind, FaultPlan
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 """Where the shipped scenarios live."""
 
 _TOP_KEYS = {"name", "description", "game", "cards", "seed", "faults", "fault"}
-_RATE_KEYS = {
-    "misread_rate",
-    "garbage_rate",
-    "corrupt_rate",
-    "duplicate_rate",
-    "loss_rate",
-    "double_read_rate",
-    "delay",
-    "byte_by_byte",
-    "unplug_every",
-    "unplug_seconds",
-    "heartbeat_stop_after",
-    "heartbeat_stop_seconds",
-}
+_RATE_KEYS = {*RATES, *TIMING}
 _FAULT_KEYS = {"at_card", "kind", "times", "seconds", "note"}
 _TIMED = {"delay", "unplug", "heartbeat_stop"}
 
