@@ -18,7 +18,7 @@ import contextlib
 import time
 from dataclasses import replace
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, TypeVar
 
 import structlog
 
@@ -41,6 +41,8 @@ from drivers.source import (
     DriverSettings,
     Read,
 )
+
+_E = TypeVar("_E", bound=DriverError)
 
 
 class FramedCardSource(HostCommands):
@@ -115,6 +117,10 @@ class FramedCardSource(HostCommands):
         """
         return False
 
+    def _error(self, kind: type[_E], message: str, detail: str | None = None, **context: Any) -> _E:
+        """An exception of ``kind`` about this source (its URL and device filled in)."""
+        return kind(message, url=self._url, device=self.device, detail=detail, **context)
+
     # ----------------------------------------------------------------- properties
 
     @property
@@ -157,16 +163,15 @@ class FramedCardSource(HostCommands):
             DeviceTimeout: Opening took longer than ``open_timeout``.
         """
         if self._connected:
-            raise TransportError("card source is already open", url=self._url, device=self.device)
+            raise self._error(TransportError, "card source is already open")
         try:
             async with asyncio.timeout(self._settings.open_timeout):
                 await self._connect()
         except TimeoutError as exc:
-            raise DeviceTimeout(
+            raise self._error(
+                DeviceTimeout,
                 "opening the card source timed out",
-                url=self._url,
-                device=self.device,
-                detail=f"open_timeout={self._settings.open_timeout}s",
+                f"open_timeout={self._settings.open_timeout}s",
             ) from exc
         self._connected = True
         self._decoder.reset()
@@ -230,7 +235,7 @@ class FramedCardSource(HostCommands):
         """
         while True:
             if not self._connected and self._queue.empty():
-                raise TransportError("card source is not open", url=self._url, device=self.device)
+                raise self._error(TransportError, "card source is not open")
             try:
                 async with asyncio.timeout(self._settings.read_timeout):
                     item = await self._queue.get()
@@ -251,11 +256,10 @@ class FramedCardSource(HostCommands):
         silent = time.monotonic() - since
         if silent > limit:
             self._log.error("heartbeat_lost", silent_s=round(silent, 3), limit_s=limit)
-            raise HeartbeatLost(
+            raise self._error(
+                HeartbeatLost,
                 "no heartbeat from the device",
-                url=self._url,
-                device=self.device,
-                detail=f"silent for {silent:.2f}s, heartbeat_timeout={limit}s",
+                f"silent for {silent:.2f}s, heartbeat_timeout={limit}s",
             )
 
     async def _read_loop(self) -> None:
@@ -263,10 +267,8 @@ class FramedCardSource(HostCommands):
             while True:
                 data = await self._receive()
                 if not data:
-                    raise ConnectionLost(
-                        "the device closed the connection (end of file)",
-                        url=self._url,
-                        device=self.device,
+                    raise self._error(
+                        ConnectionLost, "the device closed the connection (end of file)"
                     )
                 at = time.monotonic()
                 receive = self._receiver.receive
@@ -301,23 +303,17 @@ class FramedCardSource(HostCommands):
 
     async def _send(self, frame: Frame) -> None:
         if not self._writable():
-            raise TransportError(
-                "card source is not open",
-                url=self._url,
-                device=self.device,
-                frame_type=frame.TYPE.name,
-            )
+            raise self._error(TransportError, "card source is not open", frame_type=frame.TYPE.name)
         numbered = replace(frame, seq=self._tx_seq)
         self._tx_seq = (self._tx_seq + 1) % 256
         try:
             async with asyncio.timeout(self._settings.write_timeout):
                 await self._transmit(encode(numbered))
         except TimeoutError as exc:
-            raise DeviceTimeout(
+            raise self._error(
+                DeviceTimeout,
                 "writing to the device timed out",
-                url=self._url,
-                device=self.device,
-                detail=f"write_timeout={self._settings.write_timeout}s",
+                f"write_timeout={self._settings.write_timeout}s",
                 frame_type=frame.TYPE.name,
             ) from exc
         except ConnectionLost as exc:

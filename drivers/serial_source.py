@@ -48,9 +48,7 @@ class SerialCardSource(FramedCardSource):
                 url=self._spec.port_url, **options
             )
         except (serial.SerialException, OSError, ValueError) as exc:
-            raise TransportError(
-                "cannot open the card source", url=self._url, device=self.device, detail=str(exc)
-            ) from exc
+            raise self._error(TransportError, "cannot open the card source", str(exc)) from exc
         self._reader, self._writer = reader, writer
 
     def _writable(self) -> bool:
@@ -62,11 +60,10 @@ class SerialCardSource(FramedCardSource):
         try:
             return await self._reader.read(_READ_CHUNK)
         except (OSError, serial.SerialException) as exc:
-            raise ConnectionLost(
+            raise self._error(
+                ConnectionLost,
                 "the connection to the device failed",
-                url=self._url,
-                device=self.device,
-                detail=str(exc),
+                str(exc),
             ) from exc
 
     def _transmit_now(self, data: bytes) -> bool:
@@ -82,11 +79,10 @@ class SerialCardSource(FramedCardSource):
         try:
             await self._writer.drain()
         except (OSError, serial.SerialException) as exc:
-            raise ConnectionLost(
+            raise self._error(
+                ConnectionLost,
                 "writing to the device failed",
-                url=self._url,
-                device=self.device,
-                detail=str(exc),
+                str(exc),
             ) from exc
 
     async def _disconnect(self, *, failed: bool) -> None:
