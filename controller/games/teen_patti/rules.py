@@ -19,7 +19,6 @@ lookup.
 
 from __future__ import annotations
 
-import enum
 import functools
 import itertools
 from collections import Counter
@@ -52,8 +51,8 @@ _ACE: Final = three_card.ACE
 PLURAL_RANK_NAMES: Final = three_card.PLURAL_RANK_NAMES
 
 
-class TeenPattiHand(enum.StrEnum):
-    """Categories of a three-card Teen Patti hand, listed high to low."""
+class TeenPattiHand(three_card.RankedCategory):
+    """Categories of a three-card Teen Patti hand, listed high to low (level 0: high card)."""
 
     TRAIL_OF_ACES = "trail_of_aces"
     TRAIL = "trail"
@@ -63,31 +62,13 @@ class TeenPattiHand(enum.StrEnum):
     PAIR = "pair"
     HIGH_CARD = "high_card"
 
-    @property
-    def level(self) -> int:
-        """0 for high card up to 6 for a trail of aces; a higher level beats a lower one."""
-        return _HAND_LEVELS[self]
-
     @classmethod
-    def from_level(cls, level: int) -> TeenPattiHand:
-        """The category with a given level.
-
-        Raises:
-            RulesError: No category has that level.
-        """
-        try:
-            return _HANDS_BY_LEVEL[level]
-        except IndexError:
-            raise RulesError(
-                f"no Teen Patti hand category has level {level}", level=level
-            ) from None
+    def noun(cls) -> str:
+        """What a member is called in an error message."""
+        return "Teen Patti hand category"
 
 
-_HANDS_BY_LEVEL: Final = tuple(reversed(TeenPattiHand))
-_HAND_LEVELS: Final = {hand: level for level, hand in enumerate(_HANDS_BY_LEVEL)}
-
-
-class SixCardBonus(enum.StrEnum):
+class SixCardBonus(three_card.RankedCategory):
     """Outcomes of the 6 Card Bonus (best five of six cards), listed high to low."""
 
     ROYAL_FLUSH = "royal_flush"
@@ -98,15 +79,6 @@ class SixCardBonus(enum.StrEnum):
     STRAIGHT = "straight"
     THREE_OF_A_KIND = "three_of_a_kind"
     NO_BONUS = "no_bonus"
-
-    @property
-    def level(self) -> int:
-        """0 for no bonus up to 7 for a royal flush."""
-        return _BONUS_LEVELS[self]
-
-
-_BONUS_BY_LEVEL: Final = tuple(reversed(SixCardBonus))
-_BONUS_LEVELS: Final = {bonus: level for level, bonus in enumerate(_BONUS_BY_LEVEL)}
 
 
 # --------------------------------------------------------------------------------------------
