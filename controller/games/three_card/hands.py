@@ -29,7 +29,7 @@ from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 from controller.cards import JOKER_CODE, RANK_NAMES, Card, Piece
 from controller.errors import RulesError
-from controller.games.base import HandSummary
+from controller.games.base import HandSummary, checked_cards
 
 
 class RankedCategory(enum.StrEnum):
@@ -178,33 +178,14 @@ def check_three_cards(
         RulesError: Wrong count, a tile, the joker or a repeated card.
     """
     where = f"hand {hand} " if hand else f"a {game_name} hand "
-    if len(cards) != CARDS_PER_HAND:
-        raise RulesError(
-            f"{where}needs exactly {CARDS_PER_HAND} cards, got {len(cards)}",
-            **context,
-            hand=hand,
-            cards=[str(card) for card in cards],
-        )
-    checked: list[Card] = []
-    for card in cards:
-        if not isinstance(card, Card):
-            raise RulesError(
-                f"{where}holds {card}, which is not a playing card",
-                **context,
-                hand=hand,
-                piece=str(card),
-            )
-        if card.is_joker:
-            raise RulesError(
-                f"{where}holds the joker; {game_name} is played without one",
-                **context,
-                hand=hand,
-                piece=str(card),
-            )
-        if card in checked:
-            raise RulesError(f"{where}holds {card} twice", **context, hand=hand, piece=str(card))
-        checked.append(card)
-    return tuple(checked)
+    return checked_cards(
+        cards,
+        CARDS_PER_HAND,
+        where,
+        without_joker=f"{game_name} is played without one",
+        **context,
+        hand=hand,
+    )
 
 
 class HandChecker(Protocol):
