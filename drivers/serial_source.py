@@ -61,9 +61,7 @@ class SerialCardSource(FramedCardSource):
             return await self._reader.read(_READ_CHUNK)
         except (OSError, serial.SerialException) as exc:
             raise self._error(
-                ConnectionLost,
-                "the connection to the device failed",
-                str(exc),
+                ConnectionLost, "the connection to the device failed", str(exc)
             ) from exc
 
     def _transmit_now(self, data: bytes) -> bool:
@@ -79,11 +77,7 @@ class SerialCardSource(FramedCardSource):
         try:
             await self._writer.drain()
         except (OSError, serial.SerialException) as exc:
-            raise self._error(
-                ConnectionLost,
-                "writing to the device failed",
-                str(exc),
-            ) from exc
+            raise self._error(ConnectionLost, "writing to the device failed", str(exc)) from exc
 
     async def _disconnect(self, *, failed: bool) -> None:
         writer = self._writer

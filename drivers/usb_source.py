@@ -123,9 +123,7 @@ class UsbCardSource(FramedCardSource):
         except LookupError as exc:
             usb.util.dispose_resources(device)
             raise self._error(
-                TransportError,
-                "the USB device has no bulk IN/OUT endpoint pair",
-                str(exc),
+                TransportError, "the USB device has no bulk IN/OUT endpoint pair", str(exc)
             ) from exc
         except usb.core.USBError as exc:
             with contextlib.suppress(usb.core.USBError):
