@@ -20,7 +20,7 @@ import binascii
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Final
+from typing import ClassVar, Final, Self
 
 from drivers.errors import FrameError
 
@@ -486,7 +486,35 @@ class ExpectFrame(_FrameBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RescanFrame(_FrameBase):
+class _SlotNoticeFrame(_FrameBase):
+    """Host → device about the card on the scanner: a slot name and a reason (RESCAN, REJECT).
+
+    Attributes:
+        slot_name: The slot the card is meant for; empty when it is meant for none.
+        reason: Why (shown on the dealer's display).
+    """
+
+    slot_name: str
+    reason: str = ""
+
+    def _validate(self) -> None:
+        _check_name("slot_name", self.slot_name, allow_empty=True)
+        _check_text("reason", self.reason)
+
+    def payload(self) -> bytes:
+        """Slot name then reason."""
+        return bytes(_Out().text(self.slot_name).text(self.reason).data)
+
+    @classmethod
+    def _parse(cls, seq: int, data: _In) -> Self:
+        slot_name = data.name("slot name", allow_empty=True)
+        reason = data.text()
+        data.end()
+        return cls(seq=seq, slot_name=slot_name, reason=reason)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RescanFrame(_SlotNoticeFrame):
     """Host → device: read that same card again.
 
     Attributes:
@@ -496,27 +524,9 @@ class RescanFrame(_FrameBase):
 
     TYPE: ClassVar[FrameType] = FrameType.RESCAN
 
-    slot_name: str
-    reason: str = ""
-
-    def _validate(self) -> None:
-        _check_name("slot_name", self.slot_name, allow_empty=True)
-        _check_text("reason", self.reason)
-
-    def payload(self) -> bytes:
-        """Slot name then reason."""
-        return bytes(_Out().text(self.slot_name).text(self.reason).data)
-
-    @classmethod
-    def _parse(cls, seq: int, data: _In) -> RescanFrame:
-        slot_name = data.name("slot name", allow_empty=True)
-        reason = data.text()
-        data.end()
-        return cls(seq=seq, slot_name=slot_name, reason=reason)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RejectFrame(_FrameBase):
+class RejectFrame(_SlotNoticeFrame):
     """Host → device: that card is refused, take it away (LED red, beep).
 
     Attributes:
@@ -526,24 +536,6 @@ class RejectFrame(_FrameBase):
     """
 
     TYPE: ClassVar[FrameType] = FrameType.REJECT
-
-    slot_name: str
-    reason: str = ""
-
-    def _validate(self) -> None:
-        _check_name("slot_name", self.slot_name, allow_empty=True)
-        _check_text("reason", self.reason)
-
-    def payload(self) -> bytes:
-        """Slot name then reason."""
-        return bytes(_Out().text(self.slot_name).text(self.reason).data)
-
-    @classmethod
-    def _parse(cls, seq: int, data: _In) -> RejectFrame:
-        slot_name = data.name("slot name", allow_empty=True)
-        reason = data.text()
-        data.end()
-        return cls(seq=seq, slot_name=slot_name, reason=reason)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,8 +4,10 @@
 background task reads the transport, decodes frames, acknowledges every sequenced device
 frame, drops repeats, turns sequence gaps and corrupt frames into :class:`Misread` reads and
 keeps heartbeats to itself; :meth:`FramedCardSource.next_read` hands out the rest in order.
-A transport subclass supplies four coroutines: connect, receive a chunk, send bytes,
-disconnect. Reconnection is not done here: :mod:`drivers.supervisor` closes and reopens.
+The receive side's bookkeeping (sequence numbers, repeats, gaps, heartbeats) is
+:class:`drivers.receiver.LinkReceiver`; this class owns the transport, the ACKs, the commands
+and the life-cycle. A transport subclass supplies four coroutines: connect, receive a chunk,
+send bytes, disconnect. Reconnection is not done here: :mod:`drivers.supervisor` closes and reopens.
 """
 
 from __future__ import annotations
@@ -14,32 +16,17 @@ import abc
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, TypeVar
 
 import structlog
 
 from drivers.codec import (
     AckFrame,
-    BeepFrame,
-    CardFrame,
-    CorruptFrame,
-    CorruptReason,
-    DecodedItem,
-    ExpectFrame,
     Frame,
     FrameDecoder,
-    HeartbeatFrame,
-    LedColor,
-    LedFrame,
-    MisreadFrame,
-    RejectFrame,
-    RescanFrame,
-    ResetFrame,
-    StatusFrame,
     encode,
-    misread_cause_name,
 )
 from drivers.errors import (
     ConnectionLost,
@@ -48,45 +35,17 @@ from drivers.errors import (
     HeartbeatLost,
     TransportError,
 )
+from drivers.host_commands import HostCommands
+from drivers.receiver import LinkReceiver, LinkStats
 from drivers.source import (
-    CardRead,
-    DeviceStatus,
     DriverSettings,
-    Misread,
-    MisreadCauseName,
     Read,
 )
 
-BOOT_STATE = "boot"
-"""A STATUS with this state starts a new device sequence (no gap is reported)."""
+_E = TypeVar("_E", bound=DriverError)
 
 
-@dataclass(slots=True)
-class LinkStats:
-    """Counters of one source since it was built (they survive close/reopen).
-
-    Attributes:
-        frames: Good device frames received (including heartbeats and repeats).
-        heartbeats: Heartbeats received.
-        duplicates: Repeated frames dropped (retransmissions).
-        gaps: Sequence gaps seen.
-        lost_frames: Frames the gaps say were lost.
-        corrupt: Corrupt frames (CRC, version, length, type, payload).
-        acks_sent: ACK frames written.
-        commands_sent: Other host frames written.
-    """
-
-    frames: int = 0
-    heartbeats: int = 0
-    duplicates: int = 0
-    gaps: int = 0
-    lost_frames: int = 0
-    corrupt: int = 0
-    acks_sent: int = 0
-    commands_sent: int = 0
-
-
-class FramedCardSource(abc.ABC):
+class FramedCardSource(HostCommands):
     """A scanner speaking protocol v1 over some byte transport (the subclass).
 
     Args:
@@ -106,14 +65,11 @@ class FramedCardSource(abc.ABC):
         self._task: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[Read | DriverError] = asyncio.Queue()
         self._decoder = FrameDecoder()
-        self._rx_seq: int | None = None
-        self._commands_since_open = 0
         self._tx_seq = 0
         self._opened_at = 0.0
-        self._last_heartbeat_at: float | None = None
         self._failed = False
-        self.device_uptime_s: int | None = None
         self.stats = LinkStats()
+        self._receiver = LinkReceiver(self._queue, self.stats, self._log)
 
     # ----------------------------------------------------------------- transport
 
@@ -161,6 +117,10 @@ class FramedCardSource(abc.ABC):
         """
         return False
 
+    def _error(self, kind: type[_E], message: str, detail: str | None = None, **context: Any) -> _E:
+        """An exception of ``kind`` about this source (its URL and device filled in)."""
+        return kind(message, url=self._url, device=self.device, detail=detail, **context)
+
     # ----------------------------------------------------------------- properties
 
     @property
@@ -181,7 +141,12 @@ class FramedCardSource(abc.ABC):
     @property
     def last_heartbeat_at(self) -> float | None:
         """``time.monotonic()`` of the last heartbeat since open, ``None`` before the first."""
-        return self._last_heartbeat_at
+        return self._receiver.last_heartbeat_at
+
+    @property
+    def device_uptime_s(self) -> int | None:
+        """The device's uptime as its last heartbeat gave it."""
+        return self._receiver.device_uptime_s
 
     @property
     def garbage_bytes(self) -> int:
@@ -198,23 +163,20 @@ class FramedCardSource(abc.ABC):
             DeviceTimeout: Opening took longer than ``open_timeout``.
         """
         if self._connected:
-            raise TransportError("card source is already open", url=self._url, device=self.device)
+            raise self._error(TransportError, "card source is already open")
         try:
             async with asyncio.timeout(self._settings.open_timeout):
                 await self._connect()
         except TimeoutError as exc:
-            raise DeviceTimeout(
+            raise self._error(
+                DeviceTimeout,
                 "opening the card source timed out",
-                url=self._url,
-                device=self.device,
-                detail=f"open_timeout={self._settings.open_timeout}s",
+                f"open_timeout={self._settings.open_timeout}s",
             ) from exc
         self._connected = True
         self._decoder.reset()
-        self._rx_seq = None
-        self._commands_since_open = 0
+        self._receiver.reset()
         self._opened_at = time.monotonic()
-        self._last_heartbeat_at = None
         self._failed = False
         self._task = asyncio.create_task(self._read_loop(), name=f"card-source {self._url}")
         self._log.info("card_source_opened", kind=self._kind)
@@ -273,7 +235,7 @@ class FramedCardSource(abc.ABC):
         """
         while True:
             if not self._connected and self._queue.empty():
-                raise TransportError("card source is not open", url=self._url, device=self.device)
+                raise self._error(TransportError, "card source is not open")
             try:
                 async with asyncio.timeout(self._settings.read_timeout):
                     item = await self._queue.get()
@@ -289,15 +251,15 @@ class FramedCardSource(abc.ABC):
         limit = self._settings.heartbeat_timeout
         if limit is None or not self._connected:
             return
-        since = self._last_heartbeat_at if self._last_heartbeat_at is not None else self._opened_at
+        last = self._receiver.last_heartbeat_at
+        since = last if last is not None else self._opened_at
         silent = time.monotonic() - since
         if silent > limit:
             self._log.error("heartbeat_lost", silent_s=round(silent, 3), limit_s=limit)
-            raise HeartbeatLost(
+            raise self._error(
+                HeartbeatLost,
                 "no heartbeat from the device",
-                url=self._url,
-                device=self.device,
-                detail=f"silent for {silent:.2f}s, heartbeat_timeout={limit}s",
+                f"silent for {silent:.2f}s, heartbeat_timeout={limit}s",
             )
 
     async def _read_loop(self) -> None:
@@ -305,14 +267,15 @@ class FramedCardSource(abc.ABC):
             while True:
                 data = await self._receive()
                 if not data:
-                    raise ConnectionLost(
-                        "the device closed the connection (end of file)",
-                        url=self._url,
-                        device=self.device,
+                    raise self._error(
+                        ConnectionLost, "the device closed the connection (end of file)"
                     )
                 at = time.monotonic()
+                receive = self._receiver.receive
                 for item in self._decoder.feed(data):
-                    await self._handle(item, at)
+                    acked = receive(item, at)
+                    if acked is not None and not self._acknowledge_now(acked):
+                        await self._acknowledge(acked)
         except asyncio.CancelledError:
             raise
         except DriverError as exc:
@@ -323,106 +286,34 @@ class FramedCardSource(abc.ABC):
         self._log.error("card_source_failed", error=str(exc))
         self._queue.put_nowait(exc)
 
-    async def _handle(self, item: DecodedItem, at: float) -> None:
-        if isinstance(item, CorruptFrame):
-            self.stats.corrupt += 1
-            cause: MisreadCauseName = "crc" if item.reason is CorruptReason.CRC else "malformed"
-            self._log.warning("corrupt_frame", reason=item.reason.value, detail=item.detail)
-            self._queue.put_nowait(Misread(cause, f"{item.reason}: {item.detail}", None, at))
-            return
-        self.stats.frames += 1
-        if isinstance(item, HeartbeatFrame):
-            self.stats.heartbeats += 1
-            self._last_heartbeat_at = at
-            self.device_uptime_s = item.uptime_s
-            if item.completed is not None:
-                if self._rx_seq is None:
-                    # Just opened. Before our first command, what the device finished is
-                    # not ours; after it, a finished frame we never saw may be our card.
-                    self._rx_seq = item.completed
-                    if self._commands_since_open:
-                        detail = (
-                            f"the device is done with seq {item.completed} but no frame "
-                            "reached us since the port was opened: maybe a card"
-                        )
-                        self.stats.gaps += 1
-                        self._log.warning("sequence_gap", detail=detail)
-                        self._queue.put_nowait(Misread("gap", detail, item.completed, at))
-                    return
-                step = (item.completed - self._rx_seq) % 256
-                if 0 < step < 128:  # the device gave up on frames we never received
-                    self._gap(step, item.completed, at, "the device gave up on")
-                    self._rx_seq = item.completed
-            return
-        if not isinstance(item, CardFrame | MisreadFrame | StatusFrame):
-            self.stats.corrupt += 1
-            detail = f"host frame {item.TYPE.name} received from the device (echo?)"
-            self._log.warning("unexpected_frame", detail=detail)
-            self._queue.put_nowait(Misread("malformed", detail, None, at))
-            return
-        boot = isinstance(item, StatusFrame) and item.state == BOOT_STATE
-        deliver = True
-        if self._rx_seq is not None and not boot:
-            step = (item.seq - self._rx_seq) % 256
-            if step == 0:
-                deliver = False
-                self.stats.duplicates += 1
-                self._log.info("duplicate_frame_dropped", seq=item.seq, type=item.TYPE.name)
-            elif step > 1:
-                self._gap(step - 1, (item.seq - 1) % 256, at, "lost")
-        self._rx_seq = item.seq
-        if deliver:
-            self._queue.put_nowait(self._to_read(item, at))
-        # Every sequenced frame is acknowledged, repeats too: the previous ACK may be lost.
-        ack = AckFrame(seq=self._tx_seq, acked=item.seq)
-        if self._writable() and self._transmit_now(encode(ack)):
+    def _acknowledge_now(self, seq: int) -> bool:
+        """ACK a sequenced device frame at once if the transport can (the card's path)."""
+        if self._writable() and self._transmit_now(encode(AckFrame(seq=self._tx_seq, acked=seq))):
             self._tx_seq = (self._tx_seq + 1) % 256
-        else:
-            await self._send(ack)
+            self.stats.acks_sent += 1
+            return True
+        return False
+
+    async def _acknowledge(self, seq: int) -> None:
+        """ACK a sequenced device frame, bounded by ``write_timeout``."""
+        await self._send(AckFrame(acked=seq))
         self.stats.acks_sent += 1
-
-    def _gap(self, lost: int, last_lost: int, at: float, how: str) -> None:
-        assert self._rx_seq is not None
-        first = (self._rx_seq + 1) % 256
-        seqs = f"seq {first}" if lost == 1 else f"seq {first}-{last_lost}"
-        detail = f"{how} {lost} device frame(s), {seqs}: maybe a card"
-        self.stats.gaps += 1
-        self.stats.lost_frames += lost
-        self._log.warning("sequence_gap", detail=detail)
-        self._queue.put_nowait(Misread("gap", detail, last_lost, at))
-
-    @staticmethod
-    def _to_read(item: CardFrame | MisreadFrame | StatusFrame, at: float) -> Read:
-        if isinstance(item, CardFrame):
-            return CardRead(item.value, item.position, item.seq, at)
-        if isinstance(item, MisreadFrame):
-            detail = misread_cause_name(item.cause)
-            if item.text:
-                detail = f"{detail}: {item.text}"
-            return Misread("device", detail, item.seq, at)
-        return DeviceStatus(item.state, item.detail, at)
 
     # ----------------------------------------------------------------- commands
 
     async def _send(self, frame: Frame) -> None:
         if not self._writable():
-            raise TransportError(
-                "card source is not open",
-                url=self._url,
-                device=self.device,
-                frame_type=frame.TYPE.name,
-            )
+            raise self._error(TransportError, "card source is not open", frame_type=frame.TYPE.name)
         numbered = replace(frame, seq=self._tx_seq)
         self._tx_seq = (self._tx_seq + 1) % 256
         try:
             async with asyncio.timeout(self._settings.write_timeout):
                 await self._transmit(encode(numbered))
         except TimeoutError as exc:
-            raise DeviceTimeout(
+            raise self._error(
+                DeviceTimeout,
                 "writing to the device timed out",
-                url=self._url,
-                device=self.device,
-                detail=f"write_timeout={self._settings.write_timeout}s",
+                f"write_timeout={self._settings.write_timeout}s",
                 frame_type=frame.TYPE.name,
             ) from exc
         except ConnectionLost as exc:
@@ -430,67 +321,7 @@ class FramedCardSource(abc.ABC):
             raise
 
     async def _command(self, frame: Frame) -> None:
+        """Send a command frame (the vocabulary is :class:`drivers.host_commands.HostCommands`)."""
         await self._send(frame)
         self.stats.commands_sent += 1
-        self._commands_since_open += 1
-
-    async def expect(self, round_no: int, slot_index: int, slot_name: str) -> None:
-        """Tell the device the table waits for a card for this slot (EXPECT).
-
-        Raises:
-            FrameError: A field is out of range.
-            TransportError: Not open, or the write failed.
-            DeviceTimeout: The write took longer than ``write_timeout``.
-        """
-        await self._command(
-            ExpectFrame(round_no=round_no, slot_index=slot_index, slot_name=slot_name)
-        )
-
-    async def request_rescan(self, slot_name: str, reason: str) -> None:
-        """Ask the dealer to read the same card again (RESCAN).
-
-        Raises:
-            FrameError: A field is out of range.
-            TransportError: Not open, or the write failed.
-            DeviceTimeout: The write took longer than ``write_timeout``.
-        """
-        await self._command(RescanFrame(slot_name=slot_name, reason=reason))
-
-    async def reject(self, slot_name: str, reason: str) -> None:
-        """Tell the dealer the card is refused and must be taken away (REJECT).
-
-        Raises:
-            FrameError: A field is out of range.
-            TransportError: Not open, or the write failed.
-            DeviceTimeout: The write took longer than ``write_timeout``.
-        """
-        await self._command(RejectFrame(slot_name=slot_name, reason=reason))
-
-    async def led(self, color: LedColor, *, blink: bool = False, duration_ms: int = 0) -> None:
-        """Set the device's LED (LED).
-
-        Raises:
-            FrameError: A field is out of range.
-            TransportError: Not open, or the write failed.
-            DeviceTimeout: The write took longer than ``write_timeout``.
-        """
-        await self._command(LedFrame(color=color, blink=blink, duration_ms=duration_ms))
-
-    async def beep(self, count: int = 1, duration_ms: int = 100) -> None:
-        """Sound the device's beeper (BEEP).
-
-        Raises:
-            FrameError: A field is out of range.
-            TransportError: Not open, or the write failed.
-            DeviceTimeout: The write took longer than ``write_timeout``.
-        """
-        await self._command(BeepFrame(count=count, duration_ms=duration_ms))
-
-    async def reset(self) -> None:
-        """Ask the device to restart (RESET); it answers with STATUS ``boot``.
-
-        Raises:
-            TransportError: Not open, or the write failed.
-            DeviceTimeout: The write took longer than ``write_timeout``.
-        """
-        await self._command(ResetFrame())
+        self._receiver.commands_since_open += 1

@@ -15,7 +15,8 @@ import serial
 import serial_asyncio_fast
 
 from drivers.errors import ConnectionLost, TransportError
-from drivers.link import BOOT_STATE, FramedCardSource, LinkStats
+from drivers.link import FramedCardSource
+from drivers.receiver import BOOT_STATE, LinkStats
 from drivers.source import DriverSettings, PortSpec
 
 __all__ = ["BOOT_STATE", "LinkStats", "SerialCardSource"]
@@ -47,9 +48,7 @@ class SerialCardSource(FramedCardSource):
                 url=self._spec.port_url, **options
             )
         except (serial.SerialException, OSError, ValueError) as exc:
-            raise TransportError(
-                "cannot open the card source", url=self._url, device=self.device, detail=str(exc)
-            ) from exc
+            raise self._error(TransportError, "cannot open the card source", str(exc)) from exc
         self._reader, self._writer = reader, writer
 
     def _writable(self) -> bool:
@@ -61,11 +60,8 @@ class SerialCardSource(FramedCardSource):
         try:
             return await self._reader.read(_READ_CHUNK)
         except (OSError, serial.SerialException) as exc:
-            raise ConnectionLost(
-                "the connection to the device failed",
-                url=self._url,
-                device=self.device,
-                detail=str(exc),
+            raise self._error(
+                ConnectionLost, "the connection to the device failed", str(exc)
             ) from exc
 
     def _transmit_now(self, data: bytes) -> bool:
@@ -81,12 +77,7 @@ class SerialCardSource(FramedCardSource):
         try:
             await self._writer.drain()
         except (OSError, serial.SerialException) as exc:
-            raise ConnectionLost(
-                "writing to the device failed",
-                url=self._url,
-                device=self.device,
-                detail=str(exc),
-            ) from exc
+            raise self._error(ConnectionLost, "writing to the device failed", str(exc)) from exc
 
     async def _disconnect(self, *, failed: bool) -> None:
         writer = self._writer

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -223,6 +223,47 @@ class UsbSpec:
     kind: Literal["usb"] = "usb"
 
 
+def _options(url: str, query: str, kind: str, known: str) -> dict[str, list[str]]:
+    """The URL's query options; refuses any but the ``known`` one."""
+    options = parse_qs(query, keep_blank_values=True, strict_parsing=False)
+    unknown = sorted(set(options) - {known})
+    if unknown:
+        raise UnsupportedUrl(
+            f"unknown option in a {kind} URL (only {known} is known)",
+            url=url,
+            detail=", ".join(unknown),
+        )
+    return options
+
+
+def _parse_serial(url: str, path: str, netloc: str, query: str, default_baud: int) -> PortSpec:
+    if netloc:
+        raise UnsupportedUrl("a serial URL has an empty host: serial:///dev/ttyUSB0", url=url)
+    if not path.startswith("/") or path == "/":
+        raise UnsupportedUrl("a serial URL needs an absolute device path", url=url)
+    options = _options(url, query, "serial", "baud")
+    baud = default_baud
+    if "baud" in options:
+        text = options["baud"][-1]
+        if not text.isdigit() or int(text) <= 0:
+            raise UnsupportedUrl("baud must be a positive integer", url=url, detail=text)
+        baud = int(text)
+    return PortSpec("serial", path, path, baud)
+
+
+def _parse_socket(url: str, parts: SplitResult, default_baud: int) -> PortSpec:
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise UnsupportedUrl("the port of a socket URL is not a number", url=url) from exc
+    if not parts.hostname or port is None:
+        raise UnsupportedUrl("a socket URL needs a host and a port: socket://host:port", url=url)
+    if parts.path not in ("", "/") or parts.query:
+        raise UnsupportedUrl("a socket URL takes no path or options", url=url)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return PortSpec("socket", f"socket://{host}:{port}", f"{host}:{port}", default_baud)
+
+
 def _parse_usb(url: str, netloc: str, path: str, query: str) -> UsbSpec:
     ids = netloc.split(":")
     if len(ids) != 2 or not all(
@@ -236,14 +277,7 @@ def _parse_usb(url: str, netloc: str, path: str, query: str) -> UsbSpec:
         )
     if path not in ("", "/"):
         raise UnsupportedUrl("a usb URL takes no path", url=url, detail=path)
-    options = parse_qs(query, keep_blank_values=True, strict_parsing=False)
-    unknown = sorted(set(options) - {"serial"})
-    if unknown:
-        raise UnsupportedUrl(
-            "unknown option in a usb URL (only serial is known)",
-            url=url,
-            detail=", ".join(unknown),
-        )
+    options = _options(url, query, "usb", "serial")
     serial = options["serial"][-1] if "serial" in options else None
     if serial == "":
         raise UnsupportedUrl("the serial option of a usb URL is empty", url=url)
@@ -263,38 +297,9 @@ def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "serial":
-        if parts.netloc:
-            raise UnsupportedUrl("a serial URL has an empty host: serial:///dev/ttyUSB0", url=url)
-        if not parts.path.startswith("/") or parts.path == "/":
-            raise UnsupportedUrl("a serial URL needs an absolute device path", url=url)
-        options = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
-        unknown = sorted(set(options) - {"baud"})
-        if unknown:
-            raise UnsupportedUrl(
-                "unknown option in a serial URL (only baud is known)",
-                url=url,
-                detail=", ".join(unknown),
-            )
-        baud = default_baud
-        if "baud" in options:
-            text = options["baud"][-1]
-            if not text.isdigit() or int(text) <= 0:
-                raise UnsupportedUrl("baud must be a positive integer", url=url, detail=text)
-            baud = int(text)
-        return PortSpec("serial", parts.path, parts.path, baud)
+        return _parse_serial(url, parts.path, parts.netloc, parts.query, default_baud)
     if scheme == "socket":
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise UnsupportedUrl("the port of a socket URL is not a number", url=url) from exc
-        if not parts.hostname or port is None:
-            raise UnsupportedUrl(
-                "a socket URL needs a host and a port: socket://host:port", url=url
-            )
-        if parts.path not in ("", "/") or parts.query:
-            raise UnsupportedUrl("a socket URL takes no path or options", url=url)
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        return PortSpec("socket", f"socket://{host}:{port}", f"{host}:{port}", default_baud)
+        return _parse_socket(url, parts, default_baud)
     if scheme == "usb":
         return _parse_usb(url, parts.netloc, parts.path, parts.query)
     raise UnsupportedUrl(

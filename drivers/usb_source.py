@@ -101,20 +101,15 @@ class UsbCardSource(FramedCardSource):
                 custom_match=_matches_serial(spec.serial),
             )
         except usb.core.NoBackendError as exc:
-            raise TransportError(
+            raise self._error(
+                TransportError,
                 "no libusb backend is available for pyusb (install libusb-1.0)",
-                url=self._url,
-                device=self.device,
-                detail=str(exc),
+                str(exc),
             ) from exc
         except usb.core.USBError as exc:
-            raise TransportError(
-                "cannot enumerate USB devices", url=self._url, device=self.device, detail=str(exc)
-            ) from exc
+            raise self._error(TransportError, "cannot enumerate USB devices", str(exc)) from exc
         if device is None:
-            raise TransportError(
-                "no such USB device is plugged in", url=self._url, device=self.device
-            )
+            raise self._error(TransportError, "no such USB device is plugged in")
         try:
             with contextlib.suppress(NotImplementedError, usb.core.USBError):
                 if device.is_kernel_driver_active(0):
@@ -127,18 +122,13 @@ class UsbCardSource(FramedCardSource):
             usb.util.claim_interface(device, number)
         except LookupError as exc:
             usb.util.dispose_resources(device)
-            raise TransportError(
-                "the USB device has no bulk IN/OUT endpoint pair",
-                url=self._url,
-                device=self.device,
-                detail=str(exc),
+            raise self._error(
+                TransportError, "the USB device has no bulk IN/OUT endpoint pair", str(exc)
             ) from exc
         except usb.core.USBError as exc:
             with contextlib.suppress(usb.core.USBError):
                 usb.util.dispose_resources(device)
-            raise TransportError(
-                "cannot claim the USB device", url=self._url, device=self.device, detail=str(exc)
-            ) from exc
+            raise self._error(TransportError, "cannot claim the USB device", str(exc)) from exc
         return device, number, ep_in, ep_out
 
     def _read_blocking(self, endpoint: Any) -> bytes | None:
@@ -165,11 +155,10 @@ class UsbCardSource(FramedCardSource):
     def _lost(self, what: str, exc: usb.core.USBError) -> ConnectionLost:
         gone = exc.errno in (errno.ENODEV, errno.EIO, errno.EPIPE, errno.ESHUTDOWN)
         message = "the USB device was unplugged" if gone else f"USB {what} failed"
-        return ConnectionLost(
+        return self._error(
+            ConnectionLost,
             message,
-            url=self._url,
-            device=self.device,
-            detail=f"{exc} (errno={exc.errno}, libusb={exc.backend_error_code})",
+            f"{exc} (errno={exc.errno}, libusb={exc.backend_error_code})",
         )
 
     # ----------------------------------------------------------------- transport
@@ -217,11 +206,10 @@ class UsbCardSource(FramedCardSource):
         try:
             await loop.run_in_executor(self._executor, self._write_blocking, self._ep_out, data)
         except usb.core.USBTimeoutError as exc:
-            raise DeviceTimeout(
+            raise self._error(
+                DeviceTimeout,
                 "writing to the USB device timed out",
-                url=self._url,
-                device=self.device,
-                detail=f"write_timeout={self._settings.write_timeout}s",
+                f"write_timeout={self._settings.write_timeout}s",
             ) from exc
         except usb.core.USBError as exc:
             raise self._lost("bulk OUT write", exc) from exc

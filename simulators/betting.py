@@ -368,6 +368,63 @@ def _client(
     )
 
 
+def _check_run_arguments(
+    urls: Sequence[str],
+    think_seconds: float,
+    network_timeout: float,
+    retry_seconds: float,
+    status_topic: str,
+) -> None:
+    """Refuse what :func:`run_simulated_betting` cannot run with."""
+    if not urls:
+        raise SimulatorConfigError("the simulated betting system needs a broker URL", urls=[])
+    if think_seconds < 0 or network_timeout <= 0 or retry_seconds <= 0:
+        raise SimulatorConfigError(
+            "think_seconds must be >= 0, network_timeout and retry_seconds > 0",
+            think_seconds=think_seconds,
+            network_timeout=network_timeout,
+            retry_seconds=retry_seconds,
+        )
+    if not status_topic or any(ch in status_topic for ch in "+#\0"):
+        raise SimulatorConfigError(
+            "status_topic must be a topic without wildcards", status_topic=status_topic
+        )
+
+
+async def _serve_url(
+    url: str,
+    session: _Session,
+    *,
+    client_id: str,
+    username: str | None,
+    password: str | None,
+) -> None:
+    """Connect to one broker and play until the link drops or the run stops."""
+    import aiomqtt
+
+    from controller.errors import ConfigError
+
+    network_timeout = session.timeout
+    try:
+        client = _client(url, session, client_id=client_id, username=username, password=password)
+    except ConfigError as exc:
+        raise SimulatorConfigError(exc.message, url=url) from exc
+    try:
+        async with asyncio.timeout(network_timeout):
+            await client.__aenter__()
+    except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+        log.warning("broker unreachable", url=url, error=str(exc))
+        return
+    try:
+        await session.serve(client)
+    except* (aiomqtt.MqttError, OSError, TimeoutError) as group:
+        log.warning("connection lost", url=url, error=str(group.exceptions[0]))
+    finally:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(network_timeout):
+                await client.__aexit__(None, None, None)
+
+
 async def run_simulated_betting(
     urls: Sequence[str],
     table_id: str,
@@ -418,22 +475,9 @@ async def run_simulated_betting(
     Raises:
         SimulatorConfigError: No URL, or a bad timing argument.
     """
-    from controller.errors import ConfigError
     from controller.messages import Topics
 
-    if not urls:
-        raise SimulatorConfigError("the simulated betting system needs a broker URL", urls=[])
-    if think_seconds < 0 or network_timeout <= 0 or retry_seconds <= 0:
-        raise SimulatorConfigError(
-            "think_seconds must be >= 0, network_timeout and retry_seconds > 0",
-            think_seconds=think_seconds,
-            network_timeout=network_timeout,
-            retry_seconds=retry_seconds,
-        )
-    if not status_topic or any(ch in status_topic for ch in "+#\0"):
-        raise SimulatorConfigError(
-            "status_topic must be a topic without wildcards", status_topic=status_topic
-        )
+    _check_run_arguments(urls, think_seconds, network_timeout, retry_seconds, status_topic)
     try:
         base = Topics(prefix=prefix, table=table_id).base
     except Exception as exc:
@@ -448,36 +492,17 @@ async def run_simulated_betting(
         stats=BettingStats() if stats is None else stats,
         status_topic=status_topic,
     )
-    import aiomqtt
-
     while not stop.is_set():
         for url in urls:
             if stop.is_set():
                 break
-            try:
-                client = _client(
-                    url,
-                    session,
-                    client_id=client_id or f"betting-sim-{table_id}",
-                    username=username,
-                    password=password,
-                )
-            except ConfigError as exc:
-                raise SimulatorConfigError(exc.message, url=url) from exc
-            try:
-                async with asyncio.timeout(network_timeout):
-                    await client.__aenter__()
-            except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
-                log.warning("broker unreachable", url=url, error=str(exc))
-                continue
-            try:
-                await session.serve(client)
-            except* (aiomqtt.MqttError, OSError, TimeoutError) as group:
-                log.warning("connection lost", url=url, error=str(group.exceptions[0]))
-            finally:
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(network_timeout):
-                        await client.__aexit__(None, None, None)
+            await _serve_url(
+                url,
+                session,
+                client_id=client_id or f"betting-sim-{table_id}",
+                username=username,
+                password=password,
+            )
             if stop.is_set():
                 return session.stats
         with contextlib.suppress(TimeoutError):

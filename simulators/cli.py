@@ -8,7 +8,7 @@ SIGTERM) stops it cleanly. Also runnable without the controller as
 This is the simulators' command-line layer (the only simulators module that knows argparse).
 It also holds the fault options shared by ``simulate-scanner`` and ``tablectl run
 --simulate``: ``add_fault_arguments(parser_or_group)`` adds them; ``fault_plan_from_args(args)``
-builds the :class:`~simulators.scanner.FaultPlan`; with ``--scenario FILE`` the scenario's own
+builds the :class:`~simulators.faults.FaultPlan`; with ``--scenario FILE`` the scenario's own
 faults are the base and the command-line rates given explicitly are added on top, and
 ``scenario_from_args(args)`` gives the scenario (its ``cards`` are the deck to script).
 """
@@ -20,41 +20,45 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from simulators.decks import GAME_DECKS
-from simulators.scanner import FaultPlan
+from simulators.faults import TIMING, FaultPlan
 from simulators.scenario import Scenario, load_scenario
+
+if TYPE_CHECKING:
+    from simulators.scanner import ScannerSimulator
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(text: str, convert: Callable[[str], _N], what: str) -> _N:
+    try:
+        return convert(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a {what}: {text!r}") from exc
 
 
 def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    value = _number(text, float, "number")
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"a rate is between 0 and 1, not {value}")
     return value
 
 
 def _fault_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
+    value = _number(text, float, "number of seconds")
     if not 0 <= value <= 3600:
         raise argparse.ArgumentTypeError(f"seconds are between 0 and 3600, not {value}")
     return value
 
 
 def _cards(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a whole number of cards: {text!r}") from exc
+    value = _number(text, int, "whole number of cards")
     if value < 1:
         raise argparse.ArgumentTypeError(f"a number of cards is at least 1, not {value}")
     return value
@@ -160,14 +164,7 @@ def fault_plan_from_args(
         value = getattr(args, name if name != "duplicate_rate" else "repeat_rate", None)
         if value is not None:
             changes[name] = value
-    for name in (
-        "delay",
-        "byte_by_byte",
-        "unplug_every",
-        "unplug_seconds",
-        "heartbeat_stop_after",
-        "heartbeat_stop_seconds",
-    ):
+    for name in TIMING:
         value = getattr(args, name, None)
         if value is not None:
             changes[name] = value
@@ -179,10 +176,7 @@ def fault_plan_from_args(
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
+    value = _number(text, float, "number of seconds")
     if value < 0:
         raise argparse.ArgumentTypeError(f"seconds cannot be negative: {value}")
     return value
@@ -241,62 +235,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Run the simulator until Ctrl-C or SIGTERM."""
     from controller.logs import configure_logging
-    from simulators.decks import deck_for_game
     from simulators.errors import SimulatorError
-    from simulators.scanner import ScannerSimulator
 
     configure_logging(level="INFO", stream=sys.stderr)
 
     try:
-        scenario = scenario_from_args(args)
-        cards = args.cards.replace(",", " ").split() if args.cards is not None else None
-        if scenario is not None:
-            if cards is not None or args.seed is not None:
-                raise SimulatorError("--scenario scripts the deck: drop --cards and --seed")
-            cards = list(scenario.cards)
-        game = args.game if scenario is None or scenario.game is None else scenario.game
-        simulator = ScannerSimulator(
-            deck=deck_for_game(game),
-            seed=args.seed,
-            cards=cards,
-            faults=fault_plan_from_args(args, scenario=scenario),
-            deal_delay=args.deal_delay,
-            interval=args.interval or None,
-            heartbeat_interval=args.heartbeat,
-            ack_timeout=args.ack_timeout,
-            positions=args.positions,
-        )
+        simulator = _simulator(args)
     except SimulatorError as exc:
         print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
         return 2
-
-    def announce(text: str) -> None:
-        print(text, flush=True)
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signal.SIGTERM, stop.set)
-        if args.tcp is not None:
-            serving = simulator.run_tcp(
-                args.host, args.tcp, lambda host, port: announce(f"socket://{host}:{port}")
-            )
-        else:
-            serving = simulator.run_pty(announce)
-        task = asyncio.create_task(serving)
-        waiter = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for pending in (task, waiter):
-                pending.cancel()
-            await asyncio.gather(task, waiter, return_exceptions=True)
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise SimulatorError("the simulator stopped", error=repr(task.exception()))
-
     try:
-        asyncio.run(main())
+        asyncio.run(_serve(simulator, args))
     except KeyboardInterrupt:
         pass
     except SimulatorError as exc:
@@ -307,6 +256,61 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _simulator(args: argparse.Namespace) -> ScannerSimulator:
+    """The simulator the options describe."""
+    from simulators.decks import deck_for_game
+    from simulators.errors import SimulatorError
+    from simulators.scanner import ScannerSimulator
+
+    scenario = scenario_from_args(args)
+    cards = args.cards.replace(",", " ").split() if args.cards is not None else None
+    if scenario is not None:
+        if cards is not None or args.seed is not None:
+            raise SimulatorError("--scenario scripts the deck: drop --cards and --seed")
+        cards = list(scenario.cards)
+    game = args.game if scenario is None or scenario.game is None else scenario.game
+    return ScannerSimulator(
+        deck=deck_for_game(game),
+        seed=args.seed,
+        cards=cards,
+        faults=fault_plan_from_args(args, scenario=scenario),
+        deal_delay=args.deal_delay,
+        interval=args.interval or None,
+        heartbeat_interval=args.heartbeat,
+        ack_timeout=args.ack_timeout,
+        positions=args.positions,
+    )
+
+
+async def _serve(simulator: ScannerSimulator, args: argparse.Namespace) -> None:
+    """Serve on the pty or the TCP port until SIGTERM (or the simulator fails)."""
+    from simulators.errors import SimulatorError
+
+    def announce(text: str) -> None:
+        print(text, flush=True)
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    if args.tcp is not None:
+        serving = simulator.run_tcp(
+            args.host, args.tcp, lambda host, port: announce(f"socket://{host}:{port}")
+        )
+    else:
+        serving = simulator.run_pty(announce)
+    task = asyncio.create_task(serving)
+    waiter = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, waiter):
+            pending.cancel()
+        await asyncio.gather(task, waiter, return_exceptions=True)
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise SimulatorError("the simulator stopped", error=repr(task.exception()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

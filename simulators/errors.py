@@ -1,28 +1,17 @@
-"""The simulators' exception tree."""
+"""The simulators' exceptions: a branch of the one exception tree (``controller/errors.py``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from controller.errors import TablectlError
 
 
-class SimulatorError(Exception):
+class SimulatorError(TablectlError):
     """Root of the simulators' exceptions.
 
     Args:
         message: A human sentence saying what was wrong.
         **context: Where and with what (option name, value, device path, ...).
     """
-
-    def __init__(self, message: str, **context: Any) -> None:
-        super().__init__(message)
-        self.message = message
-        self.context: dict[str, Any] = context
-
-    def __str__(self) -> str:
-        if not self.context:
-            return self.message
-        where = ", ".join(f"{key}={value!r}" for key, value in self.context.items())
-        return f"{self.message} ({where})"
 
 
 class SimulatorConfigError(SimulatorError, ValueError):

@@ -18,13 +18,14 @@ A scenario is a scripted deck plus faults at given cards::
 
 ``kind`` is one of ``misread``, ``corrupt``, ``garbage``, ``loss`` (counted with ``times``),
 ``double_read``, ``delay``, ``unplug``, ``heartbeat_stop`` (timed with ``seconds``); see
-:class:`simulators.scanner.CardFault`. Errors name the file, the line and the field.
+:class:`simulators.faults.CardFault`. Errors name the file, the line and the field.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -33,26 +34,13 @@ from drivers.codec import CardFrame
 from drivers.errors import FrameError
 from simulators.decks import GAME_DECKS, deck_for_game
 from simulators.errors import SimulatorConfigError
-from simulators.scanner import FAULT_KINDS, CardFault, FaultKind, FaultPlan
+from simulators.faults import FAULT_KINDS, RATES, TIMING, CardFault, FaultKind, FaultPlan
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 """Where the shipped scenarios live."""
 
 _TOP_KEYS = {"name", "description", "game", "cards", "seed", "faults", "fault"}
-_RATE_KEYS = {
-    "misread_rate",
-    "garbage_rate",
-    "corrupt_rate",
-    "duplicate_rate",
-    "loss_rate",
-    "double_read_rate",
-    "delay",
-    "byte_by_byte",
-    "unplug_every",
-    "unplug_seconds",
-    "heartbeat_stop_after",
-    "heartbeat_stop_seconds",
-}
+_RATE_KEYS = {*RATES, *TIMING}
 _FAULT_KEYS = {"at_card", "kind", "times", "seconds", "note"}
 _TIMED = {"delay", "unplug", "heartbeat_stop"}
 
@@ -128,14 +116,12 @@ def _fault_key_line(text: str, start: int, key: str) -> int:
     return start
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and check a scenario file.
+_Fail = Callable[..., ScenarioError]
+"""Builds the error for a reason and a field (and, optionally, a line)."""
 
-    Raises:
-        ScenarioError: Unreadable file, TOML syntax, unknown key, wrong type or value; the
-            message names the file, the line and the field.
-    """
-    file = Path(path)
+
+def _read(file: Path) -> tuple[str, dict[str, Any]]:
+    """The file's text and its TOML."""
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -147,12 +133,11 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(
             file, f"not valid TOML: {exc}", line=int(found.group(1)) if found else None
         ) from exc
-    keys, fault_lines = _lines(text)
+    return text, data
 
-    def fail(reason: str, field: str, line: int | None = None) -> ScenarioError:
-        top = re.split(r"[.\[]", field)[0]
-        return ScenarioError(file, reason, line=line or keys.get(top), field=field)
 
+def _checked_header(data: dict[str, Any], file: Path, fail: _Fail) -> tuple[str, str, str | None]:
+    """The scenario's name, description and game."""
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise fail(f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})", unknown[0])
@@ -163,6 +148,11 @@ def load_scenario(path: str | Path) -> Scenario:
     game = data.get("game")
     if game is not None and game not in GAME_DECKS:
         raise fail(f"unknown game {game!r} (known: {', '.join(sorted(GAME_DECKS))})", "game")
+    return name, description, game
+
+
+def _checked_cards(data: dict[str, Any], game: str | None, fail: _Fail) -> list[str]:
+    """The scripted cards, each fit for a CARD frame and (with a game) in its deck."""
     cards = data.get("cards")
     if not isinstance(cards, list) or not cards or not all(isinstance(c, str) for c in cards):
         raise fail("must be a non-empty list of card values (strings)", "cards")
@@ -176,16 +166,63 @@ def load_scenario(path: str | Path) -> Scenario:
             reason = getattr(exc, "reason", None) or getattr(exc, "message", None) or str(exc)
             what = f"card {index + 1} {value!r} cannot be dealt: {reason}"
             raise fail(what, f"cards[{index}]") from exc
+    return cards
+
+
+def _checked_rates(data: dict[str, Any], fail: _Fail) -> tuple[int, dict[str, Any]]:
+    """The fault seed and the ``[faults]`` rates."""
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise fail("must be an integer", "seed")
-
     rates = data.get("faults", {})
     if not isinstance(rates, dict):
         raise fail("must be a table", "faults")
     unknown = sorted(set(rates) - _RATE_KEYS)
     if unknown:
         raise fail(f"unknown fault option (known: {', '.join(sorted(_RATE_KEYS))})", "faults")
+    return seed, rates
+
+
+def _checked_fault(entry: dict[str, Any], n_cards: int, bad: _Fail) -> CardFault:
+    """One ``[[fault]]`` table; ``bad(reason, key)`` names its line."""
+    extra = sorted(set(entry) - _FAULT_KEYS)
+    if extra:
+        raise bad(f"unknown key (known: {', '.join(sorted(_FAULT_KEYS))})", extra[0])
+    at = entry.get("at_card")
+    if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= n_cards:
+        raise bad(f"must be a card number 1-{n_cards} (1 is the first card)", "at_card")
+    kind = entry.get("kind")
+    if kind not in FAULT_KINDS:
+        raise bad(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})", "kind")
+    times = entry.get("times", 1)
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise bad("must be an integer >= 1", "times")
+    seconds = entry.get("seconds", 1.0)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise bad("must be a number of seconds", "seconds")
+    if kind in _TIMED and not 0 < seconds <= 3600:
+        raise bad("must be above 0 and at most 3600", "seconds")
+    return CardFault(at=at - 1, kind=cast("FaultKind", kind), times=times, seconds=float(seconds))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and check a scenario file.
+
+    Raises:
+        ScenarioError: Unreadable file, TOML syntax, unknown key, wrong type or value; the
+            message names the file, the line and the field.
+    """
+    file = Path(path)
+    text, data = _read(file)
+    keys, fault_lines = _lines(text)
+
+    def fail(reason: str, field: str, line: int | None = None) -> ScenarioError:
+        top = re.split(r"[.\[]", field)[0]
+        return ScenarioError(file, reason, line=line or keys.get(top), field=field)
+
+    name, description, game = _checked_header(data, file, fail)
+    cards = _checked_cards(data, game, fail)
+    seed, rates = _checked_rates(data, fail)
 
     script: list[CardFault] = []
     entries = data.get("fault", [])
@@ -199,27 +236,7 @@ def load_scenario(path: str | Path) -> Scenario:
             line = _fault_key_line(text, header, key) if header is not None else None
             return ScenarioError(file, reason, line=line, field=f"{prefix}.{key}")
 
-        entry = cast("dict[str, Any]", entry)
-        extra = sorted(set(entry) - _FAULT_KEYS)
-        if extra:
-            raise bad(f"unknown key (known: {', '.join(sorted(_FAULT_KEYS))})", extra[0])
-        at = entry.get("at_card")
-        if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= len(cards):
-            raise bad(f"must be a card number 1-{len(cards)} (1 is the first card)", "at_card")
-        kind = entry.get("kind")
-        if kind not in FAULT_KINDS:
-            raise bad(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})", "kind")
-        times = entry.get("times", 1)
-        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
-            raise bad("must be an integer >= 1", "times")
-        seconds = entry.get("seconds", 1.0)
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise bad("must be a number of seconds", "seconds")
-        if kind in _TIMED and not 0 < seconds <= 3600:
-            raise bad("must be above 0 and at most 3600", "seconds")
-        script.append(
-            CardFault(at=at - 1, kind=cast("FaultKind", kind), times=times, seconds=float(seconds))
-        )
+        script.append(_checked_fault(cast("dict[str, Any]", entry), len(cards), bad))
     try:
         plan = FaultPlan(**rates, script=tuple(script), seed=seed)
     except (SimulatorConfigError, TypeError) as exc:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 
-from simulators.scanner import FaultPlan
+from simulators.faults import FaultPlan
 
 
 @dataclass(frozen=True, slots=True)

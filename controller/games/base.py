@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from controller.cards import Deck, Piece
+from controller.cards import Card, Deck, Piece
 from controller.errors import RulesError
 from controller.money import BetResult, Odds, PayTables
 
@@ -213,3 +213,44 @@ class TableGame(Protocol):
     def settle(self, result: GameResult, paytables: PayTables) -> dict[str, BetResult]:
         """Settle every bet type of the round, in ``bet_ids`` order."""
         ...
+
+
+def checked_cards(
+    cards: Sequence[Piece],
+    count: int,
+    where: str,
+    *,
+    without_joker: str | None = None,
+    **context: Any,
+) -> tuple[Card, ...]:
+    """``cards`` as playing cards, if they are ``count`` distinct ones.
+
+    Args:
+        cards: The pieces of a hand.
+        count: How many it must have.
+        where: The messages' start, with its trailing space (``"hand A "``).
+        without_joker: When the joker is refused, the message's reason (``"Teen Patti is
+            played without one"``).
+        **context: The errors' context, in order (e.g. ``game``, ``hand``).
+
+    Raises:
+        RulesError: Wrong count, a tile, a refused joker or a repeated card.
+    """
+    if len(cards) != count:
+        raise RulesError(
+            f"{where}needs exactly {count} cards, got {len(cards)}",
+            **context,
+            cards=[str(card) for card in cards],
+        )
+    checked: list[Card] = []
+    for card in cards:
+        if not isinstance(card, Card):
+            raise RulesError(
+                f"{where}holds {card}, which is not a playing card", **context, piece=str(card)
+            )
+        if without_joker is not None and card.is_joker:
+            raise RulesError(f"{where}holds the joker; {without_joker}", **context, piece=str(card))
+        if card in checked:
+            raise RulesError(f"{where}holds {card} twice", **context, piece=str(card))
+        checked.append(card)
+    return tuple(checked)

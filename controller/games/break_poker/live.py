@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
 from pydantic import Field
 
@@ -20,9 +20,10 @@ from controller.errors import IllegalAction, RulesError
 from controller.games.base import Declared
 from controller.games.break_poker import rules
 from controller.games.live._common import (
+    NoCarryOver,
+    RevealsHands,
     cards_wire,
     expect_deal,
-    expect_reveal,
     expect_window,
     summaries_wire,
 )
@@ -37,7 +38,7 @@ DEALER: Final = "dealer"
 
 
 @dataclass
-class BreakPokerLiveRound:
+class BreakPokerLiveRound(RevealsHands, NoCarryOver):
     """One round of Break Poker at the table.
 
     Attributes:
@@ -47,6 +48,8 @@ class BreakPokerLiveRound:
         closed: Whether the setting window has closed.
         revealed: Hands whose reveal was published.
     """
+
+    game_id: ClassVar[str] = rules.GAME_ID
 
     paytables: PayTables
     setting_seconds: float
@@ -115,18 +118,6 @@ class BreakPokerLiveRound:
         self.closed = True
         return dict(decision)
 
-    def mark_info_published(self) -> None:
-        """Nothing to do: no overlay information in this game."""
-
-    def mark_revealed(self, hand: str) -> None:
-        """The dealer's seven cards were turned over.
-
-        Raises:
-            RulesError: No reveal of ``hand`` is due.
-        """
-        expect_reveal(self.next_step(), hand, rules.GAME_ID)
-        self.revealed.add(hand)
-
     def result(self) -> JSON:
         """The ``round_result`` body (see ``docs/live-play.md``).
 
@@ -155,10 +146,6 @@ class BreakPokerLiveRound:
             "details": {key: value for key, value in details.items() if key != "main_by_setting"}
             | {"house_way": outcome.house_way.to_wire()},
         }
-
-    def table_state_after(self) -> JSON:
-        """Nothing carries over between rounds."""
-        return {}
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from controller.games.base import (
     GameResult,
     HandSummary,
     Slot,
+    checked_cards,
     pay_odds,
 )
 from controller.games.break_poker.hands import (
@@ -221,28 +222,7 @@ def _check_seven(cards: Sequence[Piece], hand: str) -> tuple[Card, ...]:
     Raises:
         RulesError: Wrong count, a tile, or a card repeated.
     """
-    if len(cards) != CARDS_PER_HAND:
-        raise RulesError(
-            f"the {hand} hand needs exactly {CARDS_PER_HAND} cards, got {len(cards)}",
-            game=GAME_ID,
-            hand=hand,
-            cards=[str(card) for card in cards],
-        )
-    checked: list[Card] = []
-    for card in cards:
-        if not isinstance(card, Card):
-            raise RulesError(
-                f"the {hand} hand holds {card}, which is not a playing card",
-                game=GAME_ID,
-                hand=hand,
-                piece=str(card),
-            )
-        if card in checked:
-            raise RulesError(
-                f"the {hand} hand holds {card} twice", game=GAME_ID, hand=hand, piece=str(card)
-            )
-        checked.append(card)
-    return tuple(checked)
+    return checked_cards(cards, CARDS_PER_HAND, f"the {hand} hand ", game=GAME_ID, hand=hand)
 
 
 _SPLITS: Final = tuple(

@@ -11,12 +11,46 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from controller.cards import Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import HandSummary
 from controller.games.live.base import JSON, DealStep, DecisionStep, RevealStep, Step
+
+
+class _Revealing(Protocol):
+    game_id: ClassVar[str]
+    revealed: set[str]
+
+    def next_step(self) -> Step: ...
+
+
+class RevealsHands:
+    """For a round that reveals hidden hands with :class:`RevealStep`: checks and records them.
+
+    The round has a ``revealed: set[str]`` field and a ``game_id`` class attribute.
+    """
+
+    def mark_revealed(self: _Revealing, hand: str) -> None:
+        """The hidden cards of ``hand`` were published.
+
+        Raises:
+            RulesError: No reveal of ``hand`` is due.
+        """
+        expect_reveal(self.next_step(), hand, self.game_id)
+        self.revealed.add(hand)
+
+
+class NoCarryOver:
+    """For a round with no overlay information and nothing that carries over to the next."""
+
+    def mark_info_published(self) -> None:
+        """Nothing to do: no overlay information in this game."""
+
+    def table_state_after(self) -> JSON:
+        """Nothing carries over between rounds."""
+        return {}
 
 
 def expect_deal(step: Step, index: int, game: str, piece: str = "card") -> DealStep:

@@ -13,12 +13,13 @@ from typing import Any
 from controller.cards import Deck, Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import Face, TableGame
+from controller.games.live._common import NoCarryOver
 from controller.games.live.base import JSON, DealStep, FinishStep, RevealStep, Step
 from controller.money import PayTables
 
 
 @dataclass
-class FixedPlanRound:
+class FixedPlanRound(NoCarryOver):
     """One round of a fixed-plan game."""
 
     game: TableGame
@@ -54,9 +55,6 @@ class FixedPlanRound:
         """This game has no decisions."""
         raise IllegalAction("decision", f"{self.game.id} has no decision windows", window=window)
 
-    def mark_info_published(self) -> None:
-        """Nothing to do: this game publishes no overlay information."""
-
     def mark_revealed(self, hand: str) -> None:
         """Record that ``hand`` was revealed."""
         self.revealed.add(hand)
@@ -78,10 +76,6 @@ class FixedPlanRound:
             "bets": {bet: result.to_wire() for bet, result in settlement.items()},
             "details": dict(outcome.details),
         }
-
-    def table_state_after(self) -> JSON:
-        """Nothing carries over between rounds."""
-        return {}
 
 
 @dataclass(frozen=True)

@@ -235,26 +235,34 @@ def count_six_card_bonus(ranks: Sequence[int], suits: int) -> dict[SixCardBonus,
         shape = Counter(multiset)
         if max(shape.values()) > suits:
             continue
-        assignments = math.prod(math.comb(suits, copies) for copies in shape.values())
-        if len(shape) == 6:
-            assignments -= suits + suits * 6 * (suits - 1)
-        elif len(shape) == 5:
-            assignments -= suits * (suits - 1)
-        if assignments <= 0:
-            continue
-        sizes = sorted(shape.values(), reverse=True)
-        if sizes[0] == 4:
-            outcome = SixCardBonus.FOUR_OF_A_KIND
-        elif sizes[0] == 3 and sizes[1] >= 2:
-            outcome = SixCardBonus.FULL_HOUSE
-        elif _has_straight(shape):
-            outcome = SixCardBonus.STRAIGHT
-        elif sizes[0] == 3:
-            outcome = SixCardBonus.THREE_OF_A_KIND
-        else:
-            outcome = SixCardBonus.NO_BONUS
-        counts[outcome] += assignments
+        assignments = _unsuited_assignments(shape, suits)
+        if assignments > 0:
+            counts[_unsuited_outcome(shape)] += assignments
     return counts
+
+
+def _unsuited_assignments(shape: Counter[int], suits: int) -> int:
+    """Suit assignments of a six-card rank multiset with no five cards of one suit."""
+    assignments = math.prod(math.comb(suits, copies) for copies in shape.values())
+    if len(shape) == 6:
+        assignments -= suits + suits * 6 * (suits - 1)
+    elif len(shape) == 5:
+        assignments -= suits * (suits - 1)
+    return assignments
+
+
+def _unsuited_outcome(shape: Counter[int]) -> SixCardBonus:
+    """The 6 Card Bonus outcome of a rank multiset with no five cards of one suit."""
+    sizes = sorted(shape.values(), reverse=True)
+    if sizes[0] == 4:
+        return SixCardBonus.FOUR_OF_A_KIND
+    if sizes[0] == 3 and sizes[1] >= 2:
+        return SixCardBonus.FULL_HOUSE
+    if _has_straight(shape):
+        return SixCardBonus.STRAIGHT
+    if sizes[0] == 3:
+        return SixCardBonus.THREE_OF_A_KIND
+    return SixCardBonus.NO_BONUS
 
 
 # --------------------------------------------------------------------------------------------

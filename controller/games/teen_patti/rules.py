@@ -19,7 +19,6 @@ lookup.
 
 from __future__ import annotations
 
-import enum
 import functools
 import itertools
 from collections import Counter
@@ -52,8 +51,8 @@ _ACE: Final = three_card.ACE
 PLURAL_RANK_NAMES: Final = three_card.PLURAL_RANK_NAMES
 
 
-class TeenPattiHand(enum.StrEnum):
-    """Categories of a three-card Teen Patti hand, listed high to low."""
+class TeenPattiHand(three_card.RankedCategory):
+    """Categories of a three-card Teen Patti hand, listed high to low (level 0: high card)."""
 
     TRAIL_OF_ACES = "trail_of_aces"
     TRAIL = "trail"
@@ -63,31 +62,13 @@ class TeenPattiHand(enum.StrEnum):
     PAIR = "pair"
     HIGH_CARD = "high_card"
 
-    @property
-    def level(self) -> int:
-        """0 for high card up to 6 for a trail of aces; a higher level beats a lower one."""
-        return _HAND_LEVELS[self]
-
     @classmethod
-    def from_level(cls, level: int) -> TeenPattiHand:
-        """The category with a given level.
-
-        Raises:
-            RulesError: No category has that level.
-        """
-        try:
-            return _HANDS_BY_LEVEL[level]
-        except IndexError:
-            raise RulesError(
-                f"no Teen Patti hand category has level {level}", level=level
-            ) from None
+    def noun(cls) -> str:
+        """What a member is called in an error message."""
+        return "Teen Patti hand category"
 
 
-_HANDS_BY_LEVEL: Final = tuple(reversed(TeenPattiHand))
-_HAND_LEVELS: Final = {hand: level for level, hand in enumerate(_HANDS_BY_LEVEL)}
-
-
-class SixCardBonus(enum.StrEnum):
+class SixCardBonus(three_card.RankedCategory):
     """Outcomes of the 6 Card Bonus (best five of six cards), listed high to low."""
 
     ROYAL_FLUSH = "royal_flush"
@@ -98,15 +79,6 @@ class SixCardBonus(enum.StrEnum):
     STRAIGHT = "straight"
     THREE_OF_A_KIND = "three_of_a_kind"
     NO_BONUS = "no_bonus"
-
-    @property
-    def level(self) -> int:
-        """0 for no bonus up to 7 for a royal flush."""
-        return _BONUS_LEVELS[self]
-
-
-_BONUS_BY_LEVEL: Final = tuple(reversed(SixCardBonus))
-_BONUS_LEVELS: Final = {bonus: level for level, bonus in enumerate(_BONUS_BY_LEVEL)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,6 +178,15 @@ _FIVE_TO_BONUS: Final = {
 }
 
 
+def _straight_top(ordered: tuple[int, ...]) -> int:
+    """The top rank of five distinct ranks (high first) if they make a straight, else 0."""
+    if ordered[0] - ordered[4] == 4:
+        return ordered[0]
+    if ordered == (_ACE, 5, 4, 3, 2):
+        return 5
+    return 0
+
+
 def five_card_key(cards: Sequence[Card]) -> tuple[int, tuple[int, ...]]:
     """Standard five-card poker value: (category 0-9, tie-break ranks); higher is better.
 
@@ -219,12 +200,7 @@ def five_card_key(cards: Sequence[Card]) -> tuple[int, tuple[int, ...]]:
     shape = tuple(count for _, count in groups)
     ordered = tuple(rank for rank, _ in groups)
     flush = len({card.suit for card in cards}) == 1
-    top = 0
-    if len(counts) == 5:
-        if ordered[0] - ordered[4] == 4:
-            top = ordered[0]
-        elif ordered == (_ACE, 5, 4, 3, 2):
-            top = 5
+    top = _straight_top(ordered) if len(counts) == 5 else 0
     if top and flush:
         return (_FIVE_ROYAL if top == _ACE else _FIVE_STRAIGHT_FLUSH, (top,))
     if shape == (4, 1):
@@ -417,40 +393,55 @@ class TeenPatti2020(Declared):
                 game=GAME_ID,
                 winner=result.winner,
             )
-        settled: dict[str, BetResult] = {}
-        for label, bet in (("A", "player_a"), ("B", "player_b")):
-            if result.winner == label:
-                settled[bet] = BetResult.win(_odds(paytables, bet, "win"), "win")
-            elif result.winner == "tie":
-                settled[bet] = BetResult.push("tie")
-            else:
-                settled[bet] = BetResult.lose("lose")
-        if result.winner == "tie":
-            settled["tie"] = BetResult.win(_odds(paytables, "tie", "tie"), "tie")
-        else:
-            settled["tie"] = BetResult.lose("lose")
-        for label, bet in (("A", "pair_plus_a"), ("B", "pair_plus_b")):
-            try:
-                category = TeenPattiHand(result.hands[label].category)
-            except (KeyError, ValueError):
-                raise RulesError(
-                    f"result has no Teen Patti category for hand {label}", game=GAME_ID, hand=label
-                ) from None
-            if category is TeenPattiHand.HIGH_CARD:
-                settled[bet] = BetResult.lose(category.value)
-            else:
-                settled[bet] = BetResult.win(_odds(paytables, bet, category.value), category.value)
-        try:
-            bonus = SixCardBonus(result.details["six_card_bonus"]["category"])
-        except (KeyError, TypeError, ValueError):
-            raise RulesError("result has no 6 Card Bonus category", game=GAME_ID) from None
-        if bonus is SixCardBonus.NO_BONUS:
-            settled["six_card_bonus"] = BetResult.lose(bonus.value)
-        else:
-            settled["six_card_bonus"] = BetResult.win(
-                _odds(paytables, "six_card_bonus", bonus.value), bonus.value
-            )
+        settled = _settle_main(result.winner, paytables)
+        settled.update(_settle_pair_plus(result, paytables))
+        settled["six_card_bonus"] = _settle_six_card_bonus(result, paytables)
         return {bet: settled[bet] for bet in BET_IDS}
+
+
+def _settle_main(winner: str | None, paytables: PayTables) -> dict[str, BetResult]:
+    """Player A/B and Tie."""
+    settled: dict[str, BetResult] = {}
+    for label, bet in (("A", "player_a"), ("B", "player_b")):
+        if winner == label:
+            settled[bet] = BetResult.win(_odds(paytables, bet, "win"), "win")
+        elif winner == "tie":
+            settled[bet] = BetResult.push("tie")
+        else:
+            settled[bet] = BetResult.lose("lose")
+    if winner == "tie":
+        settled["tie"] = BetResult.win(_odds(paytables, "tie", "tie"), "tie")
+    else:
+        settled["tie"] = BetResult.lose("lose")
+    return settled
+
+
+def _settle_pair_plus(result: GameResult, paytables: PayTables) -> dict[str, BetResult]:
+    """Pair Plus A/B, by their own hand's category."""
+    settled: dict[str, BetResult] = {}
+    for label, bet in (("A", "pair_plus_a"), ("B", "pair_plus_b")):
+        try:
+            category = TeenPattiHand(result.hands[label].category)
+        except (KeyError, ValueError):
+            raise RulesError(
+                f"result has no Teen Patti category for hand {label}", game=GAME_ID, hand=label
+            ) from None
+        if category is TeenPattiHand.HIGH_CARD:
+            settled[bet] = BetResult.lose(category.value)
+        else:
+            settled[bet] = BetResult.win(_odds(paytables, bet, category.value), category.value)
+    return settled
+
+
+def _settle_six_card_bonus(result: GameResult, paytables: PayTables) -> BetResult:
+    """The 6 Card Bonus, by its category."""
+    try:
+        bonus = SixCardBonus(result.details["six_card_bonus"]["category"])
+    except (KeyError, TypeError, ValueError):
+        raise RulesError("result has no 6 Card Bonus category", game=GAME_ID) from None
+    if bonus is SixCardBonus.NO_BONUS:
+        return BetResult.lose(bonus.value)
+    return BetResult.win(_odds(paytables, "six_card_bonus", bonus.value), bonus.value)
 
 
 TEEN_PATTI_20_20: Final = TeenPatti2020()

@@ -126,6 +126,36 @@ def _tally(strengths: npt.NDArray[np.int16]) -> tuple[npt.NDArray[np.int64], npt
     return wins.astype(np.int64), ties.astype(np.int64)
 
 
+def _checked_codes(
+    hole: Mapping[str, Sequence[Card]], board: Sequence[Card], dead: Sequence[Card]
+) -> tuple[list[list[int]], list[int], list[int]]:
+    """The hole cards' codes (seat by seat), the board's and every known card's.
+
+    Raises:
+        RulesError: No seat, a seat without exactly two cards, a board of more than five, a
+            joker or a card twice.
+    """
+    if not hole:
+        raise RulesError("equity needs at least one seat")
+    hole_codes = []
+    for seat in hole:
+        codes = _codes(hole[seat], f"seat {seat}")
+        if len(codes) != 2:
+            raise RulesError(
+                f"seat {seat} has {len(codes)} hole cards; equity needs two", seat=seat
+            )
+        hole_codes.append(codes)
+    board_codes = _codes(board, "board")
+    if len(board_codes) > BOARD_SIZE:
+        raise RulesError(f"a board has at most five cards, got {len(board_codes)}")
+    dead_codes = _codes(dead, "dead cards")
+    known = [code for codes in hole_codes for code in codes] + board_codes + dead_codes
+    if len(set(known)) != len(known):
+        repeated = sorted({str(Card(c)) for c in known if known.count(c) > 1})
+        raise RulesError(f"cards appear twice: {', '.join(repeated)}", cards=repeated)
+    return hole_codes, board_codes, known
+
+
 def win_probabilities(
     hole: Mapping[str, Sequence[Card]],
     board: Sequence[Card],
@@ -152,25 +182,8 @@ def win_probabilities(
         RulesError: No seat, a seat without exactly two cards, a board of more than five, a
             joker, a card twice, or ``samples`` below one.
     """
-    if not hole:
-        raise RulesError("equity needs at least one seat")
     seats = list(hole)
-    hole_codes = []
-    for seat in seats:
-        codes = _codes(hole[seat], f"seat {seat}")
-        if len(codes) != 2:
-            raise RulesError(
-                f"seat {seat} has {len(codes)} hole cards; equity needs two", seat=seat
-            )
-        hole_codes.append(codes)
-    board_codes = _codes(board, "board")
-    if len(board_codes) > BOARD_SIZE:
-        raise RulesError(f"a board has at most five cards, got {len(board_codes)}")
-    dead_codes = _codes(dead, "dead cards")
-    known = [code for codes in hole_codes for code in codes] + board_codes + dead_codes
-    if len(set(known)) != len(known):
-        repeated = sorted({str(Card(c)) for c in known if known.count(c) > 1})
-        raise RulesError(f"cards appear twice: {', '.join(repeated)}", cards=repeated)
+    hole_codes, board_codes, known = _checked_codes(hole, board, dead)
     if samples is not None and samples < 1:
         raise RulesError(f"Monte Carlo needs at least one sample, got {samples}", samples=samples)
 

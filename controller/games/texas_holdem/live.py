@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from pydantic import Field, model_validator
 
@@ -29,9 +29,9 @@ from controller.cards import Card, Piece
 from controller.errors import ConfigError, IllegalAction, PieceRefused, RulesError
 from controller.games.base import Declared
 from controller.games.live._common import (
+    RevealsHands,
     check_decision_fields,
     expect_deal,
-    expect_reveal,
     expect_window,
 )
 from controller.games.live.base import (
@@ -104,7 +104,7 @@ class HoldemTable:
 
 
 @dataclass
-class HoldemLiveRound:
+class HoldemLiveRound(RevealsHands):
     """One hand at the table.
 
     Attributes:
@@ -115,6 +115,8 @@ class HoldemLiveRound:
         revealed: Seats whose hole cards were revealed at showdown.
         actions: The normalised decisions applied, in order.
     """
+
+    game_id: ClassVar[str] = rules.GAME_ID
 
     table: HoldemTable
     table_stacks: dict[int, int]
@@ -312,15 +314,6 @@ class HoldemLiveRound:
         if street is None:
             raise RulesError("no equity step is due", game=rules.GAME_ID)
         self.equity_done.add(street)
-
-    def mark_revealed(self, hand: str) -> None:
-        """A seat's hole cards were shown at showdown.
-
-        Raises:
-            RulesError: No reveal of ``hand`` is due.
-        """
-        expect_reveal(self.next_step(), hand, rules.GAME_ID)
-        self.revealed.add(hand)
 
     # ---- results ---------------------------------------------------------------------------
 

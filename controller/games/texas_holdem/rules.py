@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -481,6 +481,29 @@ class HoldemState:
                 street=self.street.name.lower(),
             )
 
+        self._check_turn(action, refuse)
+        kind, size = action.kind, action.size
+        seat = self.seat(action.seat)
+        if kind not in (ActionKind.BET, ActionKind.RAISE):
+            return self._checked_passive(kind, seat, refuse)
+        if not any(o.can_act for o in self.seats if o.seat != seat.seat):
+            raise refuse("no other seat can call a bet or raise: call or check")
+        assert size is not None
+        if kind is ActionKind.BET:
+            amount = self._checked_bet(size, refuse)
+        else:
+            amount = self._checked_raise(seat, size, refuse)
+        if amount > seat.stack:
+            raise refuse(
+                f"{kind.value} needs {amount} chips but the stack is {seat.stack}: "
+                "less than the minimum is only allowed all-in"
+            )
+        if amount == seat.stack:
+            raise refuse(f"{kind.value} of {amount} takes the whole stack: go all-in")
+        return amount
+
+    def _check_turn(self, action: Action, refuse: Callable[[str], IllegalAction]) -> None:
+        """Refuse an action out of turn, or with a size where none goes (or none where one must)."""
         if self.is_complete:
             raise refuse("the hand is over")
         if self.to_act is None:
@@ -495,7 +518,11 @@ class HoldemState:
                 raise refuse(f"a {kind.value} needs a size")
         elif size is not None:
             raise refuse(f"a {kind.value} takes no size")
-        seat = self.seat(action.seat)
+
+    def _checked_passive(
+        self, kind: ActionKind, seat: SeatState, refuse: Callable[[str], IllegalAction]
+    ) -> int:
+        """The chips a fold, check, call or all-in puts in."""
         to_call = self.level - seat.street_bet
         if kind is ActionKind.FOLD:
             if to_call == 0:
@@ -511,57 +538,46 @@ class HoldemState:
             if to_call >= seat.stack:
                 raise refuse(f"calling {to_call} takes the whole stack of {seat.stack}: go all-in")
             return to_call
-        if kind is ActionKind.ALL_IN:
-            if seat.street_bet + seat.stack > self.level and seat.seat in self.acted:
-                raise refuse(
-                    "the betting was not reopened (the last all-in was not a full raise): "
-                    "call or fold"
-                )
-            return seat.stack
-        if not any(o.can_act for o in self.seats if o.seat != seat.seat):
-            raise refuse("no other seat can call a bet or raise: call or check")
-        if kind is ActionKind.BET:
-            if self.level > 0:
-                raise refuse(f"there is already a bet of {self.level}: call or raise")
-            assert size is not None
-            if size < min(self.config.bet_shares):
-                raise refuse(
-                    f"a bet of {size}% of the pot is below the minimum of "
-                    f"{min(self.config.bet_shares)}%; only an all-in may be smaller"
-                )
-            if size not in self.config.bet_shares:
-                raise refuse(
-                    f"a bet is one of the pot shares {list(self.config.bet_shares)} (percent)"
-                )
-            amount = self.config.bet_amount(self.pot, size)
-        else:
-            if self.level == 0:
-                raise refuse("nothing to raise: bet instead")
-            assert size is not None
-            if size < self.config.min_multiple:
-                raise refuse(
-                    f"a raise to {size}x the current bet is below the minimum of "
-                    f"{self.config.min_multiple}x; only an all-in may be smaller"
-                )
-            if size not in self.config.raise_multiples:
-                raise refuse(
-                    f"a raise is one of the multiples {list(self.config.raise_multiples)} "
-                    "of the current bet"
-                )
-            if seat.seat in self.acted:
-                raise refuse(
-                    "the betting was not reopened (the last all-in was not a full raise): "
-                    "call or fold"
-                )
-            amount = size * self.level - seat.street_bet
-        if amount > seat.stack:
+        if seat.street_bet + seat.stack > self.level and seat.seat in self.acted:
             raise refuse(
-                f"{kind.value} needs {amount} chips but the stack is {seat.stack}: "
-                "less than the minimum is only allowed all-in"
+                "the betting was not reopened (the last all-in was not a full raise): call or fold"
             )
-        if amount == seat.stack:
-            raise refuse(f"{kind.value} of {amount} takes the whole stack: go all-in")
-        return amount
+        return seat.stack
+
+    def _checked_bet(self, size: int, refuse: Callable[[str], IllegalAction]) -> int:
+        """The chips a bet of ``size`` percent of the pot puts in."""
+        if self.level > 0:
+            raise refuse(f"there is already a bet of {self.level}: call or raise")
+        if size < min(self.config.bet_shares):
+            raise refuse(
+                f"a bet of {size}% of the pot is below the minimum of "
+                f"{min(self.config.bet_shares)}%; only an all-in may be smaller"
+            )
+        if size not in self.config.bet_shares:
+            raise refuse(f"a bet is one of the pot shares {list(self.config.bet_shares)} (percent)")
+        return self.config.bet_amount(self.pot, size)
+
+    def _checked_raise(
+        self, seat: SeatState, size: int, refuse: Callable[[str], IllegalAction]
+    ) -> int:
+        """The chips a raise to ``size`` times the current bet puts in."""
+        if self.level == 0:
+            raise refuse("nothing to raise: bet instead")
+        if size < self.config.min_multiple:
+            raise refuse(
+                f"a raise to {size}x the current bet is below the minimum of "
+                f"{self.config.min_multiple}x; only an all-in may be smaller"
+            )
+        if size not in self.config.raise_multiples:
+            raise refuse(
+                f"a raise is one of the multiples {list(self.config.raise_multiples)} "
+                "of the current bet"
+            )
+        if seat.seat in self.acted:
+            raise refuse(
+                "the betting was not reopened (the last all-in was not a full raise): call or fold"
+            )
+        return size * self.level - seat.street_bet
 
     def _act(self, action: Action) -> HoldemState:
         amount = self._check_action(action)

@@ -20,15 +20,59 @@ Everything here is pure: no I/O, no clock, no randomness.
 
 from __future__ import annotations
 
+import enum
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 from controller.cards import JOKER_CODE, RANK_NAMES, Card, Piece
 from controller.errors import RulesError
-from controller.games.base import HandSummary
+from controller.games.base import HandSummary, checked_cards
+
+
+class RankedCategory(enum.StrEnum):
+    """Hand categories (or bonus outcomes) listed high to low; ``level`` 0 is the lowest.
+
+    A subclass lists its members and names itself for errors (:meth:`noun`).
+    """
+
+    @classmethod
+    def noun(cls) -> str:
+        """What a member is called in an error message."""
+        return "category"
+
+    @property
+    def level(self) -> int:
+        """0 for the lowest member; a higher level beats a lower one."""
+        return _levels(type(self))[self]
+
+    @classmethod
+    def from_level(cls, level: int) -> Self:
+        """The member with a given level.
+
+        Raises:
+            RulesError: No member has that level.
+        """
+        ordered: tuple[Self, ...] = _by_level(cls)
+        if not 0 <= level < len(ordered):
+            raise RulesError(f"no {cls.noun()} has level {level}", level=level)
+        return ordered[level]
+
+
+_Ranked = TypeVar("_Ranked", bound=RankedCategory)
+
+
+@functools.cache
+def _by_level(cls: type[_Ranked]) -> tuple[_Ranked, ...]:
+    return tuple(reversed(cls))
+
+
+@functools.cache
+def _levels(cls: type[RankedCategory]) -> dict[RankedCategory, int]:
+    return {member: level for level, member in enumerate(_by_level(cls))}
+
 
 StrengthOfRanks = Callable[[Iterable[int], bool], int]
 """A game's ranking: ``(ranks 2-14 in any order, all one suit?) -> strength``."""
@@ -134,33 +178,14 @@ def check_three_cards(
         RulesError: Wrong count, a tile, the joker or a repeated card.
     """
     where = f"hand {hand} " if hand else f"a {game_name} hand "
-    if len(cards) != CARDS_PER_HAND:
-        raise RulesError(
-            f"{where}needs exactly {CARDS_PER_HAND} cards, got {len(cards)}",
-            **context,
-            hand=hand,
-            cards=[str(card) for card in cards],
-        )
-    checked: list[Card] = []
-    for card in cards:
-        if not isinstance(card, Card):
-            raise RulesError(
-                f"{where}holds {card}, which is not a playing card",
-                **context,
-                hand=hand,
-                piece=str(card),
-            )
-        if card.is_joker:
-            raise RulesError(
-                f"{where}holds the joker; {game_name} is played without one",
-                **context,
-                hand=hand,
-                piece=str(card),
-            )
-        if card in checked:
-            raise RulesError(f"{where}holds {card} twice", **context, hand=hand, piece=str(card))
-        checked.append(card)
-    return tuple(checked)
+    return checked_cards(
+        cards,
+        CARDS_PER_HAND,
+        where,
+        without_joker=f"{game_name} is played without one",
+        **context,
+        hand=hand,
+    )
 
 
 class HandChecker(Protocol):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from pydantic import Field
 
@@ -21,9 +21,10 @@ from controller.cards import Piece
 from controller.errors import PieceRefused, RulesError
 from controller.games.base import Declared
 from controller.games.live._common import (
+    NoCarryOver,
+    RevealsHands,
     cards_wire,
     expect_deal,
-    expect_reveal,
     expect_window,
     read_choice,
     summaries_wire,
@@ -40,7 +41,7 @@ DEFAULT_DECISION: Final[Mapping[str, str]] = {"choice": "stay"}
 
 
 @dataclass
-class MulliganLiveRound:
+class MulliganLiveRound(RevealsHands, NoCarryOver):
     """One round of Three Card Mulligan at the table.
 
     Attributes:
@@ -49,6 +50,8 @@ class MulliganLiveRound:
         state: The rules' round (cards dealt and the decision).
         revealed: Hands whose reveal was published.
     """
+
+    game_id: ClassVar[str] = rules.GAME_ID
 
     paytables: PayTables
     decision_seconds: float
@@ -110,18 +113,6 @@ class MulliganLiveRound:
         self.state = self.state.decide(choice == "mulligan")
         return {"choice": choice}
 
-    def mark_info_published(self) -> None:
-        """Nothing to do: no overlay information in this game."""
-
-    def mark_revealed(self, hand: str) -> None:
-        """The dealer's hand was turned over.
-
-        Raises:
-            RulesError: No reveal of ``hand`` is due.
-        """
-        expect_reveal(self.next_step(), hand, rules.GAME_ID)
-        self.revealed.add(hand)
-
     def result(self) -> JSON:
         """The ``round_result`` body (both paths; see ``docs/live-play.md``).
 
@@ -159,10 +150,6 @@ class MulliganLiveRound:
                 "paths": paths,
             },
         }
-
-    def table_state_after(self) -> JSON:
-        """Nothing carries over between rounds."""
-        return {}
 
 
 @dataclass(frozen=True)

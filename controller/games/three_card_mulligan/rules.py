@@ -64,7 +64,7 @@ _KING: Final = 13
 PLURAL_RANK_NAMES: Final = three_card.PLURAL_RANK_NAMES
 
 
-class MulliganHand(enum.StrEnum):
+class MulliganHand(three_card.RankedCategory):
     """Categories of a three-card hand in Three Card Mulligan, listed high to low."""
 
     STRAIGHT_FLUSH = "straight_flush"
@@ -74,25 +74,10 @@ class MulliganHand(enum.StrEnum):
     PAIR = "pair"
     HIGH_CARD = "high_card"
 
-    @property
-    def level(self) -> int:
-        """0 for high card up to 5 for a straight flush; a higher level beats a lower one."""
-        return _HAND_LEVELS[self]
-
     @classmethod
-    def from_level(cls, level: int) -> MulliganHand:
-        """The category with a given level.
-
-        Raises:
-            RulesError: No category has that level.
-        """
-        if not 0 <= level < len(_HANDS_BY_LEVEL):
-            raise RulesError(f"no Three Card Mulligan category has level {level}", level=level)
-        return _HANDS_BY_LEVEL[level]
-
-
-_HANDS_BY_LEVEL: Final = tuple(reversed(MulliganHand))
-_HAND_LEVELS: Final = {hand: level for level, hand in enumerate(_HANDS_BY_LEVEL)}
+    def noun(cls) -> str:
+        """What a member is called in an error message."""
+        return "Three Card Mulligan category"
 
 
 class Path(enum.StrEnum):
