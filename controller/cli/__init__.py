@@ -61,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except (TablectlError, DriverError) as exc:
         print(f"tablectl {args.command}: {exc}", file=sys.stderr)
-        return 2
+        # An error that is an expected way to end (a second stop signal: 128 + its number)
+        # carries its own status; every other one is a usage or configuration error: 2.
+        status = getattr(exc, "exit_status", 2)
+        return status if isinstance(status, int) else 2
     except KeyboardInterrupt:
         return 130
     return code

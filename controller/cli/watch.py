@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,18 +37,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run_watch(args: argparse.Namespace) -> int:
+    """Watch until SIGINT (Ctrl-C) or SIGTERM; a stop by the user is a normal end: status 0."""
+    password = args.password or os.environ.get("TABLECTL_WATCH_PASSWORD")
+    asyncio.run(_watch_until_stopped(args, password))
+    return 0
+
+
+async def _watch_until_stopped(args: argparse.Namespace, password: str | None) -> None:
     from controller.watch import watch
 
-    password = args.password or os.environ.get("TABLECTL_WATCH_PASSWORD")
-    asyncio.run(
-        watch(
-            args.broker,
-            args.table_id,
-            protocol=args.protocol,
-            prefix=args.prefix,
-            username=args.username,
-            password=password,
-            ca_file=args.ca_file,
-        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await watch(
+        args.broker,
+        args.table_id,
+        protocol=args.protocol,
+        prefix=args.prefix,
+        username=args.username,
+        password=password,
+        ca_file=args.ca_file,
+        stop=stop,
     )
-    return 0
