@@ -131,7 +131,10 @@ def _command_answered(data: Mapping[str, Any]) -> str:
 
 def _pit_alert(data: Mapping[str, Any]) -> str:
     where = f" at {data['slot']}" if data.get("slot") else ""
-    return f"PIT ALERT{where}: {data.get('reason')}"
+    rest = {k: v for k, v in data.items() if k not in ("slot", "reason") and v is not None}
+    said = [str(data["reason"])] if data.get("reason") else []
+    said += [_fields(rest)] if rest else []
+    return f"PIT ALERT{where}: {'; '.join(said) or 'the pit boss is needed'}"
 
 
 _Data = Mapping[str, Any]

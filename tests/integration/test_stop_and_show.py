@@ -116,7 +116,7 @@ async def test_show_shows_every_entry_from_seq_1_and_logs_stay_on_stderr(mosquit
     out, err = await _finish(table, 60)
     assert table.returncode == 0, err
     shown = {int(seq) for seq in re.findall(r"^\S+ #(\d+) ", out, flags=re.MULTILINE)}
-    last = max(seq for seq, in sqlite3.connect(journal).execute("SELECT seq FROM entries"))
+    last = max(seq for (seq,) in sqlite3.connect(journal).execute("SELECT seq FROM entries"))
     assert shown == set(range(1, last + 1))
     assert re.search(r"#1 round 1 \(teen-patti-20-20\): betting open", out)
     # Standard error is a pipe: the logs are JSON there, and none is on standard output.
