@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 SIM_TABLE_ID = "sim-1"
 
+_PENDING_DEVICE = "serial:///dev/pts/pending"
+"""Stands for the simulator's pty while the settings are checked, before it exists."""
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``run`` sub-command."""
@@ -194,6 +197,10 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         raise ConfigError(
             f"unknown game {game_id!r}; games: {', '.join(LIVE_GAME_IDS)}", field="--game"
         )
+    # Every setting is checked before the simulator starts (and logs that it serves): bad
+    # input ends the command with its error and nothing else. The pty's path is not known
+    # yet; a placeholder stands for it, replaced below.
+    load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
     async with simulated_scanner(game_id, sim) as url:
         settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)

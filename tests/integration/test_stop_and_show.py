@@ -123,3 +123,31 @@ async def test_show_shows_every_entry_from_seq_1_and_logs_stay_on_stderr(mosquit
     logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(entry.get("event") == "betting open" for entry in logs)
     assert not [line for line in out.splitlines() if line.lstrip().startswith("{")]
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "blamed"),
+    [
+        (["--betting-seconds", "-1"], {}, "[from the command line]"),
+        ([], {"TABLECTL_ROUNDS__BETTING_SECONDS": "abc"}, "TABLECTL_ROUNDS__BETTING_SECONDS"),
+    ],
+)
+async def test_simulated_run_refuses_bad_input_before_the_simulator_starts(
+    mosquitto, tmp_path, extra, env, blamed
+):
+    import os
+
+    table = await asyncio.create_subprocess_exec(
+        *TABLECTL, "run", "--simulate", "--broker", mosquitto.url,
+        "--journal", str(tmp_path / "j.sqlite"), "--log-level", "INFO", *extra,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **env},
+    )  # fmt: skip
+    out, err = await _finish(table)
+    assert table.returncode == 2
+    assert out == ""
+    # The error alone: no "simulator_serving" (or any) log line before it.
+    assert err.startswith("tablectl run: invalid settings: rounds.betting_seconds:"), err
+    assert blamed in err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "j.sqlite").exists()

@@ -38,8 +38,7 @@ def test_a_showdown_still_lists_the_hands():
         },
     }
     assert describe(TOPIC, envelope) == (
-        "10:00:00.000 #41 round 4 result: A wins; A [As Ad 2c] pair of aces; "
-        "B [Kh 9d 3s] king high"
+        "10:00:00.000 #41 round 4 result: A wins; A [As Ad 2c] pair of aces; B [Kh 9d 3s] king high"
     )
 
 
