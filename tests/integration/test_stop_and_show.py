@@ -151,3 +151,48 @@ async def test_simulated_run_refuses_bad_input_before_the_simulator_starts(
     assert blamed in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "j.sqlite").exists()
+
+
+def _cards(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT body FROM entries WHERE kind='card_dealt' ORDER BY seq")
+        return [json.loads(body)["card"] for (body,) in rows]
+
+
+async def _one_round(url: str, journal: Path, *extra: str) -> tuple[int | None, str]:
+    table = await asyncio.create_subprocess_exec(
+        *TABLECTL, "run", "--simulate", "--broker", url, "--journal", str(journal),
+        "--rounds", "1", "--betting-seconds", "0.05", "--pause-seconds", "0",
+        "--deal-delay", "0.02", *extra,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await _finish(table, 60)
+    return table.returncode, err
+
+
+async def test_simulation_seeds_from_the_clock_and_says_how_to_repeat_it(mosquitto, tmp_path):
+    code, err = await _one_round(mosquitto.url, tmp_path / "a.sqlite")
+    assert code == 0, err
+    found = re.search(
+        r"^tablectl run: simulation seed (\d+) \(--seed \1 deals the same\)$", err, re.M
+    )
+    assert found, err
+    code, again = await _one_round(mosquitto.url, tmp_path / "b.sqlite", "--seed", found[1])
+    assert code == 0, again
+    assert "simulation seed" not in again  # given: nothing to say
+    assert _cards(tmp_path / "a.sqlite") == _cards(tmp_path / "b.sqlite")
+    assert len(_cards(tmp_path / "a.sqlite")) == 6
+
+
+async def test_rounds_already_in_the_journal_are_counted_and_said(mosquitto, tmp_path):
+    journal = tmp_path / "j.sqlite"
+    code, err = await _one_round(mosquitto.url, journal, "--seed", "3")
+    assert code == 0, err
+    assert "nothing to play" not in err
+    code, err = await _one_round(mosquitto.url, journal, "--seed", "3")
+    assert code == 0, err
+    assert (
+        f"tablectl run: nothing to play: the journal {journal} already holds 1 finished "
+        "round(s) and --rounds 1 counts the journal's rounds, not this run's" in err
+    )
+    assert len(_cards(journal)) == 6
