@@ -267,10 +267,18 @@ def describe(topic: str, envelope: Mapping[str, Any], *, now: datetime | None = 
 
 
 class _Tracker:
-    """De-duplicates on (topic, seq) and notices gaps on ``events``."""
+    """De-duplicates on (topic, seq) and notices gaps on ``events``.
+
+    A ``seq`` is shown once; one that arrives after a higher one (a replay, a redelivery
+    after a reconnect) is still shown, not taken for a repeat.
+    """
+
+    _KEEP = 100_000
+    """How far below the highest ``seq`` seen a late one is still recognised."""
 
     def __init__(self) -> None:
         self.seen: dict[str, int] = {}
+        self._shown: dict[str, set[int]] = {}
 
     def check(self, topic: str, envelope: Mapping[str, Any]) -> tuple[bool, str | None]:
         """Whether to show it, and a gap warning if ``events`` skipped some ``seq``."""
@@ -283,10 +291,16 @@ class _Tracker:
             or ("secure" in levels)
         ):
             return True, None
+        shown = self._shown.setdefault(topic, set())
+        if seq in shown:
+            return False, None
+        shown.add(seq)
         last = self.seen.get(topic)
         if last is not None and seq <= last:
-            return False, None
+            return True, None  # late, not a repeat
         self.seen[topic] = seq
+        if len(shown) > 2 * self._KEEP:
+            shown.difference_update({old for old in shown if old < seq - self._KEEP})
         if topic.endswith("/events") and last is not None and seq > last + 1:
             return True, f"! gap: events {last + 1}..{seq - 1} not received"
         return True, None

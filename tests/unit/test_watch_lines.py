@@ -62,3 +62,15 @@ def test_a_pit_alert_at_a_slot_names_it():
         "data": {"slot": "B2", "reason": "3 misreads in a row"},
     }
     assert describe(TOPIC, envelope) == "10:00:00.000 #8 PIT ALERT at B2: 3 misreads in a row"
+
+
+def test_a_late_seq_is_shown_once_and_a_repeat_is_not():
+    from controller.watch import _Tracker
+
+    tracker = _Tracker()
+    assert tracker.check(TOPIC, {"seq": 1}) == (True, None)
+    assert tracker.check(TOPIC, {"seq": 3}) == (True, "! gap: events 2..2 not received")
+    assert tracker.check(TOPIC, {"seq": 2}) == (True, None)  # late (a replay): shown
+    assert tracker.check(TOPIC, {"seq": 2}) == (False, None)  # a repeat: not
+    assert tracker.check(TOPIC, {"seq": 3}) == (False, None)
+    assert tracker.check(TOPIC, {"seq": 4}) == (True, None)
