@@ -10,6 +10,9 @@ import asyncio
 import os
 import signal
 
+_STOP_GRACE_SECONDS = 0.5
+"""After SIGINT/SIGTERM, how long ``watch`` may take to disconnect before it is cut short."""
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``tablectl watch`` to the CLI."""
@@ -50,13 +53,25 @@ async def _watch_until_stopped(args: argparse.Namespace, password: str | None) -
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await watch(
-        args.broker,
-        args.table_id,
-        protocol=args.protocol,
-        prefix=args.prefix,
-        username=args.username,
-        password=password,
-        ca_file=args.ca_file,
-        stop=stop,
+    task = asyncio.create_task(
+        watch(
+            args.broker,
+            args.table_id,
+            protocol=args.protocol,
+            prefix=args.prefix,
+            username=args.username,
+            password=password,
+            ca_file=args.ca_file,
+            stop=stop,
+        )
     )
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not task.done():
+        # Stopped: a connection attempt to a broker that does not answer is not waited for.
+        await asyncio.wait({task}, timeout=_STOP_GRACE_SECONDS)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return
+    task.result()  # an error (a URL that cannot be read) is the command's error

@@ -196,3 +196,20 @@ async def test_rounds_already_in_the_journal_are_counted_and_said(mosquitto, tmp
         "round(s) and --rounds 1 counts the journal's rounds, not this run's" in err
     )
     assert len(_cards(journal)) == 6
+
+
+async def test_watch_stops_at_once_while_a_broker_does_not_answer():
+    # A non-routable address: the connect attempt hangs (up to its 5 s timeout) where the
+    # network drops it, or fails at once where it is refused; either way Ctrl-C ends it now.
+    watcher = await asyncio.create_subprocess_exec(
+        *TABLECTL, "watch", "--broker", "mqtt://10.255.255.1:1883", "--table-id", "x",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    await asyncio.sleep(1.5)
+    watcher.send_signal(signal.SIGINT)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    out, err = await _finish(watcher)
+    assert loop.time() - started < 2.5
+    assert watcher.returncode == 0, err
+    assert "Traceback" not in out + err
