@@ -5,7 +5,8 @@ the publisher (outbox), the orchestrator, the command router, the terminal view 
 ``--show``, and any companions the caller adds (the simulated betting system).
 SIGINT/SIGTERM once: no new round opens, a round still in its betting window is voided with
 a refund, a started round is completed, the outbox is flushed and the offline status
-published. A second signal stops at once; the journal resumes the round on restart.
+published. A second signal stops at once (:class:`StoppedAtOnce`: the command exits with
+128 + the signal's number, docs/operations.md); the journal resumes the round on restart.
 """
 
 from __future__ import annotations
