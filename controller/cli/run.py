@@ -193,13 +193,21 @@ def _say_if_nothing_played(journal: Path, rounds: int | None, *, played: int) ->
 
 
 def _seed(args: argparse.Namespace) -> int:
-    """The simulation's seed: ``--seed``, else one from the clock, said so it can be repeated."""
+    """The simulation's seed: ``--seed``, else one from the clock (:func:`_say_seed`)."""
     if args.seed is not None:
         seed: int = args.seed
         return seed
-    seed = time.time_ns() // 1000 % 1_000_000
-    print(f"tablectl run: simulation seed {seed} (--seed {seed} deals the same)", file=sys.stderr)
-    return seed
+    return time.time_ns() // 1000 % 1_000_000
+
+
+def _say_seed(args: argparse.Namespace, seed: int) -> None:
+    """A seed from the clock is printed, so the deal can be repeated with ``--seed``."""
+    if args.seed is None:
+        print(
+            f"tablectl run: simulation seed {seed} (--seed {seed} deals the same)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
@@ -243,6 +251,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # input ends the command with its error and nothing else. The pty's path is not known
     # yet; a placeholder stands for it, replaced below.
     load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
+    _say_seed(args, seed)
     async with simulated_scanner(game_id, sim) as url:
         settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
