@@ -5,7 +5,8 @@ the publisher (outbox), the orchestrator, the command router, the terminal view 
 ``--show``, and any companions the caller adds (the simulated betting system).
 SIGINT/SIGTERM once: no new round opens, a round still in its betting window is voided with
 a refund, a started round is completed, the outbox is flushed and the offline status
-published. A second signal stops at once; the journal resumes the round on restart.
+published. A second signal stops at once (:class:`StoppedAtOnce`: the command exits with
+128 + the signal's number, docs/operations.md); the journal resumes the round on restart.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import structlog
 
 from controller import __version__, collector
 from controller.broker import choose_broker
+from controller.errors import TablectlError
 from controller.gates import EventGate
 from controller.journal import Journal, JournalEntry
 from controller.orchestrator import Gate, Orchestrator, RoundSummary
@@ -46,6 +48,42 @@ Companion = Callable[["MqttSettings", asyncio.Event], Coroutine[Any, Any, object
 table's effective MQTT settings (brokers resolved) and an event set when the table stops."""
 
 
+STOPPED_AT_ONCE_BASE = 128
+"""A second stop signal exits with ``128 + signal number`` (the shell's convention for a
+process ended by a signal): 130 after SIGINT, 143 after SIGTERM (docs/operations.md)."""
+
+
+class StoppedAtOnce(TablectlError):
+    """A second SIGINT/SIGTERM stopped the table at once; a started round stays in the journal.
+
+    Attributes:
+        exit_status: ``128 + signal number``: the command line exits with it.
+    """
+
+    def __init__(self, signum: int, round_id: str | None) -> None:
+        name = signal.Signals(signum).name
+        left = (
+            f"round {round_id} is left in the journal and resumes on the next start"
+            if round_id
+            else "no round was in play"
+        )
+        super().__init__(f"stopped at once by a second {name}: {left}")
+        self.exit_status = STOPPED_AT_ONCE_BASE + signum
+
+
+@dataclass
+class _StopSignals:
+    """What the signal handlers saw: the signal that asked to stop at once, if any.
+
+    Attributes:
+        at_once: The second signal's number.
+        round_id: The round in play when it came (it stays in the journal).
+    """
+
+    at_once: int | None = None
+    round_id: str | None = None
+
+
 async def run_table(
     settings: TableSettings,
     *,
@@ -61,9 +99,57 @@ async def run_table(
         settings: The table's settings (device URL already final).
         rounds: Stop after this many finished rounds in the journal; ``None``: run on.
         show: Print, as a subscriber sees them, the table's messages on standard output.
+            The first round opens only once the view is subscribed, and at the end the view
+            waits (a few seconds at most) for the journal's last entry, so it shows every one.
         broker_urls_given: Whether the broker URLs were configured; if not, use Mosquitto on
             127.0.0.1:1883 when it answers, else an embedded broker.
         install_signal_handlers: Handle SIGINT/SIGTERM (the CLI does; tests don't).
+        companions: Named tasks to run beside the table until it stops.
+
+    Returns:
+        The rounds this run finished.
+
+    Raises:
+        StoppedAtOnce: A second stop signal (with ``install_signal_handlers``) cut the run
+            short; the journal keeps the round to resume it on the next start.
+    """
+    signals = _StopSignals()
+    try:
+        return await _run_table(
+            settings,
+            rounds=rounds,
+            show=show,
+            broker_urls_given=broker_urls_given,
+            signals=signals if install_signal_handlers else None,
+            companions=companions,
+        )
+    except asyncio.CancelledError:
+        if signals.at_once is None:
+            raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        raise StoppedAtOnce(signals.at_once, signals.round_id) from None
+
+
+async def _run_table(
+    settings: TableSettings,
+    *,
+    rounds: int | None,
+    show: bool,
+    broker_urls_given: bool,
+    signals: _StopSignals | None,
+    companions: Mapping[str, Companion] | None,
+) -> list[RoundSummary]:
+    """The body of :func:`run_table`.
+
+    Args:
+        settings: The table's settings (device URL already final).
+        rounds: Stop after this many finished rounds in the journal; ``None``: run on.
+        show: Print, as a subscriber sees them, the table's messages on standard output.
+        broker_urls_given: Whether the broker URLs were configured; if not, use Mosquitto on
+            127.0.0.1:1883 when it answers, else an embedded broker.
+        signals: Handle SIGINT/SIGTERM and note a second one there (``None``: no handlers).
         companions: Named tasks to run beside the table until it stops (the simulated
             betting system of ``tablectl run --simulate``), each started in the table's
             TaskGroup once the outbox, the command router and the orchestrator exist.
@@ -81,8 +167,8 @@ async def run_table(
         if not broker_urls_given:
             mqtt = await _local_broker(stack, mqtt, tlog)
         table = await _assemble(stack, settings, mqtt, game, tlog)
-        if install_signal_handlers:
-            _install_signal_handlers(table.orchestrator)
+        if signals is not None:
+            _install_signal_handlers(table.orchestrator, signals)
         return await _serve(table, rounds=rounds, show=show, companions=companions or {})
 
 
@@ -222,6 +308,16 @@ async def _serve(
     winding_down = False
     watch_stop = asyncio.Event()
     async with asyncio.TaskGroup() as group:
+        view: _View | None = None
+        if show:
+            # The view subscribes before anything is published: it misses nothing.
+            view = _View()
+            background.append(
+                group.create_task(
+                    view.run(table.mqtt, table.settings.table_id, watch_stop), name="watch"
+                )
+            )
+            await view.wait_subscribed(_VIEW_SUBSCRIBE_SECONDS)
         publisher_task = group.create_task(table.publisher.run(), name="publisher")
         router_task = group.create_task(table.router.run(), name="command-router")
         background.append(router_task)
@@ -235,7 +331,6 @@ async def _serve(
             table,
             background=background,
             healthy=healthy,
-            show=show,
             watch_stop=watch_stop,
             companions=companions,
         )
@@ -250,9 +345,9 @@ async def _serve(
             flushed = await table.publisher.flush(timeout=table.mqtt.publish_timeout * 10)
             if not flushed:
                 table.log.warning("outbox not fully delivered at exit; it resumes on restart")
-            if show:
+            if view is not None and flushed:
                 # Let the terminal view print what the broker is still delivering.
-                await asyncio.sleep(0.3)
+                await view.wait_for(table.journal.last_seq, _VIEW_DRAIN_SECONDS)
         finally:
             watch_stop.set()
             with contextlib.suppress(Exception):
@@ -269,14 +364,13 @@ def _start_background(
     *,
     background: list[asyncio.Task[Any]],
     healthy: Callable[[], bool],
-    show: bool,
     watch_stop: asyncio.Event,
     companions: Mapping[str, Companion],
 ) -> None:
     """Start the tasks beside the orchestrator, each added to ``background``.
 
-    The betting system's status watcher, housekeeping, the watchdog, the terminal view and
-    the companions, in that order.
+    The betting system's status watcher, housekeeping, the watchdog and the companions, in
+    that order (the terminal view is started first, by :func:`_serve`).
     """
     from controller import service
 
@@ -296,23 +390,59 @@ def _start_background(
             service.run_watchdog(healthy, service.watchdog_interval()), name="watchdog"
         )
     )
-    if show:
-        from controller.watch import watch
-
-        background.append(
-            group.create_task(
-                watch(
-                    mqtt.urls,
-                    table.settings.table_id,
-                    protocol=mqtt.protocol,
-                    prefix=mqtt.topic_prefix,
-                    stop=watch_stop,
-                ),
-                name="watch",
-            )
-        )
     for name, companion in companions.items():
         background.append(group.create_task(companion(mqtt, watch_stop), name=name))
+
+
+_VIEW_SUBSCRIBE_SECONDS = 10.0
+"""How long ``--show`` holds the outbox (and so the first round) for the view's subscription;
+after it the table starts anyway (a broker that does not answer holds the rounds at the gate)."""
+
+_VIEW_DRAIN_SECONDS = 3.0
+"""How long ``--show`` waits at exit for the view to receive the journal's last entry."""
+
+
+class _View:
+    """The terminal view of ``--show`` (:func:`controller.watch.watch`) and what it has shown."""
+
+    def __init__(self) -> None:
+        self.subscribed = asyncio.Event()
+        self.shown_seq = 0
+        self._progress = asyncio.Event()
+
+    def _on_seq(self, seq: int) -> None:
+        self.shown_seq = max(self.shown_seq, seq)
+        self._progress.set()
+
+    async def run(self, mqtt: MqttSettings, table_id: str, stop: asyncio.Event) -> None:
+        """Subscribe and print until ``stop`` is set."""
+        from controller.watch import watch
+
+        await watch(
+            mqtt.urls,
+            table_id,
+            protocol=mqtt.protocol,
+            prefix=mqtt.topic_prefix,
+            stop=stop,
+            subscribed=self.subscribed,
+            on_event_seq=self._on_seq,
+        )
+
+    async def wait_subscribed(self, seconds: float) -> None:
+        """Until the view's subscription is acknowledged, at most ``seconds``."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self.subscribed.wait()
+        except TimeoutError:
+            log.warning("the terminal view is not subscribed yet; starting anyway")
+
+    async def wait_for(self, seq: int, seconds: float) -> None:
+        """Until the view has shown the ``events`` message of ``seq``, at most ``seconds``."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while self.shown_seq < seq:
+                    self._progress.clear()
+                    await self._progress.wait()
 
 
 async def _housekeeping(
@@ -332,17 +462,22 @@ async def _housekeeping(
         await asyncio.sleep(5.0)
 
 
-def _install_signal_handlers(orchestrator: Orchestrator) -> None:
+def _install_signal_handlers(orchestrator: Orchestrator, signals: _StopSignals) -> None:
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
 
     def on_signal(signum: int) -> None:
+        name = signal.Signals(signum).name
         if orchestrator.stopping:
-            log.warning("second stop signal: stopping now; the round resumes on restart")
+            if signals.at_once is not None:
+                return  # already stopping at once
+            current = orchestrator.current
+            signals.at_once = signum
+            signals.round_id = current.round_id if current is not None else None
+            log.warning("second stop signal: stopping now", signal=name, round=signals.round_id)
             if main_task is not None:
                 main_task.cancel()
             return
-        name = signal.Signals(signum).name
         log.warning("stop requested", signal=name)
         print(
             f"\n{name}: stopping after the current round "

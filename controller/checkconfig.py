@@ -17,8 +17,9 @@ cannot be made), exit status 1 if any check failed:
     CONNACK accepting it. Uses its own client id, so a running controller is not kicked off.
 ``journal``
     The journal's directory exists and this user may write in it (SQLite WAL needs side
-    files). Run the command as the service user (``sudo -u tablectl``) for this to mean
-    anything.
+    files), or, as ``tablectl run`` creates a missing directory, the closest existing
+    ancestor is a directory this user may write in. Run the command as the service user
+    (``sudo -u tablectl``) for this to mean anything.
 
 With ``--offline`` only ``config`` is checked (for CI, or preparing a config elsewhere).
 """
@@ -240,11 +241,33 @@ async def check_broker(
 # --- journal -------------------------------------------------------------------------------
 
 
+def _nearest_existing(folder: Path) -> Path:
+    """``folder`` or its closest ancestor that exists."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            return candidate
+    return Path(folder.anchor or ".")
+
+
 def check_journal(path: Path) -> Check:
-    """Whether the journal can be created or opened for writing by this user."""
+    """Whether the journal can be created or opened for writing by this user.
+
+    ``tablectl run`` creates a missing journal directory (and its parents), so a missing
+    directory is fine when the closest existing ancestor is a directory this user may write in.
+    """
     folder = path.parent if str(path.parent) else Path()
     if not folder.is_dir():
-        return Check("journal", "FAIL", f"{path}: directory {folder} does not exist")
+        base = _nearest_existing(folder)
+        if not base.is_dir():
+            return Check("journal", "FAIL", f"{path}: {base} is not a directory")
+        if not os.access(base, os.W_OK | os.X_OK):
+            return Check(
+                "journal",
+                "FAIL",
+                f"{path}: directory {folder} does not exist and {base} is not writable by this "
+                "user, so it cannot be created",
+            )
+        return Check("journal", "OK", f"{path}: directory {folder} will be created (in {base})")
     if not os.access(folder, os.W_OK | os.X_OK):
         return Check("journal", "FAIL", f"{path}: directory {folder} is not writable by this user")
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):

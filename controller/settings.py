@@ -11,7 +11,9 @@ A config that cannot be used fails at start with the file, the field and the rea
 from __future__ import annotations
 
 import contextvars
+import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -215,17 +217,66 @@ class TableSettings(BaseSettings):
         return tuple(sources)
 
 
-def _describe(error: ValidationError, origin: str) -> ConfigError:
+_NO_FILE = "(environment)"
+"""The origin of settings read without a TOML file."""
+
+_ENV_PREFIX = "TABLECTL_"
+_ENV_DELIMITER = "__"
+
+
+def _given(overrides: Mapping[str, Any], loc: tuple[int | str, ...]) -> bool:
+    """Whether the command line's overrides hold a value at ``loc`` (or above it)."""
+    value: Any = overrides
+    for part in loc:
+        if not isinstance(value, Mapping) or part not in value:
+            return False
+        value = value[part]
+    return True
+
+
+def _environment_variable(loc: tuple[int | str, ...]) -> str | None:
+    """The environment variable that gave the value at ``loc`` (or a parent of it), if any.
+
+    Names are matched as pydantic-settings matches them: prefix ``TABLECTL_``, nested fields
+    joined by ``__``, case-insensitive.
+    """
+    present = {name.upper(): name for name in os.environ}
+    for end in range(len(loc), 0, -1):
+        name = _ENV_PREFIX + _ENV_DELIMITER.join(str(part) for part in loc[:end]).upper()
+        if name in present:
+            return present[name]
+    return None
+
+
+def _source(loc: tuple[int | str, ...], overrides: Mapping[str, Any], origin: str) -> str:
+    """Where a wrong value came from: the command line, an environment variable, the file."""
+    if loc and _given(overrides, loc):
+        return "the command line"
+    variable = _environment_variable(loc) if loc else None
+    if variable is not None:
+        return f"environment variable {variable}"
+    return origin
+
+
+def _describe(error: ValidationError, origin: str, overrides: Mapping[str, Any]) -> ConfigError:
     problems = []
+    sources: list[str] = []
     first_field = ""
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
         first_field = first_field or where
         given = item.get("input")
         shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
-        problems.append(f"{where}: {item['msg']}{shown}")
-    message = f"invalid table config {origin}: " + "; ".join(problems)
-    return ConfigError(message, file=origin, field=first_field, problems=problems)
+        source = _source(tuple(item["loc"]), overrides, origin)
+        if source not in sources:
+            sources.append(source)
+        came = f" [from {source}]" if source != origin else ""
+        problems.append(f"{where}: {item['msg']}{shown}{came}")
+    whose = f"table config {origin}" if origin in sources else "settings"
+    message = f"invalid {whose}: " + "; ".join(problems)
+    if origin == _NO_FILE:
+        return ConfigError(message, field=first_field, source=sources[0])
+    return ConfigError(message, file=origin, field=first_field, source=sources[0])
 
 
 def load_settings(path: str | Path | None = None, **overrides: Any) -> TableSettings:
@@ -239,7 +290,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> TableSett
         ConfigError: The file is missing or not TOML, or a field is wrong; the message names
             the file, the field and the reason.
     """
-    origin = str(path) if path is not None else "(environment)"
+    origin = str(path) if path is not None else _NO_FILE
     toml_file: Path | None = None
     if path is not None:
         toml_file = Path(path)
@@ -258,6 +309,6 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> TableSett
     try:
         return TableSettings(**overrides)
     except ValidationError as exc:
-        raise _describe(exc, origin) from exc
+        raise _describe(exc, origin, overrides) from exc
     finally:
         _toml_path.reset(token)

@@ -13,7 +13,7 @@ import json
 import ssl
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -65,74 +65,121 @@ def _describe_status(envelope: Mapping[str, Any]) -> str:
     return f"{_time(envelope)} table {table} OFFLINE: {reason}{at}"
 
 
+def _round_opened(
+    envelope: Mapping[str, Any], data: Mapping[str, Any], now: datetime | None
+) -> str:
+    closes = data.get("betting_closes_at")
+    text = (
+        f"{_round_label(envelope, data)} ({data.get('game')}): betting open for "
+        f"{data.get('betting_seconds')} s, closes {closes}"
+    )
+    closes_at = _parse_utc(closes)
+    if now is not None and closes_at is not None:
+        left = (closes_at - now).total_seconds()
+        text += f" (in {left:.1f} s)" if left > 0 else " (already closed)"
+    return text
+
+
+def _round_result(envelope: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    winner = data.get("winner")
+    verdict = "tie" if winner == "tie" else f"{winner} wins"
+    hands = data.get("hands") or {}
+    cards = data.get("cards") or {}
+    parts = []
+    for hand, summary in hands.items():
+        description = summary.get("description") if isinstance(summary, Mapping) else summary
+        shown = " ".join(cards.get(hand, [])) if isinstance(cards, Mapping) else ""
+        parts.append(f"{hand} [{shown}] {description}" if shown else f"{hand} {description}")
+    details = data.get("details")
+    ended = details.get("ended") if isinstance(details, Mapping) else None
+    if not parts:  # a Hold'em hand won by folds shows no hand
+        how = " (the others folded)" if ended == "folds" else ""
+        return f"{_round_label(envelope, data)} result: {verdict}{how}"
+    return f"{_round_label(envelope, data)} result: {verdict}; " + "; ".join(parts)
+
+
+def _detail(data: Mapping[str, Any]) -> str:
+    return f" ({data['detail']})" if data.get("detail") else ""
+
+
+def _rescan(data: Mapping[str, Any]) -> str:
+    detail = f": {data['detail']}" if data.get("detail") else ""
+    return (
+        f"  {data.get('slot')} misread ({data.get('cause')}{detail}), rescan requested "
+        f"(attempt {data.get('attempt')})"
+    )
+
+
+def _decision_open(data: Mapping[str, Any]) -> str:
+    seat = f" seat {data['seat']}" if data.get("seat") else ""
+    options = "/".join(str(o) for o in data.get("options") or [])
+    return (
+        f"  decision {data.get('window')}{seat}: {data.get('kind')} [{options}] "
+        f"within {data.get('seconds')} s"
+    )
+
+
+def _decision_applied(data: Mapping[str, Any]) -> str:
+    how = " (default at the deadline)" if data.get("default") else ""
+    return f"  decision {data.get('window')}: {_fields(data.get('decision') or {})}{how}"
+
+
+def _command_answered(data: Mapping[str, Any]) -> str:
+    verdict = "accepted" if data.get("accepted") else f"refused: {data.get('reason')}"
+    return f"command {data.get('name')} ({data.get('command_id')}) {verdict}"
+
+
+def _pit_alert(data: Mapping[str, Any]) -> str:
+    where = f" at {data['slot']}" if data.get("slot") else ""
+    rest = {k: v for k, v in data.items() if k not in ("slot", "reason") and v is not None}
+    said = [str(data["reason"])] if data.get("reason") else []
+    said += [_fields(rest)] if rest else []
+    return f"PIT ALERT{where}: {'; '.join(said) or 'the pit boss is needed'}"
+
+
+_Data = Mapping[str, Any]
+_Envelope = Mapping[str, Any]
+
+_DATA_LINES: dict[str, Callable[[_Data], str]] = {
+    "card_dealt": lambda d: f"  {d.get('slot')} {d.get('card') or '[hidden]'}",
+    "rescan_requested": _rescan,
+    "card_refused": lambda d: (
+        f"  {d.get('slot')} refused {d.get('card') or 'a card'}: {d.get('reason')}"
+    ),
+    "device_status": lambda d: f"device {d.get('device')}: {d.get('state')}{_detail(d)}",
+    "table_status": lambda d: f"table: {d.get('state')}{_detail(d)}",
+    "decision_open": _decision_open,
+    "decision_applied": _decision_applied,
+    "cards_revealed": lambda d: f"  {d.get('hand')} revealed: {' '.join(d.get('cards') or [])}",
+    "command_received": lambda d: (
+        f"command {d.get('name')} from {d.get('role')} ({d.get('command_id')})"
+    ),
+    "command_answered": _command_answered,
+    "pit_alert": _pit_alert,
+}
+"""Event kinds whose line depends on the entry's data only."""
+
+_ROUND_LINES: dict[str, Callable[[_Envelope, _Data], str]] = {
+    "betting_closed": lambda e, d: f"{_round_label(e, d)}: betting closed, dealing",
+    "round_result": _round_result,
+    "round_voided": lambda e, d: f"{_round_label(e, d)} VOIDED: {d.get('reason')}",
+    "round_halted": lambda e, d: f"{_round_label(e, d)} HALTED: {d.get('reason')}",
+    "round_resumed": lambda e, d: f"{_round_label(e, d)} resumed by {d.get('by')}",
+}
+"""Event kinds whose line names the round."""
+
+
 def _describe_event(
     kind: str, envelope: Mapping[str, Any], data: Mapping[str, Any], now: datetime | None
 ) -> str:
     if kind == "round_opened":
-        closes = data.get("betting_closes_at")
-        text = (
-            f"{_round_label(envelope, data)} ({data.get('game')}): betting open for "
-            f"{data.get('betting_seconds')} s, closes {closes}"
-        )
-        closes_at = _parse_utc(closes)
-        if now is not None and closes_at is not None:
-            left = (closes_at - now).total_seconds()
-            text += f" (in {left:.1f} s)" if left > 0 else " (already closed)"
-        return text
-    if kind == "betting_closed":
-        return f"{_round_label(envelope, data)}: betting closed, dealing"
-    if kind == "card_dealt":
-        card = data.get("card") or "[hidden]"
-        return f"  {data.get('slot')} {card}"
-    if kind == "rescan_requested":
-        detail = f": {data['detail']}" if data.get("detail") else ""
-        return (
-            f"  {data.get('slot')} misread ({data.get('cause')}{detail}), rescan requested "
-            f"(attempt {data.get('attempt')})"
-        )
-    if kind == "card_refused":
-        card = data.get("card") or "a card"
-        return f"  {data.get('slot')} refused {card}: {data.get('reason')}"
-    if kind == "round_result":
-        winner = data.get("winner")
-        verdict = "tie" if winner == "tie" else f"{winner} wins"
-        hands = data.get("hands") or {}
-        cards = data.get("cards") or {}
-        parts = []
-        for hand, summary in hands.items():
-            description = summary.get("description") if isinstance(summary, Mapping) else summary
-            shown = " ".join(cards.get(hand, [])) if isinstance(cards, Mapping) else ""
-            parts.append(f"{hand} [{shown}] {description}" if shown else f"{hand} {description}")
-        return f"{_round_label(envelope, data)} result: {verdict}; " + "; ".join(parts)
-    if kind == "round_voided":
-        return f"{_round_label(envelope, data)} VOIDED: {data.get('reason')}"
-    if kind == "device_status":
-        detail = f" ({data['detail']})" if data.get("detail") else ""
-        return f"device {data.get('device')}: {data.get('state')}{detail}"
-    if kind == "table_status":
-        detail = f" ({data['detail']})" if data.get("detail") else ""
-        return f"table: {data.get('state')}{detail}"
-    if kind == "decision_open":
-        seat = f" seat {data['seat']}" if data.get("seat") else ""
-        options = "/".join(str(o) for o in data.get("options") or [])
-        return (
-            f"  decision {data.get('window')}{seat}: {data.get('kind')} [{options}] "
-            f"within {data.get('seconds')} s"
-        )
-    if kind == "decision_applied":
-        how = " (default at the deadline)" if data.get("default") else ""
-        return f"  decision {data.get('window')}: {_fields(data.get('decision') or {})}{how}"
-    if kind == "cards_revealed":
-        return f"  {data.get('hand')} revealed: {' '.join(data.get('cards') or [])}"
-    if kind == "round_halted":
-        return f"{_round_label(envelope, data)} HALTED: {data.get('reason')}"
-    if kind == "round_resumed":
-        return f"{_round_label(envelope, data)} resumed by {data.get('by')}"
-    if kind == "command_received":
-        return f"command {data.get('name')} from {data.get('role')} ({data.get('command_id')})"
-    if kind == "command_answered":
-        verdict = "accepted" if data.get("accepted") else f"refused: {data.get('reason')}"
-        return f"command {data.get('name')} ({data.get('command_id')}) {verdict}"
+        return _round_opened(envelope, data, now)
+    round_line = _ROUND_LINES.get(kind)
+    if round_line is not None:
+        return round_line(envelope, data)
+    data_line = _DATA_LINES.get(kind)
+    if data_line is not None:
+        return data_line(data)
     if kind == "table_info" and "data" not in data:
         return f"table info {data.get('kind')} (secure)"
     return f"{kind.replace('_', ' ')}: {_fields(data)}"
@@ -220,10 +267,18 @@ def describe(topic: str, envelope: Mapping[str, Any], *, now: datetime | None = 
 
 
 class _Tracker:
-    """De-duplicates on (topic, seq) and notices gaps on ``events``."""
+    """De-duplicates on (topic, seq) and notices gaps on ``events``.
+
+    A ``seq`` is shown once; one that arrives after a higher one (a replay, a redelivery
+    after a reconnect) is still shown, not taken for a repeat.
+    """
+
+    _KEEP = 100_000
+    """How far below the highest ``seq`` seen a late one is still recognised."""
 
     def __init__(self) -> None:
         self.seen: dict[str, int] = {}
+        self._shown: dict[str, set[int]] = {}
 
     def check(self, topic: str, envelope: Mapping[str, Any]) -> tuple[bool, str | None]:
         """Whether to show it, and a gap warning if ``events`` skipped some ``seq``."""
@@ -236,10 +291,16 @@ class _Tracker:
             or ("secure" in levels)
         ):
             return True, None
+        shown = self._shown.setdefault(topic, set())
+        if seq in shown:
+            return False, None
+        shown.add(seq)
         last = self.seen.get(topic)
         if last is not None and seq <= last:
-            return False, None
+            return True, None  # late, not a repeat
         self.seen[topic] = seq
+        if len(shown) > 2 * self._KEEP:
+            shown.difference_update({old for old in shown if old < seq - self._KEEP})
         if topic.endswith("/events") and last is not None and seq > last + 1:
             return True, f"! gap: events {last + 1}..{seq - 1} not received"
         return True, None
@@ -257,12 +318,18 @@ async def watch(
     username: str | None = None,
     password: str | None = None,
     ca_file: str | None = None,
+    subscribed: asyncio.Event | None = None,
+    on_event_seq: Callable[[int], None] | None = None,
 ) -> None:
     """Print a table's public messages until ``stop`` is set (or forever), reconnecting.
 
     Subscribes to ``{prefix}/{table}/#`` and skips ``secure/``, ``cmd/`` and ``reply/``.
     ``mqtts://`` URLs use TLS (the broker verified against ``ca_file`` or the system trust
     store); ``username``/``password`` for brokers without anonymous access (``viewer``).
+    ``subscribed`` is set once the subscription is acknowledged (``tablectl run --show`` opens
+    no round before, so the view misses nothing); ``on_event_seq`` is called with the ``seq``
+    of each ``events`` message shown (so ``run --show`` can wait for the last one at exit).
+    Stopping (``stop`` set, or the task cancelled) is quiet: no traceback.
 
     Raises:
         ConfigError: No URL, or a URL that cannot be read.
@@ -293,7 +360,9 @@ async def watch(
                 tls_context=ssl.create_default_context(cafile=ca_file) if address.tls else None,
             ) as client:
                 await client.subscribe(f"{base}/#", qos=1)
-                await _print_messages(client, stream, tracker, stop_event)
+                if subscribed is not None:
+                    subscribed.set()
+                await _print_messages(client, stream, tracker, stop_event, on_event_seq)
                 return
         except aiomqtt.MqttError as exc:
             print(f"! broker {address.url}: {exc}; reconnecting", file=stream, flush=True)
@@ -303,35 +372,57 @@ async def watch(
 
 
 async def _print_messages(
-    client: Any, stream: TextIO, tracker: _Tracker, stop_event: asyncio.Event
+    client: Any,
+    stream: TextIO,
+    tracker: _Tracker,
+    stop_event: asyncio.Event,
+    on_event_seq: Callable[[int], None] | None,
 ) -> None:
     stopper = asyncio.ensure_future(stop_event.wait())
+    getter: asyncio.Future[Any] | None = None
     try:
         iterator = client.messages.__aiter__()
         while True:
             getter = asyncio.ensure_future(iterator.__anext__())
             done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if getter not in done:
-                getter.cancel()
-                with contextlib.suppress(BaseException):
-                    await getter
                 return
-            message = getter.result()
-            topic = str(message.topic)
-            try:
-                envelope = json.loads(message.payload or b"{}")
-            except (ValueError, TypeError):
-                print(f"! {topic}: payload is not JSON", file=stream, flush=True)
-                continue
-            if not isinstance(envelope, dict):
-                continue
-            show, warning = tracker.check(topic, envelope)
-            if warning:
-                print(warning, file=stream, flush=True)
-            if not show:
-                continue
-            line = describe(topic, envelope, now=datetime.now(UTC))
-            if line is not None:
-                print(line, file=stream, flush=True)
+            _show_message(getter.result(), stream, tracker, on_event_seq)
     finally:
-        stopper.cancel()
+        # Stopped (or cancelled, Ctrl-C): the pending read must not outlive us, or the
+        # disconnect fails it and asyncio prints "Task exception was never retrieved".
+        for pending in (stopper, getter):
+            if pending is not None and not pending.done():
+                pending.cancel()
+            if pending is not None:
+                with contextlib.suppress(BaseException):
+                    await pending
+
+
+def _show_message(
+    message: Any,
+    stream: TextIO,
+    tracker: _Tracker,
+    on_event_seq: Callable[[int], None] | None,
+) -> None:
+    """Print one received message as a line (or a warning), noting an event's ``seq``."""
+    topic = str(message.topic)
+    try:
+        envelope = json.loads(message.payload or b"{}")
+    except (ValueError, TypeError):
+        print(f"! {topic}: payload is not JSON", file=stream, flush=True)
+        return
+    if not isinstance(envelope, dict):
+        return
+    show, warning = tracker.check(topic, envelope)
+    if warning:
+        print(warning, file=stream, flush=True)
+    if not show:
+        return
+    line = describe(topic, envelope, now=datetime.now(UTC))
+    if line is not None:
+        print(line, file=stream, flush=True)
+    seq = envelope.get("seq")
+    public_event = topic.endswith("/events") and "/secure/" not in topic
+    if on_event_seq is not None and public_event and isinstance(seq, int):
+        on_event_seq(seq)

@@ -50,18 +50,38 @@ def build_parser() -> argparse.ArgumentParser:
     check_config.register(subparsers)
     signing.register(subparsers)
     schema.register(subparsers)
+    _name_the_usage(parser)
     return parser
+
+
+def _name_the_usage(parser: argparse.ArgumentParser) -> None:
+    """Give every sub-command parser itself as ``_usage``, for errors after parsing.
+
+    ``argparse`` reports arguments it does not know with the top-level usage; :func:`main`
+    reports them with the usage of the sub-command that was given instead.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(_usage=sub)
+                _name_the_usage(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tablectl`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        usage: argparse.ArgumentParser = getattr(args, "_usage", parser)
+        usage.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args.func(args)
     except (TablectlError, DriverError) as exc:
         print(f"tablectl {args.command}: {exc}", file=sys.stderr)
-        return 2
+        # An error that is an expected way to end (a second stop signal: 128 + its number)
+        # carries its own status; every other one is a usage or configuration error: 2.
+        status = getattr(exc, "exit_status", 2)
+        return status if isinstance(status, int) else 2
     except KeyboardInterrupt:
         return 130
     return code

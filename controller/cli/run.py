@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from controller.settings import TableSettings
 
 SIM_TABLE_ID = "sim-1"
+
+_PENDING_DEVICE = "serial:///dev/pts/pending"
+"""Stands for the simulator's pty while the settings are checked, before it exists."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=None,
         metavar="N",
-        help="exit 0 once the journal holds N finished rounds",
+        help="exit 0 once the journal holds N finished rounds (rounds already in the journal "
+        "count: a journal with N or more plays none)",
     )
     parser.add_argument(
         "--broker",
@@ -73,7 +79,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log-format", default=None, choices=["auto", "json", "console"])
     sim = parser.add_argument_group("simulation (with --simulate)")
-    sim.add_argument("--seed", type=int, default=1, help="shuffle and fault seed")
+    sim.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="shuffle and fault seed (default: from the clock, printed so the deal can be "
+        "repeated)",
+    )
     sim.add_argument(
         "--cards", default=None, help='scripted cards instead of shuffled decks: "As Kd 2c ..."'
     )
@@ -143,7 +155,7 @@ def run_command(args: argparse.Namespace) -> int:
     configure_logging(level=settings.logging.level, fmt=settings.logging.format)
     given = bool(settings.mqtt.urls)
     collector.take_over()  # collections between cards, not in the middle of one
-    asyncio.run(
+    summaries = asyncio.run(
         run_table(
             settings,
             rounds=args.rounds,
@@ -152,7 +164,47 @@ def run_command(args: argparse.Namespace) -> int:
             install_signal_handlers=True,
         )
     )
+    _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
+
+
+def _say_if_nothing_played(journal: Path, rounds: int | None, *, played: int) -> None:
+    """``--rounds N`` counts the journal's finished rounds: say so when that left none to play."""
+    if rounds is None or played:
+        return
+    from controller.journal import Journal
+    from controller.orchestrator import META_FINISHED
+
+    reader = Journal.open_readonly(journal)
+    try:
+        finished = int(reader.get_meta(META_FINISHED) or 0)
+    finally:
+        reader.close()
+    if finished >= rounds:
+        print(
+            f"tablectl run: nothing to play: the journal {journal} already holds {finished} "
+            f"finished round(s) and --rounds {rounds} counts the journal's rounds, not this "
+            "run's (a larger --rounds, or another --journal, plays more)",
+            file=sys.stderr,
+        )
+
+
+def _seed(args: argparse.Namespace) -> int:
+    """The simulation's seed: ``--seed``, else one from the clock (:func:`_say_seed`)."""
+    if args.seed is not None:
+        seed: int = args.seed
+        return seed
+    return time.time_ns() // 1000 % 1_000_000
+
+
+def _say_seed(args: argparse.Namespace, seed: int) -> None:
+    """A seed from the clock is printed, so the deal can be repeated with ``--seed``."""
+    if args.seed is None:
+        print(
+            f"tablectl run: simulation seed {seed} (--seed {seed} deals the same)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
@@ -164,6 +216,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
 
     game_id = overrides.get("game", "teen-patti-20-20")
     table_id = overrides.get("table_id", SIM_TABLE_ID)
+    seed = _seed(args)
     scenario = scenario_from_args(args)
     cards = tuple(args.cards.replace(",", " ").split()) if args.cards else None
     if scenario is not None:
@@ -172,9 +225,9 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             game_id = scenario.game
             overrides["game"] = game_id
     sim = Simulation(
-        seed=args.seed,
+        seed=seed,
         cards=cards,
-        faults=fault_plan_from_args(args, seed=args.seed, scenario=scenario),
+        faults=fault_plan_from_args(args, seed=seed, scenario=scenario),
         deal_delay=args.deal_delay,
     )
     defaults: dict[str, Any] = {
@@ -191,17 +244,23 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         raise ConfigError(
             f"unknown game {game_id!r}; games: {', '.join(LIVE_GAME_IDS)}", field="--game"
         )
+    # Every setting is checked before the simulator starts (and logs that it serves): bad
+    # input ends the command with its error and nothing else. The pty's path is not known
+    # yet; a placeholder stands for it, replaced below.
+    load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
+    _say_seed(args, seed)
     async with simulated_scanner(game_id, sim) as url:
         settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
-        await run_table(
+        summaries = await run_table(
             settings,
             rounds=args.rounds,
             show=args.show,
             broker_urls_given=bool(settings.mqtt.urls),
             install_signal_handlers=True,
-            companions=_simulated_betting(settings, args.seed),
+            companions=_simulated_betting(settings, seed),
         )
+    _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
 
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
+
+_STOP_GRACE_SECONDS = 0.5
+"""After SIGINT/SIGTERM, how long ``watch`` may take to disconnect before it is cut short."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,10 +40,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run_watch(args: argparse.Namespace) -> int:
+    """Watch until SIGINT (Ctrl-C) or SIGTERM; a stop by the user is a normal end: status 0."""
+    password = args.password or os.environ.get("TABLECTL_WATCH_PASSWORD")
+    asyncio.run(_watch_until_stopped(args, password))
+    return 0
+
+
+async def _watch_until_stopped(args: argparse.Namespace, password: str | None) -> None:
     from controller.watch import watch
 
-    password = args.password or os.environ.get("TABLECTL_WATCH_PASSWORD")
-    asyncio.run(
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    task = asyncio.create_task(
         watch(
             args.broker,
             args.table_id,
@@ -48,6 +62,16 @@ def _run_watch(args: argparse.Namespace) -> int:
             username=args.username,
             password=password,
             ca_file=args.ca_file,
+            stop=stop,
         )
     )
-    return 0
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not task.done():
+        # Stopped: a connection attempt to a broker that does not answer is not waited for.
+        await asyncio.wait({task}, timeout=_STOP_GRACE_SECONDS)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return
+    task.result()  # an error (a URL that cannot be read) is the command's error

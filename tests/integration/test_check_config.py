@@ -294,15 +294,19 @@ def test_device_urls_without_a_driver_fail(
     assert url in line(lines, "device")
 
 
-def test_journal_directory_must_exist(
+def test_journal_directory_must_be_creatable(
     tmp_path: Path, pty_path: str, broker: SecureBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = write_config(
         tmp_path, device=f"serial://{pty_path}", brokers=[f"mqtt://127.0.0.1:{broker.port}"]
     )
-    text = config.read_text().replace(str(tmp_path / "journal.sqlite"), "/nonexistent/j.sqlite")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    text = config.read_text().replace(
+        str(tmp_path / "journal.sqlite"), str(blocker / "var" / "j.sqlite")
+    )
     config.write_text(text)
     code, lines = check([str(config)], capsys)
     assert code == 1
     assert line(lines, "journal").startswith("FAIL")
-    assert "/nonexistent" in line(lines, "journal")
+    assert f"{blocker} is not a directory" in line(lines, "journal")

@@ -416,9 +416,9 @@ def test_watch_describes_a_round():
     assert lines[1].split() == ["player_a", "lose", "pays", "0"]
     assert lines[2].split() == ["player_b", "win", "pays", "1.95"]
     assert lines[3].split() == ["pair_plus_b", "win", "pays", "2", "(pair)"]
-    unknown = describe(TOPICS.events, _envelope("pit_alert", {"slot": "B2", "attempts": 2}))
+    unknown = describe(TOPICS.events, _envelope("some_new_kind", {"slot": "B2", "attempts": 2}))
     assert unknown is not None
-    assert unknown.endswith("pit alert: slot=B2, attempts=2")
+    assert unknown.endswith("some new kind: slot=B2, attempts=2")
 
 
 def test_watch_status_lines_and_ignored_topics():

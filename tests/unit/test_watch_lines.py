@@ -1,0 +1,76 @@
+"""Lines of ``tablectl watch`` that read badly before (issue #12 item 9)."""
+
+from __future__ import annotations
+
+from controller.watch import describe
+
+TOPIC = "tables/t-1/events"
+
+
+def test_a_holdem_hand_won_by_folds_names_the_winner_and_how():
+    envelope = {
+        "kind": "round_result",
+        "seq": 40,
+        "at": "2026-01-01T10:00:00.000Z",
+        "data": {
+            "round_no": 3,
+            "winner": "seat6",
+            "hands": {},
+            "cards": {},
+            "bets": {},
+            "details": {"ended": "folds", "pots": []},
+        },
+    }
+    line = describe(TOPIC, envelope)
+    assert line == "10:00:00.000 #40 round 3 result: seat6 wins (the others folded)"
+
+
+def test_a_showdown_still_lists_the_hands():
+    envelope = {
+        "kind": "round_result",
+        "seq": 41,
+        "at": "2026-01-01T10:00:00.000Z",
+        "data": {
+            "round_no": 4,
+            "winner": "A",
+            "hands": {"A": {"description": "pair of aces"}, "B": {"description": "king high"}},
+            "cards": {"A": ["As", "Ad", "2c"], "B": ["Kh", "9d", "3s"]},
+        },
+    }
+    assert describe(TOPIC, envelope) == (
+        "10:00:00.000 #41 round 4 result: A wins; A [As Ad 2c] pair of aces; B [Kh 9d 3s] king high"
+    )
+
+
+def test_a_pit_alert_without_a_slot_does_not_print_none():
+    envelope = {
+        "kind": "pit_alert",
+        "seq": 7,
+        "at": "2026-01-01T10:00:00.000Z",
+        "data": {"slot": None, "reason": "round halted: device lost: pit boss"},
+    }
+    line = describe(TOPIC, envelope)
+    assert line == "10:00:00.000 #7 PIT ALERT: round halted: device lost: pit boss"
+    assert "None" not in line
+
+
+def test_a_pit_alert_at_a_slot_names_it():
+    envelope = {
+        "kind": "pit_alert",
+        "seq": 8,
+        "at": "2026-01-01T10:00:00.000Z",
+        "data": {"slot": "B2", "reason": "3 misreads in a row"},
+    }
+    assert describe(TOPIC, envelope) == "10:00:00.000 #8 PIT ALERT at B2: 3 misreads in a row"
+
+
+def test_a_late_seq_is_shown_once_and_a_repeat_is_not():
+    from controller.watch import _Tracker
+
+    tracker = _Tracker()
+    assert tracker.check(TOPIC, {"seq": 1}) == (True, None)
+    assert tracker.check(TOPIC, {"seq": 3}) == (True, "! gap: events 2..2 not received")
+    assert tracker.check(TOPIC, {"seq": 2}) == (True, None)  # late (a replay): shown
+    assert tracker.check(TOPIC, {"seq": 2}) == (False, None)  # a repeat: not
+    assert tracker.check(TOPIC, {"seq": 3}) == (False, None)
+    assert tracker.check(TOPIC, {"seq": 4}) == (True, None)
