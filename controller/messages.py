@@ -204,6 +204,26 @@ class Signature(BaseModel):
     value: str
 
 
+class ChainHead(BaseModel):
+    """``chain_head``: a journal entry's link in the hash chain, anchoring the journal.
+
+    It anchors the journal outside its file (docs/journal.md, "Anchors"). On a result
+    (``round_result``, ``round_voided``): the result's own entry (``seq`` is the envelope's),
+    whose hash covers every entry before it; in the online status: the journal's latest
+    committed entry when the controller connected (``seq`` 0 and 64 zeros for an empty
+    journal).
+
+    Attributes:
+        seq: The entry's ``seq``.
+        hash: Its hash in the chain (hex sha256).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(ge=0)
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class Envelope(BaseModel):
     """The envelope of every journalled message (DESIGN.md §6).
 
@@ -222,6 +242,9 @@ class Envelope(BaseModel):
             original); absent otherwise.
         signature: The Ed25519 signature of a result (:mod:`controller.signing`); absent on
             other messages and when the table has no signing key.
+        chain_head: On ``round_result`` and ``round_voided`` (always sent there; optional in
+            the schema): the result entry's ``seq`` and chain hash, inside the signed form.
+            Absent on other messages.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -237,22 +260,23 @@ class Envelope(BaseModel):
     data: dict[str, Any]
     replayed: bool | None = None
     signature: Signature | None = None
+    chain_head: ChainHead | None = None
 
     @field_serializer("at")
     def _serialize_at(self, value: datetime) -> str:
         return utc_text(value)
 
     def to_wire(self) -> dict[str, Any]:
-        """The JSON object (``replayed`` and ``signature`` left out when not set)."""
+        """The JSON object (``replayed``, ``signature``, ``chain_head`` left out when not set)."""
         data = self.model_dump(mode="json")
-        for optional in ("replayed", "signature"):
+        for optional in _ENVELOPE_OPTIONAL:
             if data[optional] is None:
                 del data[optional]
         return data
 
     def to_bytes(self) -> bytes:
         """Compact UTF-8 JSON (serialized by pydantic-core: on every card's path)."""
-        unset = {name for name in ("replayed", "signature") if getattr(self, name) is None}
+        unset = {name for name in _ENVELOPE_OPTIONAL if getattr(self, name) is None}
         return self.model_dump_json(exclude=unset or None).encode()
 
     def signed_bytes(self, signer: Signer | None) -> bytes:
@@ -260,6 +284,10 @@ class Envelope(BaseModel):
         if signer is None:
             return self.to_bytes()
         return _compact(signer.sign(self.to_wire()))
+
+
+_ENVELOPE_OPTIONAL = ("replayed", "signature", "chain_head")
+"""Envelope members left out of the message when not set."""
 
 
 class StatusMessage(BaseModel):
@@ -274,6 +302,9 @@ class StatusMessage(BaseModel):
         at: When it was published; ``None`` in the Last Will (registered at connect time,
             published by the broker whenever the link dies).
         reason: Why the table is offline (``stopped``, ``connection lost``); absent online.
+        chain_head: In the online status (always sent there; optional in the schema): the
+            journal's latest committed entry (``seq`` and chain hash) when the controller
+            connected. Absent offline.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -286,16 +317,18 @@ class StatusMessage(BaseModel):
     version: str
     at: datetime | None
     reason: str | None = None
+    chain_head: ChainHead | None = None
 
     @field_serializer("at")
     def _serialize_at(self, value: datetime | None) -> str | None:
         return None if value is None else utc_text(value)
 
     def to_bytes(self) -> bytes:
-        """Compact UTF-8 JSON (``reason`` omitted when ``None``)."""
+        """Compact UTF-8 JSON (``reason`` and ``chain_head`` omitted when ``None``)."""
         data = self.model_dump(mode="json")
-        if data["reason"] is None:
-            del data["reason"]
+        for optional in ("reason", "chain_head"):
+            if data[optional] is None:
+                del data[optional]
         return _compact(data)
 
 
@@ -403,11 +436,34 @@ class Outbound:
 
 
 def birth_message(
-    topics: Topics, *, session: int, game: str, version: str, at: datetime
+    topics: Topics,
+    *,
+    session: int,
+    game: str,
+    version: str,
+    at: datetime,
+    chain_head: tuple[int, str],
 ) -> Outbound:
-    """The retained ``online`` status published after each connect."""
+    """The retained ``online`` status published after each connect.
+
+    Args:
+        topics: The table's topics.
+        session: The controller's session counter.
+        game: The game id.
+        version: The controller's version.
+        at: Now.
+        chain_head: ``(seq, hash)`` of the journal's latest committed entry
+            (:attr:`controller.journal.Journal.chain_head`).
+    """
+    seq, chain = chain_head
     status = StatusMessage(
-        state="online", table=topics.table, session=session, game=game, version=version, at=at
+        state="online",
+        table=topics.table,
+        session=session,
+        game=game,
+        version=version,
+        at=at,
+        chain_head=ChainHead(seq=seq, hash=chain),
     )
     return Outbound(topics.status, status.to_bytes(), qos=1, retain=True)
 
@@ -633,7 +689,11 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[di
 def envelope_for(
     entry: JournalEntry, table: str, *, delayed: bool, data: Mapping[str, Any] | None = None
 ) -> Envelope:
-    """The envelope of ``entry`` (with ``data`` replacing its body if given)."""
+    """The envelope of ``entry`` (with ``data`` replacing its body if given).
+
+    A result or void carries ``chain_head``: its own ``seq`` and chain hash.
+    """
+    anchored = entry.kind in RESULT_KINDS and entry.hash is not None
     return Envelope(
         table=table,
         round=entry.round_id,
@@ -643,6 +703,7 @@ def envelope_for(
         at=entry.happened_at,
         delayed=delayed,
         data=dict(entry.body if data is None else data),
+        chain_head=ChainHead(seq=entry.seq, hash=entry.hash) if anchored else None,
     )
 
 

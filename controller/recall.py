@@ -386,6 +386,12 @@ def verify_text(report: VerifyReport) -> str:
     ]
     if report.chain_head is not None:
         lines.append(f"hash chain head: seq {report.last_seq} {report.chain_head}")
+    if report.anchors_checked:
+        lines.append(
+            f"against the feed: {report.anchors_checked} chain head(s) checked, the highest "
+            f"at seq {report.anchored_seq}"
+            + ("; the journal is TRUNCATED" if report.truncated else "")
+        )
     if report.ok:
         lines.append("OK: no problem found")
     else:

@@ -9,6 +9,10 @@ without its ``signature`` member, serialised as::
 
     "signature": {"alg": "Ed25519", "key_id": "<key id>", "value": "<base64 signature>"}
 
+The canonical form covers every member but ``signature``, ``chain_head`` included (the result's
+own journal ``seq`` and chain hash), so a signed result also anchors the journal's hash chain
+(docs/journal.md, "Anchors").
+
 A consumer proves a result came from the table by checking the signature against the
 table's public key with :func:`verify_envelope` (short on purpose, so it can be copied into
 a consumer; it only needs ``json``, ``base64`` and ``cryptography``).

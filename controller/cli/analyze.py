@@ -33,6 +33,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Monte Carlo with N samples (prints the standard error)",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed for Monte Carlo (default 1)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a game option the par sheet reads, as in the table's game_options (repeatable; "
+        "e.g. break-poker: dealer_qualifier=needs_king, the published table's reading)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=_analyze)
@@ -40,9 +48,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _analyze(args: argparse.Namespace) -> int:
     from controller.analysis import Method
+    from controller.errors import ConfigError
     from controller.games.registry import analyzer_for
 
-    analyze = analyzer_for(args.game)
+    options: dict[str, str] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"tablectl analyze: --option wants KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    try:
+        analyze = analyzer_for(args.game, options)
+    except ConfigError as exc:
+        raise SystemExit(f"tablectl analyze: --option: {exc.message}") from exc
     method = Method.MONTE_CARLO if args.samples is not None else Method.EXACT
     samples = args.samples if args.samples is not None else 0
     if args.samples is not None and args.samples < 2:

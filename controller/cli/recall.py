@@ -40,6 +40,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "when sound, 1 with every problem listed (seq, round, what).",
     )
     verify.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
+    verify.add_argument(
+        "--against-feed",
+        type=Path,
+        metavar="FILE",
+        help="also check the journal against the chain heads (chain_head) of messages "
+        "recorded from the table's feed: JSON lines, one message a line, as "
+        "`mosquitto_sub -t 'tables/T/results' -t 'tables/T/status'` (or -v) saves them; "
+        "a head the journal lacks means its tail was cut (docs/journal.md, Anchors)",
+    )
     verify.add_argument("--json", action="store_true", help="print one JSON document")
     verify.set_defaults(func=verify_command)
 
@@ -59,12 +68,23 @@ def recall_command(args: argparse.Namespace) -> int:
 
 
 def verify_command(args: argparse.Namespace) -> int:
-    """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found."""
-    from controller.journal import Journal
+    """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found.
+
+    A feed that cannot be read (``--against-feed``) is an error (exit 2), as is a feed of
+    more than one table.
+    """
+    from controller.journal import FeedError, Journal, read_feed
     from controller.recall import verify_text
 
+    feed = read_feed(args.against_feed) if args.against_feed is not None else None
+    if feed is not None and len(feed.tables) > 1:
+        raise FeedError(
+            f"the feed {feed.path} holds chain heads of {len(feed.tables)} tables "
+            f"({', '.join(feed.tables)}): record one table's topics",
+            path=feed.path,
+        )
     with Journal.open_readonly(args.journal) as journal:
-        report = journal.verify()
+        report = journal.verify(feed.anchors if feed is not None else ())
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:

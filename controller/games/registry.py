@@ -13,10 +13,11 @@ default that makes a good demo) and merges the pay-table overrides, raising
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from controller.analysis import AnalyzeFunction, UnknownGame
+from controller.analysis import AnalysisReport, AnalyzeFunction, Method, UnknownGame
 from controller.errors import ConfigError, PayTableError, RulesError
 from controller.games import (
     break_poker,
@@ -71,16 +72,45 @@ def game_spec(game_id: str) -> GameSpec:
     return spec
 
 
-def analyzer_for(game: str) -> AnalyzeFunction:
+def analyzer_for(game: str, options: Mapping[str, Any] | None = None) -> AnalyzeFunction:
     """The ``analyze`` function of a game id (imports its par sheet: numpy).
+
+    Args:
+        game: The game id.
+        options: Game options the par sheet reads (``tablectl analyze --option``), validated
+            like a table's ``game_options``; only those the par sheet names in its
+            ``PAR_SHEET_OPTIONS`` are accepted (the others do not change the figures).
 
     Raises:
         UnknownGame: No such game.
+        ConfigError: An option that is unknown, wrong, or not read by the par sheet.
     """
     spec = _BY_ID.get(game)
     if spec is None:
         raise UnknownGame(f"unknown game {game!r}; known: {', '.join(ANALYZERS)}", game=game)
-    return spec.analyzer()
+    analyze = spec.analyzer()
+    if not options:
+        return analyze
+    readable: tuple[str, ...] = getattr(
+        importlib.import_module(spec.par_sheet), "PAR_SHEET_OPTIONS", ()
+    )
+    for key in options:
+        if key not in readable:
+            raise ConfigError(
+                f"the par sheet of {game} does not read option {key!r}; it reads: "
+                f"{', '.join(readable) or 'none'}",
+                field=f"{OPTIONS_FIELD}.{key}",
+                game=game,
+            )
+    validated = validate_options(game, options)
+    with_options: Callable[..., AnalysisReport] = analyze
+
+    def bound(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
+        return with_options(
+            method=method, samples=samples, seed=seed, progress=progress, options=validated
+        )
+
+    return bound
 
 
 def _options_error(game_id: str, error: ValidationError) -> ConfigError:

@@ -9,13 +9,16 @@ of a tamper-evident hash chain (docs/journal.md). The package:
 * :mod:`~controller.journal.store`: :class:`Journal`, the open file (append, read, marks);
 * :mod:`~controller.journal.fold`: :class:`RoundFold`, the one fold of a round's entries that
   the round snapshot, the recall view and the verifier share;
-* :mod:`~controller.journal.verify`: the checks of ``Journal.verify`` (:class:`VerifyReport`).
+* :mod:`~controller.journal.verify`: the checks of ``Journal.verify`` (:class:`VerifyReport`);
+* :mod:`~controller.journal.anchors`: chain heads read from a recorded feed (:func:`read_feed`),
+  which ``Journal.verify`` checks the file against.
 
 This module is the package's public surface: import from ``controller.journal``.
 """
 
 from __future__ import annotations
 
+from controller.journal.anchors import Anchor, Feed, FeedError, read_feed
 from controller.journal.entries import (
     BODY_MODELS,
     BettingClosedData,
@@ -65,6 +68,7 @@ __all__ = [
     "MAX_PROBLEMS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "Anchor",
     "BettingClosedData",
     "CardDealtData",
     "CardRefusedData",
@@ -77,6 +81,8 @@ __all__ = [
     "DeviceStatusData",
     "EntryBody",
     "EntryKind",
+    "Feed",
+    "FeedError",
     "HandSummary",
     "Journal",
     "JournalEntry",
@@ -100,5 +106,6 @@ __all__ = [
     "format_time",
     "parse_body",
     "parse_time",
+    "read_feed",
     "stored_body",
 ]

@@ -25,7 +25,7 @@ import fcntl
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -34,6 +34,7 @@ from urllib.parse import quote
 import structlog
 
 from controller.errors import JournalError
+from controller.journal.anchors import Anchor
 from controller.journal.entries import EntryBody, EntryKind, JournalEntry, stored_body
 from controller.journal.format import (
     GENESIS_HASH,
@@ -287,6 +288,15 @@ class Journal:
     def last_seq(self) -> int:
         """The highest ``seq`` appended so far (0 for an empty journal)."""
         return self._last_seq
+
+    @property
+    def chain_head(self) -> tuple[int, str]:
+        """``(seq, hash)`` of the latest committed entry: the hash chain's head.
+
+        ``(0, GENESIS_HASH)`` for an empty journal. Published in the retained online status
+        (the birth) so the feed anchors the journal outside the file (docs/journal.md).
+        """
+        return self._last_seq, self._last_hash
 
     def record(
         self,
@@ -618,7 +628,7 @@ class Journal:
 
     # -- verification ----------------------------------------------------------------------
 
-    def verify(self) -> VerifyReport:
+    def verify(self, anchors: Sequence[Anchor] = ()) -> VerifyReport:
         """Check the whole file, in one read transaction, and say precisely what is wrong.
 
         Checks: SQLite's ``integrity_check``; the schema version; ``seq`` contiguous from 1;
@@ -629,6 +639,14 @@ class Journal:
         slot order → ``round_result`` with exactly the dealt cards) or ``round_voided`` (with
         a refund of every bet), one result or void per round, nothing after it, no round
         opened while another is unfinished. Only the last round may be unfinished.
+
+        With ``anchors`` (chain heads from a recorded feed, :func:`controller.journal.read_feed`)
+        it also checks the file against them: an anchored ``seq`` beyond the journal's last
+        entry is a truncated journal (``report.truncated``); an anchored entry whose stored
+        hash differs, or that is missing, is a rewritten one.
+
+        Args:
+            anchors: The feed's chain heads (none: the file's own checks only).
 
         Returns:
             The report; ``report.ok`` when nothing was found.
@@ -657,7 +675,7 @@ class Journal:
                         "SELECT COUNT(*) FROM entries WHERE delivered_at IS NULL"
                     ).fetchone()[0]
                 )
-                Verifier(report, meta_session, with_hash=version >= 2).run(db)
+                Verifier(report, meta_session, with_hash=version >= 2, anchors=anchors).run(db)
             finally:
                 db.execute("COMMIT")
         except sqlite3.Error as exc:

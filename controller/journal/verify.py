@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.journal.anchors import Anchor
 from controller.journal.entries import EntryKind
 from controller.journal.fold import ROUND_KINDS, RoundFold
 from controller.journal.format import GENESIS_HASH, TIME_TEXT, entry_hash
@@ -65,6 +67,10 @@ class VerifyReport:
         undelivered: Entries the broker has not acknowledged yet.
         problems: The first :data:`MAX_PROBLEMS` problems, in the order found.
         problems_total: How many problems there were in all.
+        anchors_checked: Chain heads from a recorded feed checked against the file (0 when
+            no feed was given).
+        anchored_seq: The highest ``seq`` the feed anchors (``None`` without anchors).
+        truncated: The feed anchors an entry beyond the journal's last one: its tail is gone.
     """
 
     path: str
@@ -79,6 +85,9 @@ class VerifyReport:
     undelivered: int = 0
     problems: list[Problem] = field(default_factory=list)
     problems_total: int = 0
+    anchors_checked: int = 0
+    anchored_seq: int | None = None
+    truncated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -105,6 +114,9 @@ class VerifyReport:
             "voided": self.voided,
             "unfinished": list(self.unfinished),
             "undelivered": self.undelivered,
+            "anchors_checked": self.anchors_checked,
+            "anchored_seq": self.anchored_seq,
+            "truncated": self.truncated,
             "problems_total": self.problems_total,
             "problems": [problem.to_dict() for problem in self.problems],
         }
@@ -113,8 +125,19 @@ class VerifyReport:
 class Verifier:
     """The checks of :meth:`Journal.verify`, fed the rows in ``seq`` order."""
 
-    def __init__(self, report: VerifyReport, meta_session: int, *, with_hash: bool) -> None:
+    def __init__(
+        self,
+        report: VerifyReport,
+        meta_session: int,
+        *,
+        with_hash: bool,
+        anchors: Sequence[Anchor] = (),
+    ) -> None:
         self.report = report
+        self.anchors: dict[int, list[Anchor]] = {}
+        for anchor in anchors:
+            self.anchors.setdefault(anchor.seq, []).append(anchor)
+        self.anchored: set[int] = set()
         self.meta_session = meta_session
         self.with_hash = with_hash
         self.prev_hash = GENESIS_HASH
@@ -147,15 +170,63 @@ class Verifier:
                 report.unfinished.append(round_id)
         for round_id in report.unfinished[:-1]:
             report.add("round never finished (neither result nor void)", round_id=round_id)
+        self.check_anchors()
+
+    def check_anchors(self) -> None:
+        """The feed's chain heads the rows did not meet: beyond the end (cut), or missing."""
+        report = self.report
+        if not self.anchors:
+            return
+        report.anchors_checked = sum(len(found) for found in self.anchors.values())
+        report.anchored_seq = max(self.anchors)
+        for anchor in self.anchors.get(0, ()):
+            if anchor.hash != GENESIS_HASH:
+                report.add(
+                    f"the feed anchors seq 0 with hash {anchor.hash[:12]}... ({anchor.source}), "
+                    "not the genesis hash: a different journal"
+                )
+        beyond = sorted(seq for seq in self.anchors if seq > report.last_seq)
+        if beyond:
+            report.truncated = True
+            last = self.anchors[beyond[-1]][0]
+            report.add(
+                f"journal truncated: the feed anchors seq {last.seq} (hash {last.hash[:12]}..., "
+                f"{last.source}) but the journal ends at seq {report.last_seq}; "
+                f"{len(beyond)} anchored entr{'y is' if len(beyond) == 1 else 'ies are'} "
+                "missing from its tail"
+            )
+        for seq in sorted(self.anchors):
+            if 0 < seq <= report.last_seq and seq not in self.anchored:
+                anchor = self.anchors[seq][0]
+                report.add(
+                    f"the feed anchors seq {seq} ({anchor.source}) but the journal has no such "
+                    "entry",
+                    seq=seq,
+                )
+
+    def anchor(self, seq: int, chain: Any, round_id: str | None) -> None:
+        """Compare a stored entry's hash with the feed's anchors of its ``seq``."""
+        self.anchored.add(seq)
+        for anchor in self.anchors[seq]:
+            if chain != anchor.hash:
+                self.report.add(
+                    f"hash differs from the feed's anchor ({anchor.source}: "
+                    f"{anchor.hash[:12]}..., journal: {str(chain)[:12]}...): the journal was "
+                    "rewritten at or before this entry",
+                    seq=seq,
+                    round_id=round_id,
+                )
 
     def row(self, row: tuple[Any, ...]) -> None:
         """Check one stored row (its seq, hash, session, times, body) and its round."""
-        seq, session, round_id, kind, happened_at, body_text, delivered_at, _chain = row
+        seq, session, round_id, kind, happened_at, body_text, delivered_at, chain = row
         report = self.report
         report.entries += 1
         self._check_seq(seq, round_id)
         if self.with_hash:
             self._check_hash(row)
+        if seq in self.anchors:
+            self.anchor(seq, chain, round_id)
         self._check_session(seq, round_id, session)
         self._check_times(seq, round_id, happened_at, delivered_at)
         try:

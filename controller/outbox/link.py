@@ -121,6 +121,7 @@ class OutboxLink:
                 game=self.game,
                 version=self.version,
                 at=datetime.now(UTC),
+                chain_head=self.journal.chain_head,
             )
             await self.sender.publish(client, birth)
             self.client = client

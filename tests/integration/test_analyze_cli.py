@@ -84,3 +84,25 @@ def test_unknown_game_is_refused() -> None:
     )
     assert done.returncode != 0
     assert "baccarat" in done.stderr
+
+
+def test_break_poker_option_selects_the_dealer_qualifier() -> None:
+    for value in ("k32", "needs_king"):
+        document = analyze(
+            "break-poker", "--samples", "2000", "--option", f"dealer_qualifier={value}"
+        )
+        assert any(f"dealer_qualifier={value}" in note for note in document["notes"])
+    for bad, says in (
+        ("dealer_qualifier=aces", "game_options.dealer_qualifier"),
+        ("setting_seconds=3", "does not read option 'setting_seconds'"),
+        ("dealer_qualifier", "KEY=VALUE"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "analyze", "break-poker", "--option", bad],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode != 0
+        assert says in done.stderr, done.stderr

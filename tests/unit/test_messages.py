@@ -140,7 +140,14 @@ def test_results_and_voids_also_go_to_results():
 
 
 def test_status_birth_and_will():
-    birth = birth_message(TOPICS, session=4, game="teen-patti-20-20", version="0.1.0", at=T0)
+    birth = birth_message(
+        TOPICS,
+        session=4,
+        game="teen-patti-20-20",
+        version="0.1.0",
+        at=T0,
+        chain_head=(17, "ab" * 32),
+    )
     assert (birth.topic, birth.retain, birth.qos) == ("tables/tp-1/status", True, 1)
     assert json.loads(birth.payload) == {
         "schema_version": "1",
@@ -150,6 +157,7 @@ def test_status_birth_and_will():
         "game": "teen-patti-20-20",
         "version": "0.1.0",
         "at": "2026-03-04T05:06:07.890123Z",
+        "chain_head": {"seq": 17, "hash": "ab" * 32},
     }
     will = offline_message(
         TOPICS, session=4, game="g", version="v", at=None, reason="connection lost"

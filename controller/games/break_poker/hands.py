@@ -196,10 +196,40 @@ def break_bonus_hand(low: LowKey, high: HighKey) -> BreakBonusHand:
 QUALIFYING_HIGH: Final[HighKey] = natural_high_key(13, 3, 2)
 """K-3-2: the lowest high hand with which the dealer qualifies."""
 
+KING: Final = 13
 
-def qualifies(high: HighKey) -> bool:
-    """Whether a dealer's high hand is at least K-3-2."""
-    return high >= QUALIFYING_HIGH
+
+class Qualifier(enum.StrEnum):
+    """How the dealer's qualification is read (the ``dealer_qualifier`` game option).
+
+    ``K32``, the default, is the rule as written: the dealer's high hand is at least K-3-2,
+    ace high (so A-Q-J qualifies). ``NEEDS_KING`` is the reading behind the published par
+    table (main bet edge 2.48%): a dealer whose high hand is only a high card qualifies only
+    if the setting holds a king, so an ace-high hand without a king does not qualify; a pair,
+    straight or three of a kind in the high hand qualifies as written.
+    docs/rules/break-poker.md shows the computation.
+    """
+
+    K32 = "k32"
+    NEEDS_KING = "needs_king"
+
+
+def qualifies(
+    high: HighKey, low: LowKey | None = None, qualifier: Qualifier = Qualifier.K32
+) -> bool:
+    """Whether a dealer's setting qualifies.
+
+    Args:
+        high: The dealer's high hand.
+        low: The dealer's low hand (read only by :attr:`Qualifier.NEEDS_KING`, where a king
+            in the low hand counts; ``None``: the high hand alone).
+        qualifier: The reading of the qualification rule.
+    """
+    if high < QUALIFYING_HIGH:
+        return False
+    if qualifier is Qualifier.K32 or high[0] != HighCategory.HIGH_CARD:
+        return True
+    return KING in high[1:] or (low is not None and KING in low[1:])
 
 
 RANK_WORDS: Final = {

@@ -44,6 +44,7 @@ class BreakPokerLiveRound(RevealsHands, NoCarryOver):
     Attributes:
         paytables: The table's pay tables.
         setting_seconds: How long the setting window stays open.
+        qualifier: The reading of the dealer's qualification (``dealer_qualifier``).
         dealt: Cards dealt so far, in plan order.
         closed: Whether the setting window has closed.
         revealed: Hands whose reveal was published.
@@ -53,6 +54,7 @@ class BreakPokerLiveRound(RevealsHands, NoCarryOver):
 
     paytables: PayTables
     setting_seconds: float
+    qualifier: rules.Qualifier = rules.Qualifier.K32
     dealt: list[Card] = field(default_factory=list)
     closed: bool = False
     revealed: set[str] = field(default_factory=set)
@@ -127,8 +129,8 @@ class BreakPokerLiveRound(RevealsHands, NoCarryOver):
         if not isinstance(self.next_step(), FinishStep):
             raise RulesError("the round is not finished", game=rules.GAME_ID)
         hands = self._hands()
-        judged = rules.BREAK_POKER.resolve(hands)
-        outcome = rules.round_result(hands[PLAYER], hands[DEALER], self.paytables)
+        outcome = rules.round_result(hands[PLAYER], hands[DEALER], self.paytables, self.qualifier)
+        judged = rules.judged_round(outcome)
         details = outcome.to_details()
         return {
             "cards": cards_wire(hands),
@@ -155,16 +157,18 @@ class BreakPokerLiveGame(Declared):
     Attributes:
         paytables: Merged pay tables.
         setting_seconds: The setting window's length.
+        qualifier: The reading of the dealer's qualification.
     """
 
     facts = rules.FACTS
 
     paytables: PayTables
     setting_seconds: float = 20.0
+    qualifier: rules.Qualifier = rules.Qualifier.K32
 
     def new_round(self, table_state: JSON) -> BreakPokerLiveRound:
         """A fresh round (nothing carries over)."""
-        return BreakPokerLiveRound(self.paytables, self.setting_seconds)
+        return BreakPokerLiveRound(self.paytables, self.setting_seconds, self.qualifier)
 
 
 class Options(GameOptions):
@@ -172,14 +176,20 @@ class Options(GameOptions):
 
     Attributes:
         setting_seconds: How long the setting window stays open (unless closed early).
+        dealer_qualifier: How the dealer's qualification is read: ``"k32"`` (default, the
+            rule as written: high hand K-3-2 or better, ace high) or ``"needs_king"`` (the
+            published par table's reading: a high-card dealer without a king does not
+            qualify, so A-Q-J does not). The par sheet takes the same option
+            (``tablectl analyze break-poker --option dealer_qualifier=needs_king``).
     """
 
     setting_seconds: float = Field(20.0, gt=0, le=600)
+    dealer_qualifier: rules.Qualifier = rules.Qualifier.K32
 
 
 def build(options: Options, paytables: PayTables) -> BreakPokerLiveGame:
     """The table's live game (the registry's live factory)."""
-    return BreakPokerLiveGame(paytables, options.setting_seconds)
+    return BreakPokerLiveGame(paytables, options.setting_seconds, options.dealer_qualifier)
 
 
 __all__ = ["OPTIONS", "WINDOW", "BreakPokerLiveGame", "BreakPokerLiveRound"]

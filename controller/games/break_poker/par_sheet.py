@@ -49,6 +49,7 @@ from controller.games.break_poker.hands import (
     BreakBonusHand,
     HighKey,
     LowKey,
+    Qualifier,
     break_bonus_hand,
     high_key,
     house_way_step,
@@ -57,6 +58,7 @@ from controller.games.break_poker.hands import (
     low_outranks_high,
     qualifies,
 )
+from controller.games.break_poker.live import Options
 from controller.games.break_poker.rules import DEFAULT_PAYTABLES, GAME_ID
 from controller.money import Odds, PayTables
 
@@ -158,8 +160,6 @@ class _KeyTables:
     """[n_low, n_high] -> Break Bonus line (BreakBonusHand value) of a setting."""
     lucky: npt.NDArray[np.bool_]
     """[n_low, n_high] -> Lucky Break."""
-    qualifying: npt.NDArray[np.bool_]
-    """[n_high] -> a dealer with this high hand qualifies."""
 
 
 _ALL_RANKS: Final = (JOKER_RANK, *RANKS)
@@ -186,8 +186,17 @@ def _tables() -> _KeyTables:
         lucky[i, j] = is_lucky_break(low, high)
         if not low_outranks_high(low, high):
             score[i, j] = (int(house_way_step(low, high)) * n_low + i) * n_high + j
-    qualifying = np.array([qualifies(high) for high in highs], dtype=np.bool_)
-    return _KeyTables(tuple(lows), tuple(highs), low_ord, high_ord, score, tier, lucky, qualifying)
+    return _KeyTables(tuple(lows), tuple(highs), low_ord, high_ord, score, tier, lucky)
+
+
+@functools.cache
+def _qualifying(qualifier: Qualifier) -> npt.NDArray[np.bool_]:
+    """[n_low, n_high] -> a dealer with this setting qualifies under ``qualifier``."""
+    tables = _tables()
+    return np.array(
+        [[qualifies(high, low, qualifier) for high in tables.high_keys] for low in tables.low_keys],
+        dtype=np.bool_,
+    )
 
 
 def _split_positions() -> tuple[IntArray, IntArray]:
@@ -339,14 +348,14 @@ class _Signatures:
     """[S] the signature is a Lucky Break."""
 
 
-def _signatures(table: MultisetTable) -> _Signatures:
+def _signatures(table: MultisetTable, qualifier: Qualifier) -> _Signatures:
     tables = _tables()
     n_high = len(table.high_keys)
     unique, index = np.unique(table.low * n_high + table.high, return_inverse=True)
     low = unique // n_high
     high = unique % n_high
     lucky = tables.lucky[low, high]
-    qualified = tables.qualifying[high]
+    qualified = _qualifying(qualifier)[low, high]
     p_low, d_low = low[:, None], low[None, :]
     p_high, d_high = high[:, None], high[None, :]
     p_lucky, d_lucky = lucky[:, None], lucky[None, :]
@@ -377,11 +386,14 @@ class HeadsUpCounts:
         return sum(self.main)
 
 
-def heads_up_counts(table: MultisetTable, *, progress: bool = False) -> HeadsUpCounts:
+def heads_up_counts(
+    table: MultisetTable, *, progress: bool = False, qualifier: Qualifier = Qualifier.K32
+) -> HeadsUpCounts:
     """Count every deal of seven player and seven dealer cards, by outcome (exact).
 
     Both hands are set by the house way; the Dealer Break Bonus looks at the dealer's house
-    way and the best Lucky Break of the player's seven cards.
+    way and the best Lucky Break of the player's seven cards; the dealer's qualification is
+    read by ``qualifier``.
 
     Raises:
         RulesError: The deck has fewer than 14 cards.
@@ -389,7 +401,7 @@ def heads_up_counts(table: MultisetTable, *, progress: bool = False) -> HeadsUpC
     deck = table.deck
     if deck.size < 2 * HAND_SIZE:
         raise RulesError(f"a deck of {deck.size} cards cannot deal two hands", size=deck.size)
-    signatures = _signatures(table)
+    signatures = _signatures(table, qualifier)
     order = np.argsort(signatures.index, kind="stable")
     sorted_index = signatures.index[order]
     starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
@@ -437,16 +449,23 @@ def _rank_of_code(code: int) -> int:
 
 
 def monte_carlo_counts(
-    table: MultisetTable, samples: int, rng: random.Random, *, progress: bool = False
+    table: MultisetTable,
+    samples: int,
+    rng: random.Random,
+    *,
+    progress: bool = False,
+    qualifier: Qualifier = Qualifier.K32,
 ) -> HeadsUpCounts:
     """Deal ``samples`` random (player, dealer) pairs from the full deck and count outcomes.
+
+    The dealer's qualification is read by ``qualifier``.
 
     Raises:
         RulesError: ``table`` is not the full deck's.
     """
     if table.deck != DeckSpec.full():
         raise RulesError("Monte Carlo deals from the full 53-card deck only", deck=str(table.deck))
-    signatures = _signatures(table)
+    signatures = _signatures(table, qualifier)
     index_of = table.index_of
     rank_of = [_rank_of_code(code) for code in range(53)]
     codes = list(range(53))
@@ -498,6 +517,13 @@ DEALER_BONUS_NAMES: Final = {
 }
 
 
+QUALIFIER_NOTES: Final = {
+    Qualifier.K32: "dealer_qualifier=k32: high hand below K-3-2, ace high, as the rule reads",
+    Qualifier.NEEDS_KING: "dealer_qualifier=needs_king: below K-3-2, or a high-card setting "
+    "without a king (A-Q-J does not qualify), the published table's reading",
+}
+
+
 def _main_pays(paytables: PayTables) -> dict[int, Odds]:
     win = paytables["main"]["win"]
     return {
@@ -545,24 +571,37 @@ def _sampled_report(
     return sampled_bet((names[code], pays[code], counts[code]) for code in names)
 
 
-def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> AnalysisReport:
+PAR_SHEET_OPTIONS: Final = ("dealer_qualifier",)
+"""The game options (``game_options``) this par sheet reads; ``tablectl analyze --option``."""
+
+
+def analyze(
+    *,
+    method: Method,
+    samples: int,
+    seed: int,
+    progress: bool,
+    options: Options | None = None,
+) -> AnalysisReport:
     """The Break Poker par sheet.
 
     ``break_bonus`` is always exact. ``main`` and ``dealer_break_bonus`` (house way for the
     player too) are exact with :attr:`Method.EXACT`, and estimated from ``samples`` deals
-    (seeded) with :attr:`Method.MONTE_CARLO`.
+    (seeded) with :attr:`Method.MONTE_CARLO`. ``options`` (the table's validated game
+    options; default: every default) selects the dealer's qualifier (``dealer_qualifier``).
 
     Raises:
         RulesError: Monte Carlo asked with fewer than two samples.
     """
     started = time.perf_counter()
+    qualifier = (options or Options()).dealer_qualifier
     table = full_table()
     notes = [
         "suits play no part: hands are counted as rank multisets times suit choices",
         "break_bonus: exact over all C(53,7) = 154,143,080 seven-card hands; best Lucky Break "
         "the seven cards can form",
         "main: player and dealer both set by the house way; a non-qualifying dealer "
-        "(below K-3-2) is its own line (push)",
+        f"({QUALIFIER_NOTES[qualifier]}) is its own line (push)",
         "dealer_break_bonus: dealer's house way (a Lucky Break whenever one exists); "
         "'player has one too' = best Lucky Break of the player's seven cards",
     ]
@@ -571,7 +610,7 @@ def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> Analy
     bonus_pays = _dealer_bonus_pays(DEFAULT_PAYTABLES)
     used_samples: int | None = None
     if method is Method.EXACT:
-        counts = heads_up_counts(table, progress=progress)
+        counts = heads_up_counts(table, progress=progress, qualifier=qualifier)
         notes.append(
             f"main, dealer_break_bonus: exact over all {counts.total:,} "
             "(player seven, dealer seven) deals"
@@ -583,7 +622,9 @@ def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> Analy
     else:
         if samples < 2:
             raise RulesError("Monte Carlo needs at least 2 samples", samples=samples)
-        counts = monte_carlo_counts(table, samples, random.Random(seed), progress=progress)
+        counts = monte_carlo_counts(
+            table, samples, random.Random(seed), progress=progress, qualifier=qualifier
+        )
         used_samples = samples
         notes.append(
             f"main, dealer_break_bonus: Monte Carlo, {samples:,} deals, seed {seed}; "

@@ -43,6 +43,7 @@ from controller.games.break_poker.hands import (
     HighKey,
     HouseWayStep,
     LowKey,
+    Qualifier,
     break_bonus_hand,
     describe_high,
     describe_low,
@@ -68,6 +69,7 @@ __all__ = [
     "BreakPoker",
     "BreakPokerRound",
     "HouseWayStep",
+    "Qualifier",
     "Setting",
     "best_lucky_break",
     "check_setting",
@@ -76,6 +78,7 @@ __all__ = [
     "house_way",
     "house_way_with_step",
     "is_lucky_break",
+    "judged_round",
     "legal_settings",
     "low_hand_key",
     "main_bet",
@@ -401,9 +404,16 @@ def house_way(seven: Sequence[Piece]) -> Setting:
     return house_way_with_step(seven)[0]
 
 
-def dealer_qualifies(setting: Setting) -> bool:
-    """Whether a (house-way) setting's high hand is at least K-3-2."""
-    return qualifies(setting.high_key)
+def dealer_qualifies(setting: Setting, qualifier: Qualifier = Qualifier.K32) -> bool:
+    """Whether a (house-way) setting qualifies the dealer.
+
+    Args:
+        setting: The dealer's setting.
+        qualifier: The reading of the rule: :attr:`Qualifier.K32` (as written: high hand at
+            least K-3-2, ace high) or :attr:`Qualifier.NEEDS_KING` (the published table's: a
+            high-card setting without a king does not qualify).
+    """
+    return qualifies(setting.high_key, setting.low_key, qualifier)
 
 
 def best_lucky_break(seven: Sequence[Piece]) -> BreakBonusHand:
@@ -511,7 +521,7 @@ class BreakPokerRound:
         dealer_cards: The dealer's seven cards, as dealt.
         dealer_setting: The dealer's house-way setting.
         dealer_step: The house-way step (1-7) that set the dealer's hand.
-        dealer_qualified: Whether the dealer's high hand is at least K-3-2.
+        dealer_qualified: Whether the dealer qualified under ``dealer_qualifier``.
         house_way: The house-way setting of the player hand (the default for players who do
             not set).
         main: For every legal setting of the player hand (by :attr:`Setting.id`, in
@@ -520,6 +530,7 @@ class BreakPokerRound:
         player_best_lucky_break: Best Lucky Break of the player's seven cards.
         break_bonus: The Break Bonus result (the same for every player).
         dealer_break_bonus: The Dealer Break Bonus result (the same for every player).
+        dealer_qualifier: The reading of the qualification rule the round was judged by.
     """
 
     player_cards: tuple[Card, ...]
@@ -533,6 +544,7 @@ class BreakPokerRound:
     player_best_lucky_break: BreakBonusHand
     break_bonus: BetResult
     dealer_break_bonus: BetResult
+    dealer_qualifier: Qualifier = Qualifier.K32
 
     @property
     def default_setting_id(self) -> str:
@@ -583,6 +595,7 @@ class BreakPokerRound:
             "dealer_setting": self.dealer_setting.to_wire(),
             "dealer_house_way_step": self.dealer_step,
             "dealer_qualified": self.dealer_qualified,
+            "dealer_qualifier": self.dealer_qualifier.value,
             "default_setting": self.house_way.id,
             "main_by_setting": {key: result.to_wire() for key, result in self.main.items()},
             "player_best_lucky_break": self.player_best_lucky_break.outcome,
@@ -595,11 +608,13 @@ def round_result(
     player_seven: Sequence[Piece],
     dealer_seven: Sequence[Piece],
     paytables: PayTables | None = None,
+    qualifier: Qualifier = Qualifier.K32,
 ) -> BreakPokerRound:
     """Judge a shared-hand round.
 
-    The result holds the dealer's house way and qualification, the main bet of every legal
-    setting of the player hand, the default (house-way) setting, and both side bets.
+    The result holds the dealer's house way and qualification (read by ``qualifier``), the
+    main bet of every legal setting of the player hand, the default (house-way) setting, and
+    both side bets.
 
     Raises:
         RulesError: Either hand is not seven distinct cards, a card is in both hands, or a
@@ -617,7 +632,7 @@ def round_result(
             cards=names,
         )
     dealer_setting, dealer_step = house_way_with_step(dealer)
-    qualified = dealer_qualifies(dealer_setting)
+    qualified = dealer_qualifies(dealer_setting, qualifier)
     settings = legal_settings(player)
     main = {
         setting.id: main_bet(setting, dealer_setting, tables, dealer_qualified=qualified)
@@ -639,6 +654,7 @@ def round_result(
         dealer_break_bonus=_dealer_break_bonus(
             dealer_lucky, player_best is not BreakBonusHand.NONE, tables
         ),
+        dealer_qualifier=qualifier,
     )
 
 
@@ -670,6 +686,21 @@ def _summary(setting: Setting) -> HandSummary:
     return HandSummary(
         category=category,
         description=f"low {describe_low(low)}, high {describe_high(high)}",
+    )
+
+
+def judged_round(result: BreakPokerRound) -> GameResult:
+    """A judged round as a :class:`GameResult` (the house-way player's winner).
+
+    ``winner`` is ``"player"``, ``"dealer"`` or ``"tie"`` (any push, including a dealer who
+    does not qualify); the hands are the house-way summaries; the details
+    :meth:`BreakPokerRound.to_details`.
+    """
+    outcome = result.default_main.outcome.value
+    return GameResult(
+        winner={"win": "player", "lose": "dealer"}.get(outcome, "tie"),
+        hands={"player": _summary(result.house_way), "dealer": _summary(result.dealer_setting)},
+        details=result.to_details(),
     )
 
 
@@ -719,17 +750,7 @@ class BreakPoker(Declared):
                 game=GAME_ID,
                 hands=sorted(hands),
             )
-        result = round_result(hands["player"], hands["dealer"])
-        outcome = result.default_main.outcome.value
-        winner = {"win": "player", "lose": "dealer"}.get(outcome, "tie")
-        return GameResult(
-            winner=winner,
-            hands={
-                "player": _summary(result.house_way),
-                "dealer": _summary(result.dealer_setting),
-            },
-            details=result.to_details(),
-        )
+        return judged_round(round_result(hands["player"], hands["dealer"]))
 
     def settle(self, result: GameResult, paytables: PayTables) -> dict[str, BetResult]:
         """Settle every bet for a player who plays the house way, in :attr:`bet_ids` order.
@@ -746,7 +767,14 @@ class BreakPoker(Declared):
                 "a Break Poker result must carry player_cards and dealer_cards",
                 game=GAME_ID,
             ) from exc
-        return round_result(player, dealer, paytables).settle(None)
+        try:
+            qualifier = Qualifier(result.details.get("dealer_qualifier", Qualifier.K32))
+        except ValueError as exc:
+            raise RulesError(
+                f"unknown dealer_qualifier {result.details.get('dealer_qualifier')!r}",
+                game=GAME_ID,
+            ) from exc
+        return round_result(player, dealer, paytables, qualifier).settle(None)
 
 
 BREAK_POKER: Final = BreakPoker()
