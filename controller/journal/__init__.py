@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from controller.journal.entries import (
     BODY_MODELS,
+    QUALIFIERS,
     BettingClosedData,
     CardDealtData,
     CardRefusedData,
@@ -41,10 +42,12 @@ from controller.journal.entries import (
     RoundResumedData,
     RoundVoidedData,
     SettledBet,
+    SettlementLine,
     TableInfoData,
     TableStatusData,
     body_text,
     parse_body,
+    settlement_rows,
     stored_body,
 )
 from controller.journal.fold import DealtCard, RoundFold
@@ -64,6 +67,7 @@ __all__ = [
     "GENESIS_HASH",
     "MAX_PROBLEMS",
     "MIGRATIONS",
+    "QUALIFIERS",
     "SCHEMA_VERSION",
     "BettingClosedData",
     "CardDealtData",
@@ -92,6 +96,7 @@ __all__ = [
     "RoundResumedData",
     "RoundVoidedData",
     "SettledBet",
+    "SettlementLine",
     "TableInfoData",
     "TableStatusData",
     "VerifyReport",
@@ -100,5 +105,6 @@ __all__ = [
     "format_time",
     "parse_body",
     "parse_time",
+    "settlement_rows",
     "stored_body",
 ]

@@ -98,7 +98,7 @@ def test_envelope_fields_and_compact_json():
     assert b": " not in events.payload
     envelope = json.loads(events.payload.decode("utf-8"))
     assert envelope == {
-        "schema_version": "1",
+        "schema_version": "2",
         "table": "tp-1",
         "round": "r-1",
         "seq": 1,
@@ -143,7 +143,7 @@ def test_status_birth_and_will():
     birth = birth_message(TOPICS, session=4, game="teen-patti-20-20", version="0.1.0", at=T0)
     assert (birth.topic, birth.retain, birth.qos) == ("tables/tp-1/status", True, 1)
     assert json.loads(birth.payload) == {
-        "schema_version": "1",
+        "schema_version": "2",
         "state": "online",
         "table": "tp-1",
         "session": 4,
@@ -320,7 +320,7 @@ def test_snapshot_states_through_a_round_and_the_next():
 
 def _envelope(kind: str, data: dict[str, Any], *, seq: int = 5, delayed: bool = False) -> dict:
     return {
-        "schema_version": "1",
+        "schema_version": "2",
         "table": "tp-1",
         "round": "r-1",
         "seq": seq,
@@ -664,3 +664,50 @@ def test_watch_describes_the_new_kinds():
     assert lines["round_halted"].endswith("HALTED: pit")
     assert lines["command_answered"].endswith("command void (c1) refused: no round")
     assert describe("tables/tp-1/reply/pit/events", _envelope("command_answered", {})) is None
+
+
+def test_settlement_for_settles_every_wager_without_game_code() -> None:
+    from controller.games.registry import make_live_game
+    from controller.messages import settlement_for
+    from tests.unit.test_live_helpers import drive, pieces
+
+    lose = {"outcome": "lose", "payout": "0"}
+    win = {"outcome": "win", "payout": "2"}
+    bets = [
+        {"bet": "ante", "path": "stayed", "default": True, **lose},
+        {"bet": "ante", "path": "mulliganed", **win},
+        {"bet": "player", "position": "P2", **win},
+        {"bet": "player", "position": "P3", **lose},
+        {"bet": "bonus", **win},
+    ]
+    assert settlement_for(bets, "ante")["payout"] == "0"  # no mulligan asked: stayed
+    assert settlement_for(bets, "ante", path="mulliganed")["payout"] == "2"
+    assert settlement_for(bets, "player", position="P3")["outcome"] == "lose"
+    assert settlement_for(bets, "bonus", position="P3")["outcome"] == "win"  # unqualified
+    with pytest.raises(TablectlError, match="0 settlement lines match bet 'player'"):
+        settlement_for(bets, "player")  # a position is not optional
+    with pytest.raises(TablectlError, match="unknown settlement qualifier 'seat'"):
+        settlement_for(bets, "ante", seat="1")
+    # Every game's real result: each bet id settles a wager that made no choice, or names one.
+    for game, script, position in (
+        ("teen-patti-20-20", "As Kd 2c 3h 9s Td", None),
+        ("mahjong-pai-gow", "1p 2p 3p 4p 5p 6p 7p 8p", "P2"),
+    ):
+        live = make_live_game(game, {}, {})
+        rnd = live.new_round({})
+        drive(rnd, pieces(script), lambda step: {"choice": "accept"})
+        result = rnd.result()
+        for bet in live.bet_ids:
+            settlement_for(result["bets"], bet, position=position)
+
+
+def test_legacy_flat_bets_are_published_as_lines() -> None:
+    from controller.messages import legacy_bets
+
+    flat = {"A": {"outcome": "win", "payout": "1.95"}, "B": {"outcome": "lose", "payout": "0"}}
+    assert legacy_bets(flat) == [
+        {"bet": "A", "outcome": "win", "payout": "1.95"},
+        {"bet": "B", "outcome": "lose", "payout": "0"},
+    ]
+    nested = {"stayed": flat}
+    assert legacy_bets(nested) is nested

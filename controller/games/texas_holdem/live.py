@@ -353,7 +353,7 @@ class HoldemLiveRound:
                 }
                 for seat in shown
             },
-            "bets": {},
+            "bets": [],
             "details": {
                 "ended": "showdown" if shown else "folds",
                 "button": seat_label(state.button),
