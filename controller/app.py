@@ -25,7 +25,7 @@ import structlog
 from controller import __version__, collector
 from controller.broker import choose_broker
 from controller.gates import EventGate
-from controller.journal import Journal, JournalEntry
+from controller.journal import Journal, JournalEntry, PitAlertData
 from controller.orchestrator import Gate, Orchestrator, RoundSummary
 from controller.publisher import Publisher
 from controller.settings import TableSettings
@@ -119,6 +119,17 @@ async def run_table(
                 seq=entry.seq if entry is not None else None,
             )
 
+        def on_takeover(url: str) -> None:
+            # Journalled (published once a connection is made again, e.g. after the
+            # operator stopped the other client and restarted this controller).
+            journal.record(
+                PitAlertData.model_construct(
+                    slot=None,
+                    reason=f"MQTT session taken over at {url}: another client uses this "
+                    "table's client id (a second controller?); this table stopped publishing",
+                )
+            )
+
         publisher = Publisher(
             mqtt,
             settings.table_id,
@@ -128,6 +139,7 @@ async def run_table(
             signer=signer,
             on_delivered=on_delivered,
             on_refused=on_refused,
+            on_takeover=on_takeover,
         )
         gates: list[Gate] = []
         if settings.rounds.wait_for_broker:

@@ -65,6 +65,9 @@ class Publisher:
             >= 0x80), with the refusal and the entry (``None`` for the birth). Called once per
             refused (entry, topic) until the outbox flows again, so an alert is raised once,
             not at every retry. Must be quick; an exception is logged and ignored.
+        on_takeover: Called with the broker URL when the broker ended the connection because
+            another client took the session over (MQTT 5 reason 0x8E): the publisher then
+            stops, instead of taking it back (:class:`~controller.mqtt.connection.Connector`).
 
     Attributes:
         connected: Set while a connection is up (birth published).
@@ -82,6 +85,7 @@ class Publisher:
         signer: Signer | None = None,
         on_delivered: Callable[[JournalEntry], None] | None = None,
         on_refused: Callable[[PublishRefused, JournalEntry | None], None] | None = None,
+        on_takeover: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.signer = signer
@@ -134,6 +138,7 @@ class Publisher:
             pending_calls_threshold=10 * settings.window,
             write_through=True,
             log=self.log,
+            on_takeover=(lambda address: on_takeover(address.url)) if on_takeover else None,
         )
         journal.add_listener(self._delivery.on_entry)
 

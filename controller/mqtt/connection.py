@@ -19,6 +19,15 @@ The loop (:meth:`Connector.run`), until ``stop`` is set:
    ``uniform(reconnect_min, min(reconnect_max, reconnect_min * 2 ** (failures - 1)))``
    (:func:`~controller.mqtt.settings.backoff_seconds`). A client may ask for a longer one
    (``penalty``: the publisher's count of repeated refusals). The wait ends early on ``stop``.
+4. A connection the broker ends with MQTT 5 reason code 0x8E "Session taken over" (another
+   client connected with the same client id: a second controller for the table, or a
+   credential using its id) is **not** retried: reconnecting would take the session back and
+   the two would evict each other about once a second. Mosquitto 2.0.11 (Debian 12) closes
+   the old connection without that DISCONNECT, so the pattern counts as well: the broker
+   dropping :data:`TAKEOVER_LOSSES` connections in a row, each within
+   :data:`TAKEOVER_WINDOW` seconds of its CONNACK. The loop logs one error line, calls
+   ``on_takeover`` (the table raises a pit alert) and ends; :attr:`Connector.taken_over` is
+   set.
 
 paho internals are used only through :mod:`controller.mqtt.adapter`.
 """
@@ -40,6 +49,7 @@ from controller.mqtt.adapter import (
     abort_connect,
     bound_connect,
     connect_properties,
+    session_taken_over,
     write_through,
 )
 from controller.mqtt.settings import MqttSettings, backoff_seconds, client_options, tls_context
@@ -47,7 +57,13 @@ from controller.mqtt.settings import MqttSettings, backoff_seconds, client_optio
 if TYPE_CHECKING:
     import aiomqtt
 
-__all__ = ["Connector", "Serve"]
+__all__ = ["TAKEOVER_LOSSES", "TAKEOVER_WINDOW", "Connector", "Serve"]
+
+TAKEOVER_LOSSES = 3
+"""Connections in a row the broker drops soon after accepting them: a session takeover fight."""
+
+TAKEOVER_WINDOW = 2.0
+"""Seconds after a CONNACK within which a dropped link counts towards :data:`TAKEOVER_LOSSES`."""
 
 Serve = Callable[["aiomqtt.Client", BrokerAddress], Awaitable[None]]
 """What a client does while connected: return once stopping, raise when the link fails."""
@@ -69,10 +85,13 @@ class Connector:
         pending_calls_threshold: aiomqtt warns above this many pending calls.
         write_through: Write a publish to the socket inside ``publish()`` when called in the
             loop thread (:func:`~controller.mqtt.adapter.write_through`): the card's hot path.
+        on_takeover: Called once when the broker ends the connection because another client
+            took the session over (the loop then ends instead of fighting back).
 
     Attributes:
         connections: How many times a connection was made.
         current_url: The URL of the connection up (or last up) while :meth:`run` runs.
+        taken_over: Whether :meth:`run` ended because the session was taken over.
         log: The bound logger.
 
     Raises:
@@ -93,6 +112,7 @@ class Connector:
         pending_calls_threshold: int | None = None,
         write_through: bool = False,
         log: Any = None,
+        on_takeover: Callable[[BrokerAddress], None] | None = None,
     ) -> None:
         self.settings = settings
         self.client_id = client_id
@@ -100,6 +120,9 @@ class Connector:
         self.log = log if log is not None else structlog.get_logger(__name__)
         self.connections = 0
         self.current_url: str | None = None
+        self.taken_over = False
+        self._on_takeover = on_takeover
+        self._connected_at = 0.0
         self._logger = logger
         self._persistent = persistent
         self._will = will
@@ -169,6 +192,7 @@ class Connector:
             raise
         self.connections += 1
         self.current_url = address.url
+        self._connected_at = asyncio.get_running_loop().time()
         clean = False
         try:
             yield client
@@ -202,6 +226,7 @@ class Connector:
         self._loop_thread = threading.get_ident()
         report = on_error if on_error is not None else self._warn
         failures = 0
+        quick_losses = 0
         try:
             while not stop.is_set():
                 was_up = False
@@ -210,10 +235,24 @@ class Connector:
                         return
                     before = self.connections
                     start_over = False
+                    current: aiomqtt.Client | None = None
                     try:
                         async with self.connect(address) as client:
+                            current = client
                             await serve(client, address)
                     except Exception as exc:
+                        if current is not None:
+                            quick_losses = self._quick_loss(exc, quick_losses)
+                            if session_taken_over(current, exc):
+                                self._taken_over(address, "reason code 0x8E")
+                                return
+                            if quick_losses >= TAKEOVER_LOSSES:
+                                self._taken_over(
+                                    address,
+                                    f"the broker dropped {quick_losses} connections in a row "
+                                    f"within {TAKEOVER_WINDOW:g} s of accepting them",
+                                )
+                                return
                         start_over = report(address, exc)
                     if stop.is_set():
                         return
@@ -224,6 +263,27 @@ class Connector:
                 await self._backoff(max(failures, penalty() if penalty is not None else 0), stop)
         finally:
             self.current_url = None
+
+    def _quick_loss(self, exc: Exception, losses: int) -> int:
+        """The count of links dropped by the broker soon after their CONNACK, ``exc`` included."""
+        import aiomqtt
+
+        soon = asyncio.get_running_loop().time() - self._connected_at <= TAKEOVER_WINDOW
+        return losses + 1 if soon and isinstance(exc, aiomqtt.MqttError) else 0
+
+    def _taken_over(self, address: BrokerAddress, evidence: str) -> None:
+        self.taken_over = True
+        self.log.error(
+            f"MQTT session taken over: another client connected as {self.client_id!r}; the "
+            f"{self.name} connection is not retried (a second controller for this table, or a "
+            "credential using its client id: the pit boss must check)",
+            url=address.url,
+            client_id=self.client_id,
+            connection=self.name,
+            evidence=evidence,
+        )
+        if self._on_takeover is not None:
+            self._on_takeover(address)
 
     def _warn(self, address: BrokerAddress, exc: Exception) -> bool:
         self.log.warning(
