@@ -15,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
+import shutil
 import ssl
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -491,6 +494,50 @@ async def test_role_credentials_cannot_take_a_tables_client_id(
         await publish_checked(table, "tables/tp-01/events", b"still here", timeout=5)
 
 
+def _readme_command(program: str) -> list[str]:
+    """The ``program`` command line of config/mosquitto/README.md's client check, as written."""
+    text = (CONFIG_DIR / "README.md").read_text()
+    lines = [line for line in text.splitlines() if line.startswith(f"{program} ")]
+    assert len(lines) == 1, f"README.md should show one {program} check: {lines}"
+    return shlex.split(lines[0])
+
+
+async def test_the_readme_client_check_runs_on_the_shipped_config(
+    tls_broker: tuple[SecureBroker, TlsFiles],
+) -> None:
+    """Issue #16 item 3: the documented mosquitto_sub check, with only host, port, CA and
+    password filled in, is accepted and shows a table's status; without its ``-i`` it is not."""
+    broker, tls = tls_broker
+    context = ssl.create_default_context(cafile=str(tls.ca_cert))
+    async with tls_client(broker, context, "table-tp-01") as table:
+        await publish_checked(
+            table, "tables/tp-01/status", b'{"state":"online"}', retain=True, timeout=5
+        )
+    filled = {
+        "mqtt.studio.example": "127.0.0.1",
+        "8883": str(broker.tls_port),
+        "ca.crt": str(tls.ca_cert),
+        "...": ROLE_PASSWORDS["viewer"],
+    }
+    command = [filled.get(arg, arg) for arg in _readme_command("mosquitto_sub")]
+    assert command[0] == "mosquitto_sub" and "-i" in command
+    command[0] = shutil.which("mosquitto_sub") or "/usr/bin/mosquitto_sub"
+    once = ["-C", "1", "-W", "10"]  # stop after the retained status (the check is interactive)
+    done = await asyncio.to_thread(
+        subprocess.run, [*command, *once], capture_output=True, text=True, timeout=20
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith('tables/tp-01/status {"state":"online"}'), done.stdout
+    at = command.index("-i")
+    without_id = command[:at] + command[at + 2 :]
+    refused = await asyncio.to_thread(
+        subprocess.run, [*without_id, *once], capture_output=True, text=True, timeout=20
+    )
+    assert refused.returncode != 0, refused.stdout
+    async with tls_client(broker, context, "table-tp-01") as table:  # clear the retained status
+        await publish_checked(table, "tables/tp-01/status", b"", retain=True, timeout=5)
+
+
 async def _record(
     reader: aiomqtt.Client, seconds: float, into: list[tuple[float, str, dict[str, Any]]]
 ) -> None:
@@ -499,7 +546,8 @@ async def _record(
         async with asyncio.timeout(seconds):
             async for message in reader.messages:
                 assert isinstance(message.payload, bytes)
-                into.append((loop.time(), str(message.topic), json.loads(message.payload)))
+                if message.payload and not message.retain:
+                    into.append((loop.time(), str(message.topic), json.loads(message.payload)))
 
 
 async def test_a_second_controller_is_a_takeover_not_a_fight(
