@@ -227,11 +227,17 @@ class Publisher:
     async def flush(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Wait until everything journalled so far is acknowledged by the broker.
 
+        Returns early (``False``) once a connect attempt has failed while no broker was ever
+        reachable in this run: a stop then does not wait out ``timeout`` for a broker that
+        never answered (the outbox resumes at the next start).
+
         Returns:
-            ``True`` if it was, ``False`` if ``timeout`` expired first.
+            ``True`` if it was, ``False`` if ``timeout`` expired first or no broker was ever
+            reachable.
         """
         target = self.journal.last_seq
         progress = self._delivery.progress
+        connector = self._connector
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -239,7 +245,15 @@ class Publisher:
                     pending = self.journal.undelivered(limit=1)
                     if not pending or pending[0].seq > target:
                         return True
-                    await progress.wait()
+                    if connector.connections == 0 and connector.failed_connects > 0:
+                        self.log.warning(
+                            "no broker was reachable in this run: the outbox is not flushed",
+                            undelivered=self.journal.undelivered_count(),
+                        )
+                        return False
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(0.25):  # also notice a failed connect
+                            await progress.wait()
         except TimeoutError:
             return False
 

@@ -450,6 +450,7 @@ async def run_simulated_betting(
     )
     import aiomqtt
 
+    misses = 0  # failed connects in a row: the first and each doubling are logged
     while not stop.is_set():
         for url in urls:
             if stop.is_set():
@@ -468,8 +469,18 @@ async def run_simulated_betting(
                 async with asyncio.timeout(network_timeout):
                     await client.__aenter__()
             except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
-                log.warning("broker unreachable", url=url, error=str(exc))
+                misses += 1
+                if misses & (misses - 1) == 0:
+                    text = "broker unreachable" if misses == 1 else "broker still unreachable"
+                    log.warning(
+                        f"{text} after {misses} attempts, retrying every {retry_seconds:g} s",
+                        url=url,
+                        error=str(exc),
+                    )
                 continue
+            if misses:
+                log.info("broker reachable again", url=url, failed_attempts=misses)
+                misses = 0
             try:
                 await session.serve(client)
             except* (aiomqtt.MqttError, OSError, TimeoutError) as group:

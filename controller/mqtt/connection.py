@@ -28,6 +28,11 @@ The loop (:meth:`Connector.run`), until ``stop`` is set:
    :data:`TAKEOVER_WINDOW` seconds of its CONNACK. The loop logs one error line, calls
    ``on_takeover`` (the table raises a pit alert) and ends; :attr:`Connector.taken_over` is
    set.
+5. An unreachable broker is not logged once per attempt: the first failed connect of a
+   streak is reported (``on_error``; a host name that does not resolve is named as such),
+   then one summary line per doubling of the attempts ("still unreachable after N attempts,
+   next in S s"; at most every :data:`SUMMARY_EVERY` s otherwise), and one line when the
+   broker answers again.
 
 paho internals are used only through :mod:`controller.mqtt.adapter`.
 """
@@ -38,6 +43,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -57,7 +63,10 @@ from controller.mqtt.settings import MqttSettings, backoff_seconds, client_optio
 if TYPE_CHECKING:
     import aiomqtt
 
-__all__ = ["TAKEOVER_LOSSES", "TAKEOVER_WINDOW", "Connector", "Serve"]
+__all__ = ["SUMMARY_EVERY", "TAKEOVER_LOSSES", "TAKEOVER_WINDOW", "Connector", "Serve"]
+
+SUMMARY_EVERY = 60.0
+"""Seconds between "still unreachable" lines once the attempts no longer double quickly."""
 
 TAKEOVER_LOSSES = 3
 """Connections in a row the broker drops soon after accepting them: a session takeover fight."""
@@ -90,6 +99,7 @@ class Connector:
 
     Attributes:
         connections: How many times a connection was made.
+        failed_connects: How many connect attempts failed (refused, unreachable, timed out).
         current_url: The URL of the connection up (or last up) while :meth:`run` runs.
         taken_over: Whether :meth:`run` ended because the session was taken over.
         log: The bound logger.
@@ -119,6 +129,7 @@ class Connector:
         self.name = name
         self.log = log if log is not None else structlog.get_logger(__name__)
         self.connections = 0
+        self.failed_connects = 0
         self.current_url: str | None = None
         self.taken_over = False
         self._on_takeover = on_takeover
@@ -227,6 +238,7 @@ class Connector:
         report = on_error if on_error is not None else self._warn
         failures = 0
         quick_losses = 0
+        streak = _Streak()
         try:
             while not stop.is_set():
                 was_up = False
@@ -253,14 +265,39 @@ class Connector:
                                     f"within {TAKEOVER_WINDOW:g} s of accepting them",
                                 )
                                 return
-                        start_over = report(address, exc)
+                        if current is None:
+                            self.failed_connects += 1
+                            exc = _named(address, exc)
+                            streak.failed(exc)
+                        if current is not None or streak.attempts == 1:
+                            # Later failures of a streak are in its summary lines.
+                            start_over = report(address, exc)
+                    if self.connections != before and streak.attempts:
+                        self.log.info(
+                            f"{self.name}: broker reachable again",
+                            url=address.url,
+                            failed_attempts=streak.attempts,
+                        )
+                        streak = _Streak()
                     if stop.is_set():
                         return
                     if self.connections != before or start_over:
                         was_up = True
                         break
                 failures = 1 if was_up else failures + 1
-                await self._backoff(max(failures, penalty() if penalty is not None else 0), stop)
+                delay = self.backoff(max(failures, penalty() if penalty is not None else 0))
+                if streak.attempts and streak.due(asyncio.get_running_loop().time()):
+                    self.log.warning(
+                        f"{self.name}: broker still unreachable after {streak.attempts} "
+                        f"attempts, next in {delay:.1f} s",
+                        urls=[a.url for a in self.settings.addresses],
+                        last_error=streak.last,
+                    )
+                elif not streak.attempts:
+                    self.log.info(
+                        "reconnecting after back-off", connection=self.name, seconds=round(delay, 3)
+                    )
+                await self._wait(delay, stop)
         finally:
             self.current_url = None
 
@@ -293,9 +330,47 @@ class Connector:
         )
         return False
 
-    async def _backoff(self, failures: int, stop: asyncio.Event) -> None:
-        delay = self.backoff(failures)
-        self.log.info("reconnecting after back-off", connection=self.name, seconds=round(delay, 3))
+    async def _wait(self, delay: float, stop: asyncio.Event) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
                 await stop.wait()
+
+
+class _Streak:
+    """Connect attempts that failed in a row (none: the broker answered last time)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.last = ""
+        self._reported = 0
+        self._reported_at: float | None = None
+
+    def failed(self, exc: Exception) -> None:
+        self.attempts += 1
+        self.last = f"{type(exc).__name__}: {exc}"
+
+    def due(self, now: float) -> bool:
+        """Whether to log a summary now: at 2, 4, 8... attempts, else every SUMMARY_EVERY s."""
+        if self._reported_at is None:  # the first failure was reported on its own
+            self._reported, self._reported_at = 1, now
+            return False
+        doubled = self.attempts >= 2 * self._reported
+        if doubled or now - self._reported_at >= SUMMARY_EVERY:
+            self._reported = self.attempts
+            self._reported_at = now
+            return True
+        return False
+
+
+def _named(address: BrokerAddress, exc: Exception) -> Exception:
+    """``exc``, or an ``OSError`` naming the host when its name does not resolve."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, socket.gaierror):
+            named = OSError(f"broker host {address.host!r} does not resolve (DNS: {error})")
+            named.__cause__ = exc
+            return named
+        error = error.__cause__ or error.__context__
+    return exc
