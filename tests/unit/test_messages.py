@@ -399,11 +399,13 @@ def test_watch_describes_a_round():
             "round_result",
             {
                 "round_no": 3,
-                "bets": {
-                    "player_a": {"outcome": "lose", "payout": "0"},
-                    "player_b": {"outcome": "win", "payout": "1.95"},
-                    "pair_plus_b": {"outcome": "win", "payout": "2", "reason": "pair"},
-                },
+                "bets": [
+                    {"bet": "player_a", "outcome": "lose", "payout": "0"},
+                    {"bet": "player_b", "outcome": "win", "payout": "1.95"},
+                    {"bet": "pair_plus_b", "outcome": "win", "payout": "2", "reason": "pair"},
+                    {"bet": "ante", "path": "mulliganed", "outcome": "push", "payout": "1"},
+                    {"bet": "main", "setting": "Ks-Qd", "default": True, **LOSE},
+                ],
             },
             delayed=True,
         ),
@@ -411,9 +413,11 @@ def test_watch_describes_a_round():
     assert settlement is not None
     lines = settlement.splitlines()
     assert lines[0] == "05:06:07.890 #5 [delayed] round 3 settlement:"
-    assert lines[1].split() == ["player_a", "lose", "pays", "0"]
-    assert lines[2].split() == ["player_b", "win", "pays", "1.95"]
-    assert lines[3].split() == ["pair_plus_b", "win", "pays", "2", "(pair)"]
+    assert lines[1].split() == ["Ks-Qd", "main", "(default)", "lose", "pays", "0"]
+    assert lines[2].split() == ["player_a", "lose", "pays", "0"]
+    assert lines[3].split() == ["player_b", "win", "pays", "1.95"]
+    assert lines[4].split() == ["pair_plus_b", "win", "pays", "2", "(pair)"]
+    assert lines[5].split() == ["mulliganed", "ante", "push", "pays", "1"]
     unknown = describe(TOPICS.events, _envelope("pit_alert", {"slot": "B2", "attempts": 2}))
     assert unknown is not None
     assert unknown.endswith("pit alert: slot=B2, attempts=2")
@@ -664,6 +668,9 @@ def test_watch_describes_the_new_kinds():
     assert lines["round_halted"].endswith("HALTED: pit")
     assert lines["command_answered"].endswith("command void (c1) refused: no round")
     assert describe("tables/tp-1/reply/pit/events", _envelope("command_answered", {})) is None
+
+
+LOSE = {"outcome": "lose", "payout": "0"}
 
 
 def test_settlement_for_settles_every_wager_without_game_code() -> None:
