@@ -28,7 +28,7 @@ from controller import __version__, collector
 from controller.broker import choose_broker
 from controller.errors import TablectlError
 from controller.gates import EventGate
-from controller.journal import Journal, JournalEntry
+from controller.journal import Journal, JournalEntry, PitAlertData
 from controller.orchestrator import Gate, Orchestrator, RoundSummary
 from controller.publisher import Publisher
 from controller.settings import TableSettings
@@ -219,6 +219,18 @@ async def _assemble(
     await source.open()
     stack.push_async_callback(source.close)
     scan_times = _ScanTimes(metrics, tlog)
+
+    def on_takeover(url: str) -> None:
+        # Journalled (published once a connection is made again, e.g. after the
+        # operator stopped the other client and restarted this controller).
+        journal.record(
+            PitAlertData.model_construct(
+                slot=None,
+                reason=f"MQTT session taken over at {url}: another client uses this "
+                "table's client id (a second controller?); this table stopped publishing",
+            )
+        )
+
     publisher = Publisher(
         mqtt,
         settings.table_id,
@@ -228,6 +240,7 @@ async def _assemble(
         signer=_signer(settings),
         on_delivered=scan_times.on_delivered,
         on_refused=scan_times.on_refused,
+        on_takeover=on_takeover,
     )
     gates: list[Gate] = []
     if settings.rounds.wait_for_broker:

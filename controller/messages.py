@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from controller.errors import TablectlError
 from controller.journal import (
+    QUALIFIERS,
     BettingClosedData,
     CardDealtData,
     CardRefusedData,
@@ -55,6 +56,7 @@ from controller.journal import (
     RoundResultData,
     RoundResumedData,
     RoundVoidedData,
+    SettlementLine,
     TableInfoData,
     TableStatusData,
 )
@@ -63,8 +65,27 @@ from controller.journal import Role as Role  # noqa: PLC0414 (a contract type, r
 if TYPE_CHECKING:
     from controller.signing import Signer
 
-SCHEMA_VERSION: Literal["1"] = "1"
-"""The ``schema_version`` every envelope carries."""
+SCHEMA_VERSION: Literal["2"] = "2"
+"""The ``schema_version`` every envelope carries (docs/mqtt.md, "Changelog")."""
+
+DATE_TIME: dict[str, Any] = {"format": "date-time"}
+"""The JSON Schema of a UTC time on the wire (RFC 3339, as :func:`utc_text` writes it)."""
+
+
+def _required(*names: str) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` that lists ``names`` as required.
+
+    For fields with a default that are nevertheless always sent (``schema_version``):
+    pydantic leaves a field with a default out of ``required``, but a consumer must be able to
+    rely on them.
+    """
+
+    def extra(schema: dict[str, Any]) -> None:
+        required = schema.setdefault("required", [])
+        required.extend(name for name in names if name not in required)
+
+    return extra
+
 
 ROUND_SNAPSHOT_KIND = "round_snapshot"
 """The ``kind`` of the envelope on the retained ``round`` topic."""
@@ -77,6 +98,60 @@ ROLES = ("betting", "pit")
 
 RESULT_KINDS = frozenset({"round_result", "round_voided"})
 """Kinds also published on the ``results`` topic."""
+
+
+def settlement_for(
+    bets: Iterable[Mapping[str, Any]], bet: str, **choices: str | None
+) -> Mapping[str, Any]:
+    """The settlement line of a result's ``bets`` that settles one wager (no game-specific code).
+
+    A line settles the wager when its ``bet`` is the wager's and, for every qualifier the line
+    names (``position``, ``path``, ``setting``), the wager's choice is the same, or the wager
+    made no choice (``None``) and the line is the ``default`` one. Qualifiers a line does not
+    name match any choice (docs/mqtt.md, "Settling bets").
+
+    Args:
+        bets: The ``bets`` list of a ``round_result``.
+        bet: The wager's bet id.
+        **choices: The wager's ``position``, ``path`` and ``setting`` (``None``: no choice).
+
+    Returns:
+        The line (``outcome``, ``payout`` per unit staked, ``reason``...).
+
+    Raises:
+        TablectlError: An unknown qualifier, or not exactly one line settles the wager.
+    """
+    unknown = sorted(set(choices) - set(QUALIFIERS))
+    if unknown:
+        raise TablectlError(
+            f"unknown settlement qualifier {unknown[0]!r} (known: {', '.join(QUALIFIERS)})",
+            qualifier=unknown[0],
+        )
+
+    def matches(line: Mapping[str, Any]) -> bool:
+        if line.get("bet") != bet:
+            return False
+        for name in QUALIFIERS:
+            wanted = line.get(name)
+            if wanted is None:
+                continue
+            chosen = choices.get(name)
+            if chosen is None:
+                if not line.get("default"):
+                    return False
+            elif chosen != wanted:
+                return False
+        return True
+
+    found = [line for line in bets if matches(line)]
+    if len(found) != 1:
+        raise TablectlError(
+            f"{len(found)} settlement lines match bet {bet!r} with {choices or 'no choices'} "
+            "(exactly one must: name the wager's position, path or setting)",
+            bet=bet,
+            matches=len(found),
+        )
+    return found[0]
 
 
 def utc_text(moment: datetime) -> str:
@@ -228,7 +303,7 @@ class Envelope(BaseModel):
     """The envelope of every journalled message (DESIGN.md §6).
 
     Attributes:
-        schema_version: ``"1"``.
+        schema_version: ``"2"`` (required in the schemas: consumers refuse other versions).
         table: The table id.
         round: The round id, or ``None`` for table-level events.
         seq: The per-table sequence number (gap-free on ``events``; consumers de-duplicate on
@@ -247,15 +322,15 @@ class Envelope(BaseModel):
             Absent on other messages.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, json_schema_extra=_required("schema_version", "delayed"))
 
-    schema_version: Literal["1"] = SCHEMA_VERSION
+    schema_version: Literal["2"] = SCHEMA_VERSION
     table: str
     round: str | None
     seq: int = Field(ge=1)
     session: int
     kind: str
-    at: datetime
+    at: datetime = Field(json_schema_extra=DATE_TIME)
     delayed: bool = False
     data: dict[str, Any]
     replayed: bool | None = None
@@ -307,15 +382,15 @@ class StatusMessage(BaseModel):
             connected. Absent offline.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, json_schema_extra=_required("schema_version"))
 
-    schema_version: Literal["1"] = SCHEMA_VERSION
+    schema_version: Literal["2"] = SCHEMA_VERSION
     state: Literal["online", "offline"]
     table: str
     session: int
     game: str
     version: str
-    at: datetime | None
+    at: datetime | None = Field(json_schema_extra=DATE_TIME)
     reason: str | None = None
     chain_head: ChainHead | None = None
 
@@ -355,6 +430,27 @@ class CommandAnsweredPublicData(OpenModel):
     reason: str = ""
 
 
+class RoundResultPublicData(RoundResultData):
+    """``round_result`` as published: ``bets`` is always the list of settlement lines."""
+
+    bets: list[SettlementLine] = Field(
+        description="one settlement line per bet id and qualifiers: see docs/mqtt.md, "
+        "'Settling bets'"
+    )
+
+
+def legacy_bets(bets: Mapping[str, Any]) -> list[dict[str, Any]] | Mapping[str, Any]:
+    """A version 1 ``bets`` map of a journalled result as settlement lines, when it is flat.
+
+    A flat ``{bet_id: {outcome, payout, reason?}}`` (every game but the three with paths,
+    positions or settings) becomes one unqualified line per bet; a nested one is returned as
+    it is (it never matched the version 1 schema either: docs/mqtt.md, "Changelog").
+    """
+    if all(isinstance(value, Mapping) and "outcome" in value for value in bets.values()):
+        return [{"bet": bet, **value} for bet, value in bets.items()]
+    return bets
+
+
 class SnapshotCardData(OpenModel):
     """A dealt slot in the round snapshot."""
 
@@ -372,7 +468,7 @@ class RoundSnapshotData(OpenModel):
     game: str | None
     state: Literal["idle", "betting_open", "dealing", "settled", "voided"]
     halted: bool = Field(default=False, description="dealing paused (round_halted)")
-    betting_closes_at: str | None
+    betting_closes_at: str | None = Field(json_schema_extra=DATE_TIME)
     cards: list[SnapshotCardData]
     awaiting_rescan: str | None
     result: dict[str, Any] | None
@@ -388,7 +484,7 @@ DATA_MODELS: dict[str, type[BaseModel]] = {
     "card_dealt": CardDealtData,
     "rescan_requested": RescanRequestedData,
     "card_refused": CardRefusedData,
-    "round_result": RoundResultData,
+    "round_result": RoundResultPublicData,
     "round_voided": RoundVoidedData,
     "device_status": DeviceStatusData,
     "table_status": TableStatusData,
@@ -662,6 +758,8 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[di
     to ``secure/events``), so it is not counted as withheld.
     """
     body = dict(entry.body)
+    if entry.kind == "round_result" and isinstance(body.get("bets"), Mapping):
+        body["bets"] = legacy_bets(body["bets"])
     if entry.kind == "card_dealt" and body.get("face") == "hidden":
         body["card"] = None
         return body, True

@@ -65,6 +65,9 @@ class Publisher:
             >= 0x80), with the refusal and the entry (``None`` for the birth). Called once per
             refused (entry, topic) until the outbox flows again, so an alert is raised once,
             not at every retry. Must be quick; an exception is logged and ignored.
+        on_takeover: Called with the broker URL when the broker ended the connection because
+            another client took the session over (MQTT 5 reason 0x8E): the publisher then
+            stops, instead of taking it back (:class:`~controller.mqtt.connection.Connector`).
 
     Attributes:
         connected: Set while a connection is up (birth published).
@@ -82,6 +85,7 @@ class Publisher:
         signer: Signer | None = None,
         on_delivered: Callable[[JournalEntry], None] | None = None,
         on_refused: Callable[[PublishRefused, JournalEntry | None], None] | None = None,
+        on_takeover: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.signer = signer
@@ -134,6 +138,7 @@ class Publisher:
             pending_calls_threshold=10 * settings.window,
             write_through=True,
             log=self.log,
+            on_takeover=(lambda address: on_takeover(address.url)) if on_takeover else None,
         )
         journal.add_listener(self._delivery.on_entry)
 
@@ -222,11 +227,17 @@ class Publisher:
     async def flush(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Wait until everything journalled so far is acknowledged by the broker.
 
+        Returns early (``False``) once a connect attempt has failed while no broker was ever
+        reachable in this run: a stop then does not wait out ``timeout`` for a broker that
+        never answered (the outbox resumes at the next start).
+
         Returns:
-            ``True`` if it was, ``False`` if ``timeout`` expired first.
+            ``True`` if it was, ``False`` if ``timeout`` expired first or no broker was ever
+            reachable.
         """
         target = self.journal.last_seq
         progress = self._delivery.progress
+        connector = self._connector
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -234,7 +245,15 @@ class Publisher:
                     pending = self.journal.undelivered(limit=1)
                     if not pending or pending[0].seq > target:
                         return True
-                    await progress.wait()
+                    if connector.connections == 0 and connector.failed_connects > 0:
+                        self.log.warning(
+                            "no broker was reachable in this run: the outbox is not flushed",
+                            undelivered=self.journal.undelivered_count(),
+                        )
+                        return False
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(0.25):  # also notice a failed connect
+                            await progress.wait()
         except TimeoutError:
             return False
 

@@ -21,7 +21,14 @@ from datetime import datetime
 from typing import Any
 
 from controller.errors import JournalError
-from controller.journal import Journal, JournalEntry, RoundFold, VerifyReport, format_time
+from controller.journal import (
+    Journal,
+    JournalEntry,
+    RoundFold,
+    VerifyReport,
+    format_time,
+    settlement_rows,
+)
 
 
 class RoundNotFound(JournalError):
@@ -282,16 +289,15 @@ class RoundRecord:
             lines.append("no result yet: the round is unfinished")
 
     def _text_settlement(self, lines: list[str]) -> None:
-        bets = self.settlement
-        if isinstance(bets, dict):
+        rows = settlement_rows(self.settlement)
+        if rows:
             lines.append("")
             lines.append("settlement (returned per unit staked, stake included)")
-            for bet, outcome in bets.items():
-                if isinstance(outcome, dict):
-                    reason = f"  ({outcome['reason']})" if outcome.get("reason") else ""
-                    lines.append(
-                        f"  {bet:<20} {outcome.get('outcome')!s:<7} {outcome.get('payout')}{reason}"
-                    )
+            for bet, outcome in rows.items():
+                reason = f"  ({outcome['reason']})" if outcome.get("reason") else ""
+                lines.append(
+                    f"  {bet:<20} {outcome.get('outcome')!s:<7} {outcome.get('payout')}{reason}"
+                )
 
     def _text_timing(self, lines: list[str]) -> None:
         timing = self.timing

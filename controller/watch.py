@@ -21,6 +21,7 @@ import structlog
 
 from controller.broker import Protocol, parse_broker_url
 from controller.errors import ConfigError
+from controller.journal import settlement_rows
 
 log = structlog.get_logger(__name__)
 
@@ -189,11 +190,10 @@ _MAX_LINES_PER_GROUP = 8
 
 
 def _bet_lines(bets: Mapping[str, Any], indent: str = "    ") -> list[str]:
-    """One line per settled bet; games with several paths or positions nest them in groups.
+    """One line per settled bet (``settlement_rows``: its qualifiers, then its bet id).
 
-    A leaf is ``{"outcome", "payout", "reason"?}``; anything else is a group (a path of Three
-    Card Mulligan, a position of Mahjong Pai Gow, the settings of Break Poker). Long groups
-    are cut after a few lines, with the count of the rest.
+    A leaf is ``{"outcome", "payout", "reason"?}``; a nested map is shown as a group. Long
+    lists are cut after a few lines, with the count of the rest.
     """
     lines: list[str] = []
     leaves = {k: v for k, v in bets.items() if isinstance(v, Mapping) and "outcome" in v}
@@ -217,11 +217,9 @@ def _bet_lines(bets: Mapping[str, Any], indent: str = "    ") -> list[str]:
 
 
 def _describe_results(kind: str, envelope: Mapping[str, Any], data: Mapping[str, Any]) -> str:
-    bets = data.get("bets") or {}
     title = "refunds" if kind == "round_voided" else "settlement"
     lines = [f"{_round_label(envelope, data)} {title}:"]
-    if isinstance(bets, Mapping):
-        lines.extend(_bet_lines(bets))
+    lines.extend(_bet_lines(settlement_rows(data.get("bets"))))
     details = data.get("details")
     pots = details.get("pots") if isinstance(details, Mapping) else None
     if isinstance(pots, list):  # player-banked games (Hold'em): the pots and who took them

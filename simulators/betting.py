@@ -398,8 +398,12 @@ async def _serve_url(
     client_id: str,
     username: str | None,
     password: str | None,
-) -> None:
-    """Connect to one broker and play until the link drops or the run stops."""
+) -> Exception | None:
+    """Connect to one broker and play until the link drops or the run stops.
+
+    Returns:
+        Why the broker could not be reached, or ``None`` once it was (and the link is over).
+    """
     import aiomqtt
 
     from controller.errors import ConfigError
@@ -413,8 +417,7 @@ async def _serve_url(
         async with asyncio.timeout(network_timeout):
             await client.__aenter__()
     except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
-        log.warning("broker unreachable", url=url, error=str(exc))
-        return
+        return exc
     try:
         await session.serve(client)
     except* (aiomqtt.MqttError, OSError, TimeoutError) as group:
@@ -423,6 +426,7 @@ async def _serve_url(
         with contextlib.suppress(Exception):
             async with asyncio.timeout(network_timeout):
                 await client.__aexit__(None, None, None)
+    return None
 
 
 async def run_simulated_betting(
@@ -492,17 +496,31 @@ async def run_simulated_betting(
         stats=BettingStats() if stats is None else stats,
         status_topic=status_topic,
     )
+    misses = 0  # failed connects in a row: the first and each doubling are logged
     while not stop.is_set():
         for url in urls:
             if stop.is_set():
                 break
-            await _serve_url(
+            error = await _serve_url(
                 url,
                 session,
                 client_id=client_id or f"betting-sim-{table_id}",
                 username=username,
                 password=password,
             )
+            if error is not None:
+                misses += 1
+                if misses & (misses - 1) == 0:
+                    text = "broker unreachable" if misses == 1 else "broker still unreachable"
+                    log.warning(
+                        f"{text} after {misses} attempts, retrying every {retry_seconds:g} s",
+                        url=url,
+                        error=str(error),
+                    )
+                continue
+            if misses:
+                log.info("broker reachable again", url=url, failed_attempts=misses)
+                misses = 0
             if stop.is_set():
                 return session.stats
         with contextlib.suppress(TimeoutError):

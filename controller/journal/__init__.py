@@ -21,6 +21,7 @@ from __future__ import annotations
 from controller.journal.anchors import Anchor, Feed, FeedError, read_feed
 from controller.journal.entries import (
     BODY_MODELS,
+    QUALIFIERS,
     BettingClosedData,
     CardDealtData,
     CardRefusedData,
@@ -44,10 +45,12 @@ from controller.journal.entries import (
     RoundResumedData,
     RoundVoidedData,
     SettledBet,
+    SettlementLine,
     TableInfoData,
     TableStatusData,
     body_text,
     parse_body,
+    settlement_rows,
     stored_body,
 )
 from controller.journal.fold import DealtCard, RoundFold
@@ -67,6 +70,7 @@ __all__ = [
     "GENESIS_HASH",
     "MAX_PROBLEMS",
     "MIGRATIONS",
+    "QUALIFIERS",
     "SCHEMA_VERSION",
     "Anchor",
     "BettingClosedData",
@@ -98,6 +102,7 @@ __all__ = [
     "RoundResumedData",
     "RoundVoidedData",
     "SettledBet",
+    "SettlementLine",
     "TableInfoData",
     "TableStatusData",
     "VerifyReport",
@@ -107,5 +112,6 @@ __all__ = [
     "parse_body",
     "parse_time",
     "read_feed",
+    "settlement_rows",
     "stored_body",
 ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal
@@ -90,7 +91,9 @@ class RoundOpenedData(EntryBody):
     round_no: int = Field(description="the table's round counter, from 1")
     game: str = Field(description="game id")
     betting_seconds: float = Field(description="length of the betting window")
-    betting_closes_at: str = Field(description="UTC ISO-8601 time betting closes")
+    betting_closes_at: str = Field(
+        description="UTC ISO-8601 time betting closes", json_schema_extra={"format": "date-time"}
+    )
     slots: list[str] | None = Field(default=None, description="the deal plan's slots, in order")
 
 
@@ -148,6 +151,63 @@ class SettledBet(OpenModel):
     reason: str | None = None
 
 
+QUALIFIERS = ("position", "path", "setting")
+"""The qualifiers a settlement line may carry (what a wager must match besides its bet id)."""
+
+
+class SettlementLine(OpenModel):
+    """One line of a result's ``bets``: a bet id, its qualifiers, and its settlement per unit.
+
+    A wager (a bet id, and the position, path and setting it was placed on or chose) is
+    settled by the one line with its ``bet`` whose every qualifier present equals the
+    wager's; a wager that made no choice for a qualifier the lines name (no mulligan asked, no
+    setting sent) takes the line with ``default: true``. Absent qualifiers match any wager
+    (docs/mqtt.md, "Settling bets").
+    """
+
+    bet: str = Field(description="the bet id (the game's pay-table bet)")
+    outcome: Literal["win", "lose", "push", "refund"]
+    payout: str = Field(
+        pattern=r"^[0-9]+(\.[0-9]+)?$",
+        description="exact decimal returned per unit staked, stake included ('1.95', '0', '1')",
+    )
+    reason: str | None = None
+    position: str | None = Field(
+        default=None, description="the player position the wager is on (Mahjong Pai Gow)"
+    )
+    path: str | None = Field(
+        default=None, description="the path the player chose (Three Card Mulligan)"
+    )
+    setting: str | None = Field(
+        default=None, description="the player's setting id (Break Poker's main bet)"
+    )
+    default: bool | None = Field(
+        default=None,
+        description="true: the line for a wager that made no choice (stayed, house way)",
+    )
+
+
+def settlement_rows(bets: object) -> dict[str, Mapping[str, Any]]:
+    """A result's ``bets`` (or a void's refunds) for people: ``{label: settlement}``.
+
+    A line's label is its qualifiers then its bet id (``"P2 player"``, ``"mulliganed ante"``,
+    ``"KsKd-JK7c7h main"``), with ``" (default)"`` on a default line; default lines come
+    first. A void's ``{bet_id: refund}`` map is returned as it is; anything else gives ``{}``.
+    """
+    if isinstance(bets, Mapping):
+        return {str(bet): value for bet, value in bets.items() if isinstance(value, Mapping)}
+    if not isinstance(bets, list):
+        return {}
+    lines = [line for line in bets if isinstance(line, Mapping)]
+    lines.sort(key=lambda line: not line.get("default"))
+    rows: dict[str, Mapping[str, Any]] = {}
+    for line in lines:
+        words = [str(line[name]) for name in QUALIFIERS if line.get(name) is not None]
+        label = " ".join([*words, str(line.get("bet", "?"))])
+        rows[label + (" (default)" if line.get("default") else "")] = line
+    return rows
+
+
 class HandSummary(OpenModel):
     """A hand's evaluation in a result."""
 
@@ -165,7 +225,10 @@ class RoundResultData(EntryBody):
     cards: dict[str, list[str]]
     winner: str | None
     hands: dict[str, HandSummary]
-    bets: dict[str, SettledBet]
+    bets: list[SettlementLine] | dict[str, Any] = Field(
+        description="one settlement line per bet id and qualifiers (see SettlementLine); a "
+        "map {bet_id: settlement} in results journalled before contract version 2"
+    )
     details: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -218,7 +281,10 @@ class DecisionOpenData(EntryBody):
     seconds: float
     options: list[str]
     info: dict[str, Any] = Field(default_factory=dict)
-    closes_at: str = Field(description="UTC ISO-8601; the default applies then")
+    closes_at: str = Field(
+        description="UTC ISO-8601; the default applies then",
+        json_schema_extra={"format": "date-time"},
+    )
 
 
 class DecisionAppliedData(EntryBody):

@@ -43,6 +43,7 @@ __all__ = [
     "failure",
     "hand_off",
     "publish_properties",
+    "session_taken_over",
     "write_through",
 ]
 
@@ -211,3 +212,40 @@ def write_through(client: aiomqtt.Client, loop_thread: int) -> None:
         deferred(paho_client, userdata, sock)
 
     paho.on_socket_register_write = register_write
+
+
+SESSION_TAKEN_OVER = 0x8E
+"""MQTT 5 DISCONNECT reason code: another client connected with this client id."""
+
+
+def _reason_value(code: Any) -> int | None:
+    value = getattr(code, "value", code)
+    return value if isinstance(value, int) else None
+
+
+def session_taken_over(client: aiomqtt.Client, error: BaseException | None = None) -> bool:
+    """Whether the broker ended ``client``'s connection with 0x8E "Session taken over".
+
+    Read from the DISCONNECT reason code aiomqtt keeps in its ``_disconnected`` future, or
+    from an ``MqttCodeError`` in ``error``'s cause chain (MQTT 5 only: a 3.1.1 broker just
+    closes the socket).
+    """
+    import aiomqtt
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if (
+            isinstance(error, aiomqtt.MqttCodeError)
+            and _reason_value(error.rc) == SESSION_TAKEN_OVER
+        ):
+            return True
+        error = error.__cause__ or error.__context__
+    disconnected = getattr(client, "_disconnected", None)
+    if isinstance(disconnected, asyncio.Future) and disconnected.done():
+        if disconnected.cancelled():
+            return False
+        failure = disconnected.exception()
+        if isinstance(failure, aiomqtt.MqttCodeError):
+            return _reason_value(failure.rc) == SESSION_TAKEN_OVER
+    return False

@@ -19,6 +19,20 @@ The loop (:meth:`Connector.run`), until ``stop`` is set:
    ``uniform(reconnect_min, min(reconnect_max, reconnect_min * 2 ** (failures - 1)))``
    (:func:`~controller.mqtt.settings.backoff_seconds`). A client may ask for a longer one
    (``penalty``: the publisher's count of repeated refusals). The wait ends early on ``stop``.
+4. A connection the broker ends with MQTT 5 reason code 0x8E "Session taken over" (another
+   client connected with the same client id: a second controller for the table, or a
+   credential using its id) is **not** retried: reconnecting would take the session back and
+   the two would evict each other about once a second. Mosquitto 2.0.11 (Debian 12) closes
+   the old connection without that DISCONNECT, so the pattern counts as well: the broker
+   dropping :data:`TAKEOVER_LOSSES` connections in a row, each within
+   :data:`TAKEOVER_WINDOW` seconds of its CONNACK. The loop logs one error line, calls
+   ``on_takeover`` (the table raises a pit alert) and ends; :attr:`Connector.taken_over` is
+   set.
+5. An unreachable broker is not logged once per attempt: the first failed connect of a
+   streak is reported (``on_error``; a host name that does not resolve is named as such),
+   then one summary line per doubling of the attempts ("still unreachable after N attempts,
+   next in S s"; at most every :data:`SUMMARY_EVERY` s otherwise), and one line when the
+   broker answers again.
 
 paho internals are used only through :mod:`controller.mqtt.adapter`.
 """
@@ -29,6 +43,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -40,6 +55,7 @@ from controller.mqtt.adapter import (
     abort_connect,
     bound_connect,
     connect_properties,
+    session_taken_over,
     write_through,
 )
 from controller.mqtt.settings import MqttSettings, backoff_seconds, client_options, tls_context
@@ -47,7 +63,16 @@ from controller.mqtt.settings import MqttSettings, backoff_seconds, client_optio
 if TYPE_CHECKING:
     import aiomqtt
 
-__all__ = ["Connector", "Serve"]
+__all__ = ["SUMMARY_EVERY", "TAKEOVER_LOSSES", "TAKEOVER_WINDOW", "Connector", "Serve"]
+
+SUMMARY_EVERY = 60.0
+"""Seconds between "still unreachable" lines once the attempts no longer double quickly."""
+
+TAKEOVER_LOSSES = 3
+"""Connections in a row the broker drops soon after accepting them: a session takeover fight."""
+
+TAKEOVER_WINDOW = 2.0
+"""Seconds after a CONNACK within which a dropped link counts towards :data:`TAKEOVER_LOSSES`."""
 
 Serve = Callable[["aiomqtt.Client", BrokerAddress], Awaitable[None]]
 """What a client does while connected: return once stopping, raise when the link fails."""
@@ -69,10 +94,14 @@ class Connector:
         pending_calls_threshold: aiomqtt warns above this many pending calls.
         write_through: Write a publish to the socket inside ``publish()`` when called in the
             loop thread (:func:`~controller.mqtt.adapter.write_through`): the card's hot path.
+        on_takeover: Called once when the broker ends the connection because another client
+            took the session over (the loop then ends instead of fighting back).
 
     Attributes:
         connections: How many times a connection was made.
+        failed_connects: How many connect attempts failed (refused, unreachable, timed out).
         current_url: The URL of the connection up (or last up) while :meth:`run` runs.
+        taken_over: Whether :meth:`run` ended because the session was taken over.
         log: The bound logger.
 
     Raises:
@@ -93,13 +122,18 @@ class Connector:
         pending_calls_threshold: int | None = None,
         write_through: bool = False,
         log: Any = None,
+        on_takeover: Callable[[BrokerAddress], None] | None = None,
     ) -> None:
         self.settings = settings
         self.client_id = client_id
         self.name = name
         self.log = log if log is not None else structlog.get_logger(__name__)
         self.connections = 0
+        self.failed_connects = 0
         self.current_url: str | None = None
+        self.taken_over = False
+        self._on_takeover = on_takeover
+        self._connected_at = 0.0
         self._logger = logger
         self._persistent = persistent
         self._will = will
@@ -169,6 +203,7 @@ class Connector:
             raise
         self.connections += 1
         self.current_url = address.url
+        self._connected_at = asyncio.get_running_loop().time()
         clean = False
         try:
             yield client
@@ -200,30 +235,111 @@ class Connector:
             penalty: The least number of failures to back off for (read at each back-off).
         """
         self._loop_thread = threading.get_ident()
-        report = on_error if on_error is not None else self._warn
-        failures = 0
+        state = _RunState(report=on_error if on_error is not None else self._warn)
         try:
             while not stop.is_set():
                 was_up = False
                 for address in self.settings.addresses:
                     if stop.is_set():
                         return
-                    before = self.connections
-                    start_over = False
-                    try:
-                        async with self.connect(address) as client:
-                            await serve(client, address)
-                    except Exception as exc:
-                        start_over = report(address, exc)
-                    if stop.is_set():
+                    outcome = await self._attempt(address, serve, state)
+                    if outcome is None or stop.is_set():
                         return
-                    if self.connections != before or start_over:
+                    if outcome:
                         was_up = True
                         break
-                failures = 1 if was_up else failures + 1
-                await self._backoff(max(failures, penalty() if penalty is not None else 0), stop)
+                state.failures = 1 if was_up else state.failures + 1
+                delay = self.backoff(max(state.failures, penalty() if penalty is not None else 0))
+                self._log_backoff(state.streak, delay)
+                await self._wait(delay, stop)
         finally:
             self.current_url = None
+
+    async def _attempt(self, address: BrokerAddress, serve: Serve, state: _RunState) -> bool | None:
+        """One connection to ``address``, served until it ends.
+
+        Returns:
+            Whether to start over from the first URL (a connection was up, or the error
+            handler says so); ``None`` when the session was taken over (stand down).
+        """
+        before = self.connections
+        start_over = False
+        current: aiomqtt.Client | None = None
+        try:
+            async with self.connect(address) as client:
+                current = client
+                await serve(client, address)
+        except Exception as exc:
+            if current is not None and self._takeover(address, current, exc, state):
+                return None
+            if current is None:
+                self.failed_connects += 1
+                exc = _named(address, exc)
+                state.streak.failed(exc)
+            if current is not None or state.streak.attempts == 1:
+                # Later failures of a streak are in its summary lines.
+                start_over = state.report(address, exc)
+        connected = self.connections != before
+        if connected and state.streak.attempts:
+            self.log.info(
+                f"{self.name}: broker reachable again",
+                url=address.url,
+                failed_attempts=state.streak.attempts,
+            )
+            state.streak = _Streak()
+        return connected or start_over
+
+    def _takeover(
+        self, address: BrokerAddress, client: aiomqtt.Client, exc: Exception, state: _RunState
+    ) -> bool:
+        """Whether the lost link was a session takeover (then it is reported, once)."""
+        state.quick_losses = self._quick_loss(exc, state.quick_losses)
+        if session_taken_over(client, exc):
+            self._taken_over(address, "reason code 0x8E")
+            return True
+        if state.quick_losses >= TAKEOVER_LOSSES:
+            self._taken_over(
+                address,
+                f"the broker dropped {state.quick_losses} connections in a row "
+                f"within {TAKEOVER_WINDOW:g} s of accepting them",
+            )
+            return True
+        return False
+
+    def _log_backoff(self, streak: _Streak, delay: float) -> None:
+        """A streak of failed connects is summarised now and then; a reconnect is noted."""
+        if streak.attempts and streak.due(asyncio.get_running_loop().time()):
+            self.log.warning(
+                f"{self.name}: broker still unreachable after {streak.attempts} "
+                f"attempts, next in {delay:.1f} s",
+                urls=[a.url for a in self.settings.addresses],
+                last_error=streak.last,
+            )
+        elif not streak.attempts:
+            self.log.info(
+                "reconnecting after back-off", connection=self.name, seconds=round(delay, 3)
+            )
+
+    def _quick_loss(self, exc: Exception, losses: int) -> int:
+        """The count of links dropped by the broker soon after their CONNACK, ``exc`` included."""
+        import aiomqtt
+
+        soon = asyncio.get_running_loop().time() - self._connected_at <= TAKEOVER_WINDOW
+        return losses + 1 if soon and isinstance(exc, aiomqtt.MqttError) else 0
+
+    def _taken_over(self, address: BrokerAddress, evidence: str) -> None:
+        self.taken_over = True
+        self.log.error(
+            f"MQTT session taken over: another client connected as {self.client_id!r}; the "
+            f"{self.name} connection is not retried (a second controller for this table, or a "
+            "credential using its client id: the pit boss must check)",
+            url=address.url,
+            client_id=self.client_id,
+            connection=self.name,
+            evidence=evidence,
+        )
+        if self._on_takeover is not None:
+            self._on_takeover(address)
 
     def _warn(self, address: BrokerAddress, exc: Exception) -> bool:
         self.log.warning(
@@ -233,9 +349,57 @@ class Connector:
         )
         return False
 
-    async def _backoff(self, failures: int, stop: asyncio.Event) -> None:
-        delay = self.backoff(failures)
-        self.log.info("reconnecting after back-off", connection=self.name, seconds=round(delay, 3))
+    async def _wait(self, delay: float, stop: asyncio.Event) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
                 await stop.wait()
+
+
+class _RunState:
+    """What :meth:`Connector.run` carries from one connection attempt to the next."""
+
+    def __init__(self, report: Callable[[BrokerAddress, Exception], bool]) -> None:
+        self.report = report
+        self.failures = 0
+        self.quick_losses = 0
+        self.streak = _Streak()
+
+
+class _Streak:
+    """Connect attempts that failed in a row (none: the broker answered last time)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.last = ""
+        self._reported = 0
+        self._reported_at: float | None = None
+
+    def failed(self, exc: Exception) -> None:
+        self.attempts += 1
+        self.last = f"{type(exc).__name__}: {exc}"
+
+    def due(self, now: float) -> bool:
+        """Whether to log a summary now: at 2, 4, 8... attempts, else every SUMMARY_EVERY s."""
+        if self._reported_at is None:  # the first failure was reported on its own
+            self._reported, self._reported_at = 1, now
+            return False
+        doubled = self.attempts >= 2 * self._reported
+        if doubled or now - self._reported_at >= SUMMARY_EVERY:
+            self._reported = self.attempts
+            self._reported_at = now
+            return True
+        return False
+
+
+def _named(address: BrokerAddress, exc: Exception) -> Exception:
+    """``exc``, or an ``OSError`` naming the host when its name does not resolve."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, socket.gaierror):
+            named = OSError(f"broker host {address.host!r} does not resolve (DNS: {error})")
+            named.__cause__ = exc
+            return named
+        error = error.__cause__ or error.__context__
+    return exc

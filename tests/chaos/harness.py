@@ -36,6 +36,7 @@ from controller.cards import parse_piece
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.journal import Journal, JournalEntry, VerifyReport
 from controller.money import merge_paytables
+from tests.support.settlement import group
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "chaos-1"
@@ -693,7 +694,7 @@ def _check_settlement(
     if result.winner != data["winner"]:
         bad(f"{where}: winner {data['winner']}, the rules give {result.winner}")
     expected_bets = {bet: outcome_.to_wire() for bet, outcome_ in settlement.items()}
-    if expected_bets != data["bets"]:
+    if expected_bets != group(data["bets"]):
         bad(f"{where}: settlement differs from the rules: {data['bets']} != {expected_bets}")
     round_no = int(data["round_no"])
     cards = [card for hand in data["cards"].values() for card in hand]

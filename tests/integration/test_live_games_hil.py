@@ -68,6 +68,7 @@ from tests.integration._live_helpers import (
 from tests.integration._secure_broker import SecureBroker
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
+from tests.support.settlement import group
 
 pytestmark = [
     pytest.mark.hil,
@@ -237,7 +238,7 @@ async def test_three_card_mulligan_live(broker: SecureBroker, tmp_path: Path) ->
     data = result.data
     assert data["cards"] == {"P": player, "D": dealer, "PM": player_m, "DM": dealer_m}
     assert data["winner"] == expected.winner(tcm.Path.STAYED)
-    assert data["bets"] == {
+    assert {path: group(data["bets"], path=path) for path in ("stayed", "mulliganed")} == {
         "stayed": _wire(expected.bets(tcm.Path.STAYED)),
         "mulliganed": _wire(expected.bets(tcm.Path.MULLIGANED)),
     }
@@ -298,12 +299,15 @@ async def test_break_poker_live(broker: SecureBroker, tmp_path: Path) -> None:
     expected = bp.round_result(parse_cards(player), parse_cards(dealer))
     data = result.data
     assert data["cards"] == {"player": player, "dealer": dealer}
-    main = data["bets"]["main"]
-    assert main["default_setting"] == expected.house_way.id == house.id
-    assert main["default"] == expected.default_main.to_wire()
-    assert main["by_setting"] == _wire(expected.main)
-    assert data["bets"]["break_bonus"] == expected.break_bonus.to_wire()
-    assert data["bets"]["dealer_break_bonus"] == expected.dealer_break_bonus.to_wire()
+    main = [line for line in data["bets"] if line["bet"] == "main"]
+    defaults = [line for line in main if line.get("default")]
+    assert [line["setting"] for line in defaults] == [expected.house_way.id] == [house.id]
+    assert group(defaults)["main"] == expected.default_main.to_wire()
+    assert {line["setting"]: group([line])["main"] for line in main} == _wire(expected.main)
+    assert group(data["bets"], setting=None) == {
+        "break_bonus": expected.break_bonus.to_wire(),
+        "dealer_break_bonus": expected.dealer_break_bonus.to_wire(),
+    }
     outcome = expected.default_main.outcome.value
     assert data["winner"] == {"win": "player", "lose": "dealer"}.get(outcome, "tie")
     details = data["details"]
@@ -397,7 +401,7 @@ def _check_holdem_result(
     assert details["stacks_after"] == {"seat1": 10_675, "seat2": 9_950, "seat3": 9_375}
     assert [a["action"] for a in details["actions"]] == [d["action"] for _, d, _ in plan]
     assert [{k: v for k, v in a.items() if k != "window"} for a in details["actions"]] == normalised
-    assert data["bets"] == {}
+    assert data["bets"] == []
 
 
 async def test_texas_holdem_live(broker: SecureBroker, tmp_path: Path) -> None:
@@ -532,7 +536,7 @@ async def test_mahjong_pai_gow_live(broker: SecureBroker, tmp_path: Path) -> Non
     }
     refund = {"outcome": "refund", "payout": "1", "reason": "position holds the bank"}
     expected_bets["P2"] = {"player": refund, "banker": refund}
-    assert data["bets"] == expected_bets
+    assert {p: group(data["bets"], position=p) for p in expected_bets} == expected_bets
     assert data["details"]["banker"] == "P2"
     assert data["details"]["positions"] == {
         p: {"winner": r.winner.value, "reason": r.reason.value} for p, r in judged.items()
@@ -582,7 +586,7 @@ async def test_teen_patti_nothing_hidden_and_betting_cannot_void(
         TEEN_PATTI_20_20.resolve({h: parse_cards(c) for h, c in hands.items()}),
         TEEN_PATTI_20_20.default_paytables,
     )
-    assert result.data["bets"] == _wire(expected)
+    assert group(result.data["bets"]) == _wire(expected)
     # Nothing is hidden in Teen Patti: every card is public as it is dealt, and nothing about
     # cards goes to the secure feed.
     dealt = [m.data for m in betting.events("card_dealt")]

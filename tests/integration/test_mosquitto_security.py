@@ -13,7 +13,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import shlex
+import shutil
 import ssl
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -24,8 +29,13 @@ import aiomqtt
 import pytest
 from paho.mqtt.reasoncodes import ReasonCode
 
+from controller.app import run_table
 from controller.errors import PublishError
+from controller.journal import Journal
 from controller.mqtt.ack import PublishRefused, publish_checked
+from controller.mqtt.connection import TAKEOVER_LOSSES
+from controller.settings import TableSettings, load_settings
+from simulators.table import Simulation, simulated_scanner
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
@@ -333,17 +343,29 @@ async def test_publish_checked_wants_qos_1(broker: SecureBroker) -> None:
 # --- TLS, with the committed production mosquitto.conf ---------------------------------------
 
 
-def production_config(directory: Path, tls: TlsFiles, passwd: Path) -> str:
-    """config/mosquitto/mosquitto.conf with only its file paths and port replaced."""
+TABLE_USERS = {user: pw for user, pw in ROLE_PASSWORDS.items() if user.startswith("table-")}
+ROLE_USERS = {user: pw for user, pw in ROLE_PASSWORDS.items() if user not in TABLE_USERS}
+
+
+def production_config(
+    directory: Path, tls: TlsFiles, passwd: Path, passwd_tables: Path | None = None
+) -> str:
+    """config/mosquitto/mosquitto.conf with only its file paths and ports replaced.
+
+    The roles' TLS listener (8883) becomes ``broker.tls_port``, the controllers' (8884)
+    ``broker.port``.
+    """
     text = copy_committed("mosquitto.conf", directory).read_text()
     replacements = {
         "/etc/mosquitto/certs/ca.crt": str(tls.ca_cert),
         "/etc/mosquitto/certs/server.crt": str(tls.server_cert),
         "/etc/mosquitto/certs/server.key": str(tls.server_key),
+        "/etc/mosquitto/passwd-tables": str(passwd_tables or passwd),
         "/etc/mosquitto/passwd": str(passwd),
         "/etc/mosquitto/acl": str(ACL),
         "/var/lib/mosquitto/": f"{directory}/data/",
         "listener 8883": "listener {tls_port} 127.0.0.1",
+        "listener 8884": "listener {port} 127.0.0.1",
         "log_dest syslog": "log_dest stderr",
     }
     for old, new in replacements.items():
@@ -357,8 +379,9 @@ def production_config(directory: Path, tls: TlsFiles, passwd: Path) -> str:
 def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SecureBroker, TlsFiles]]:
     directory = tmp_path_factory.mktemp("tls-broker")
     tls = make_tls(directory / "certs")
-    passwd = make_password_file(directory / "passwd", ROLE_PASSWORDS)
-    with SecureBroker(production_config(directory, tls, passwd), directory) as running:
+    passwd = make_password_file(directory / "passwd", ROLE_USERS)
+    tables = make_password_file(directory / "passwd-tables", TABLE_USERS)
+    with SecureBroker(production_config(directory, tls, passwd, tables), directory) as running:
         yield running, tls
 
 
@@ -367,13 +390,19 @@ def tls_client(
     context: ssl.SSLContext | None,
     user: str = "betting",
     timeout: float = 10,
+    *,
+    identifier: str | None = None,
+    port: int | None = None,
 ) -> aiomqtt.Client:
+    """A v5 client; table users go to the controllers' listener unless ``port`` says."""
+    if port is None:
+        port = broker.port if user in TABLE_USERS else broker.tls_port
     return aiomqtt.Client(
         "127.0.0.1",
-        broker.tls_port,
+        port,
         username=user,
         password=ROLE_PASSWORDS[user],
-        identifier=f"{user}-{uuid.uuid4().hex[:8]}",
+        identifier=identifier or f"{user}-{uuid.uuid4().hex[:8]}",
         protocol=V5,
         tls_context=context,
         timeout=timeout,
@@ -431,6 +460,193 @@ async def test_tls_with_another_ca_fails(
     with pytest.raises(aiomqtt.MqttError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify"):
         async with tls_client(broker, context):
             pass
+
+
+# --- client ids bound to credentials (issue #16 item 2; issue #12 item 12) --------------------
+
+
+@pytest.mark.parametrize("user", ["viewer", "betting", "pitboss"])
+async def test_role_credentials_cannot_take_a_tables_client_id(
+    tls_broker: tuple[SecureBroker, TlsFiles], user: str
+) -> None:
+    """On the shipped config a role credential using ``tablectl-tp-01`` cannot evict the table.
+
+    The controllers' listener refuses the credential; on the roles' listener the broker
+    replaces the client id by the user name, so the table stays connected and publishing.
+    """
+    broker, tls = tls_broker
+    context = ssl.create_default_context(cafile=str(tls.ca_cert))
+    table_id = "tablectl-tp-01"
+    async with tls_client(broker, context, "table-tp-01", identifier=table_id) as table:
+        with pytest.raises(aiomqtt.MqttCodeError, match="authori"):
+            async with tls_client(broker, context, user, identifier=table_id, port=broker.port):
+                pass
+        async with tls_client(
+            broker, context, user, identifier=table_id, port=broker.tls_port
+        ) as intruder:
+            await intruder.subscribe("tables/tp-01/events", qos=1)
+            control = marker()
+            # The table's session was not taken over: its publish is acknowledged...
+            await publish_checked(table, "tables/tp-01/events", control, timeout=5)
+            # ...and delivered (the intruder, as its own user, reads the public events).
+            got = await received_until(intruder, control)
+        assert got == [("tables/tp-01/events", control)]
+        await publish_checked(table, "tables/tp-01/events", b"still here", timeout=5)
+
+
+def _readme_command(program: str) -> list[str]:
+    """The ``program`` command line of config/mosquitto/README.md's client check, as written."""
+    text = (CONFIG_DIR / "README.md").read_text()
+    lines = [line for line in text.splitlines() if line.startswith(f"{program} ")]
+    assert len(lines) == 1, f"README.md should show one {program} check: {lines}"
+    return shlex.split(lines[0])
+
+
+async def test_the_readme_client_check_runs_on_the_shipped_config(
+    tls_broker: tuple[SecureBroker, TlsFiles],
+) -> None:
+    """Issue #16 item 3: the documented mosquitto_sub check, with only host, port, CA and
+    password filled in, is accepted and shows a table's status; without its ``-i`` it is not."""
+    broker, tls = tls_broker
+    context = ssl.create_default_context(cafile=str(tls.ca_cert))
+    async with tls_client(broker, context, "table-tp-01") as table:
+        await publish_checked(
+            table, "tables/tp-01/status", b'{"state":"online"}', retain=True, timeout=5
+        )
+    filled = {
+        "mqtt.studio.example": "127.0.0.1",
+        "8883": str(broker.tls_port),
+        "ca.crt": str(tls.ca_cert),
+        "...": ROLE_PASSWORDS["viewer"],
+    }
+    command = [filled.get(arg, arg) for arg in _readme_command("mosquitto_sub")]
+    assert command[0] == "mosquitto_sub" and "-i" in command
+    command[0] = shutil.which("mosquitto_sub") or "/usr/bin/mosquitto_sub"
+    once = ["-C", "1", "-W", "10"]  # stop after the retained status (the check is interactive)
+    done = await asyncio.to_thread(
+        subprocess.run, [*command, *once], capture_output=True, text=True, timeout=20
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith('tables/tp-01/status {"state":"online"}'), done.stdout
+    at = command.index("-i")
+    without_id = command[:at] + command[at + 2 :]
+    refused = await asyncio.to_thread(
+        subprocess.run, [*without_id, *once], capture_output=True, text=True, timeout=20
+    )
+    assert refused.returncode != 0, refused.stdout
+    async with tls_client(broker, context, "table-tp-01") as table:  # clear the retained status
+        await publish_checked(table, "tables/tp-01/status", b"", retain=True, timeout=5)
+
+
+async def _record(
+    reader: aiomqtt.Client, seconds: float, into: list[tuple[float, str, dict[str, Any]]]
+) -> None:
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            async for message in reader.messages:
+                assert isinstance(message.payload, bytes)
+                if message.payload and not message.retain:
+                    into.append((loop.time(), str(message.topic), json.loads(message.payload)))
+
+
+async def test_a_second_controller_is_a_takeover_not_a_fight(
+    tls_broker: tuple[SecureBroker, TlsFiles], tmp_path: Path
+) -> None:
+    """Two controllers of tp-01 with the same credential and client id (issue #12 item 12).
+
+    Mosquitto 2.0 closes the older connection whenever the other connects. The controller
+    that detects the takeover (:mod:`controller.mqtt.connection`) stops reconnecting and
+    journals a pit alert; the other keeps its session and keeps publishing. Without the
+    detection both reconnect and evict each other about every back-off, for ever.
+    """
+    broker, tls = tls_broker
+    context = ssl.create_default_context(cafile=str(tls.ca_cert))
+
+    def settings(game: str, journal: Path, url: str) -> TableSettings:
+        return load_settings(
+            None,
+            table_id="tp-01",
+            game=game,
+            game_options={"decision_seconds": 0.2} if game == "three-card-mulligan" else {},
+            device={"url": url},
+            mqtt={
+                "urls": [f"mqtts://127.0.0.1:{broker.port}"],
+                "username": "table-tp-01",
+                "password": ROLE_PASSWORDS["table-tp-01"],
+                "ca_file": tls.ca_cert,
+                "reconnect_min_seconds": 0.05,
+                "reconnect_max_seconds": 0.3,
+            },
+            journal={"path": journal},
+            rounds={"betting_seconds": 0.3, "pause_seconds": 0.1},
+        )
+
+    journals = {
+        "teen-patti-20-20": tmp_path / "a.sqlite",
+        "three-card-mulligan": tmp_path / "b.sqlite",
+    }
+    seen: list[tuple[float, str, dict[str, Any]]] = []
+    async with tls_client(broker, context, "stream") as reader:
+        await reader.subscribe("tables/tp-01/status", qos=1)
+        await reader.subscribe("tables/tp-01/events", qos=1)
+        sim = Simulation(seed=3, deal_delay=0.05)
+        async with (
+            simulated_scanner("teen-patti-20-20", sim) as first_url,
+            simulated_scanner("three-card-mulligan", sim) as second_url,
+        ):
+            tasks = [
+                asyncio.create_task(
+                    run_table(settings("teen-patti-20-20", journals["teen-patti-20-20"], first_url))
+                )
+            ]
+            try:
+                await _record(reader, 2.0, seen)
+                tasks.append(
+                    asyncio.create_task(
+                        run_table(
+                            settings(
+                                "three-card-mulligan", journals["three-card-mulligan"], second_url
+                            )
+                        )
+                    )
+                )
+                await _record(reader, 8.0, seen)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+    births = [(at, body["game"]) for at, topic, body in seen if body.get("state") == "online"]
+    counts = {game: sum(1 for _, g in births if g == game) for game in journals}
+    assert all(1 <= count <= TAKEOVER_LOSSES + 1 for count in counts.values()), births
+    last_birth = max(at for at, _ in births)
+    tail = [body for at, topic, body in seen if at > last_birth + 1.0 and topic.endswith("/events")]
+    timeline = [
+        (round(at - last_birth, 2), b.get("kind") or b.get("state"), b.get("game"))
+        for at, _, b in seen
+        if b.get("kind") not in ("card_dealt", "device_status")
+    ]
+    assert tail, "\n".join(map(str, timeline))
+    alerts: dict[str, list[Any]] = {}
+    for game, path in journals.items():
+        journal = Journal.open_readonly(path)
+        try:
+            alerts[game] = [
+                e.body["reason"]
+                for e in journal.entries()
+                if e.kind == "pit_alert" and "session taken over" in str(e.body.get("reason"))
+            ]
+        finally:
+            journal.close()
+    stopped = [game for game, found in alerts.items() if found]
+    assert len(stopped) == 1, alerts  # one side stood down, not both, not neither
+    winner = next(game for game in journals if game not in stopped)
+    round_games = {
+        body["data"].get("game")
+        for at, _, body in seen
+        if at > last_birth and body.get("kind") == "round_opened"
+    }
+    assert round_games <= {winner}, (round_games, winner)
 
 
 async def test_publish_checked_times_out_without_puback(tmp_path: Path) -> None:

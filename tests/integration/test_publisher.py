@@ -300,7 +300,7 @@ async def test_last_will_is_published_when_the_controller_dies(mosquitto_session
     online, offline = sub.on("status")
     assert (online["state"], online["session"]) == ("online", 1)
     assert offline == {
-        "schema_version": "1",
+        "schema_version": "2",
         "state": "offline",
         "table": table,
         "session": 1,
@@ -478,7 +478,7 @@ async def test_signed_results_verify_and_replay_resends_them(
     assert "signature" not in events[0]
     # A result changed on the way fails.
     forged = json.loads(json.dumps(results[0]))
-    forged["data"]["bets"]["B"]["payout"] = "2"
+    forged["data"]["bets"][1]["payout"] = "2"
     assert not verify_envelope(forged, public_key)
     assert "was changed" in why_invalid(forged, public_key)
     # The replayed copy is the original envelope plus replayed/delayed.

@@ -17,6 +17,7 @@ from controller.app import run_table
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.settings import load_settings
 from simulators.table import Simulation, simulated_scanner
+from tests.support.settlement import group
 
 pytestmark = pytest.mark.hil
 
@@ -77,8 +78,8 @@ async def test_started_round_resumes_with_its_cards(mosquitto, tmp_path):
     assert log.count("betting_closed") == 1
     assert log.count("card_dealt") == 6
     # Settled exactly as the rule sheet pays a trail of aces against a trail of kings.
-    assert result["bets"]["player_a"]["payout"] == "1.95"
-    assert result["bets"]["pair_plus_b"]["payout"] == "41"
+    assert group(result["bets"])["player_a"]["payout"] == "1.95"
+    assert group(result["bets"])["pair_plus_b"]["payout"] == "41"
 
 
 async def test_round_not_started_is_voided_with_refunds(mosquitto, tmp_path):

@@ -84,7 +84,7 @@ async def test_results_are_signed_and_metrics_count_the_rounds(mosquitto, tmp_pa
         assert envelope["signature"]["key_id"] == "table-key-1"
         assert verify_envelope(envelope, key)
     tampered = json.loads(json.dumps(results[0]))
-    tampered["data"]["bets"]["player_a"]["payout"] = "100"
+    tampered["data"]["bets"][0]["payout"] = "100"
     assert not verify_envelope(tampered, key)
 
     label = json.dumps({"outcome": "settled", "table": "sig-1"}, sort_keys=True)

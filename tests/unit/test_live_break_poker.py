@@ -13,6 +13,8 @@ from controller.games.break_poker import rules
 from controller.games.break_poker.live import BreakPokerLiveRound
 from controller.games.live.base import DealStep, DecisionStep, FinishStep, RevealStep
 from controller.games.registry import make_live_game
+from controller.messages import settlement_for
+from tests.support.settlement import group
 from tests.unit.test_live_helpers import drive, pieces, replay
 
 PLAYER = "JK Ah Kd Kc 7s 4d 2c"
@@ -57,13 +59,26 @@ def test_steps_and_result_match_the_rules() -> None:
 
     result = rnd.result()
     expected = rules.round_result(player, dealer)
-    main = result["bets"]["main"]
-    assert main["default_setting"] == expected.default_setting_id
-    assert main["default"] == expected.default_main.to_wire()
-    assert main["by_setting"] == {k: v.to_wire() for k, v in expected.main.items()}
-    assert len(main["by_setting"]) == len(rules.legal_settings(player))
-    assert result["bets"]["break_bonus"] == expected.break_bonus.to_wire()
-    assert result["bets"]["dealer_break_bonus"] == expected.dealer_break_bonus.to_wire()
+    bets = result["bets"]
+    main = [line for line in bets if line["bet"] == "main"]
+    assert [line["setting"] for line in main if line.get("default")] == [
+        expected.default_setting_id
+    ]
+    assert settlement_for(bets, "main") == {
+        "bet": "main",
+        "setting": expected.default_setting_id,
+        **expected.default_main.to_wire(),
+        "default": True,
+    }
+    by_setting = {line["setting"]: group([line])["main"] for line in main}
+    assert by_setting == {k: v.to_wire() for k, v in expected.main.items()}
+    assert len(main) == len(rules.legal_settings(player))
+    for setting, settled in expected.main.items():
+        assert group([settlement_for(bets, "main", setting=setting)])["main"] == settled.to_wire()
+    assert group(bets, setting=None) == {
+        "break_bonus": expected.break_bonus.to_wire(),
+        "dealer_break_bonus": expected.dealer_break_bonus.to_wire(),
+    }
     assert result["details"]["dealer_setting"] == expected.dealer_setting.to_wire()
     assert result["details"]["dealer_qualified"] == expected.dealer_qualified
     assert result["details"]["house_way"] == expected.house_way.to_wire()

@@ -177,7 +177,7 @@ def test_result_pots_and_stacks() -> None:
         "seat2",
         "seat3",
     )
-    assert result["bets"] == {}
+    assert result["bets"] == []
     assert len(details["actions"]) == 7
     json.dumps(result)
     assert rnd.table_state_after() == {"button": 1, "stacks": {"1": 0, "2": 950, "3": 2050}}

@@ -13,6 +13,7 @@ from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep
 from controller.games.mahjong_pai_gow import rules
 from controller.games.mahjong_pai_gow.live import MahjongLiveRound
 from controller.games.registry import make_live_game
+from tests.support.settlement import group
 from tests.unit.test_live_helpers import drive, pieces, replay
 
 # Hands in dealing order P2 P3 P4 B (P1 banks): 9+6 vs B 8+7 -> player on the highest tile,
@@ -58,13 +59,15 @@ def test_first_position_banks_and_the_others_play() -> None:
     expected = rules.resolve_positions(hands, ("P2", "P3", "P4"))
     for position, outcome in expected.items():
         settled = rules.settle_position(outcome, rules.DEFAULT_PAYTABLES)
-        assert result["bets"][position] == {b: r.to_wire() for b, r in settled.items()}
+        assert group(result["bets"], position=position) == {
+            b: r.to_wire() for b, r in settled.items()
+        }
     assert result["details"]["positions"]["P2"] == {"winner": "player", "reason": "highest_tile"}
     assert result["details"]["positions"]["P4"] == {"winner": "banker", "reason": "points"}
     assert result["winner"] == "P2+P3"
     refund = {"outcome": "refund", "payout": "1", "reason": "position holds the bank"}
-    assert result["bets"]["P1"] == {"player": refund, "banker": refund}
-    assert result["bets"]["P2"]["player"] == {
+    assert group(result["bets"], position="P1") == {"player": refund, "banker": refund}
+    assert group(result["bets"], position="P2")["player"] == {
         "outcome": "win",
         "payout": "1.95",
         "reason": "highest_tile",
@@ -110,9 +113,11 @@ def test_everyone_declines_voids_the_round() -> None:
     assert result["details"]["voided"] is True
     assert result["details"]["reason"] == "no banker"
     refund = {"outcome": "refund", "payout": "1", "reason": "no banker"}
-    assert result["bets"] == {
-        p: {"player": refund, "banker": refund} for p in rules.position_labels(4)
-    }
+    assert result["bets"] == [
+        {"bet": bet, "position": p, **refund}
+        for p in rules.position_labels(4)
+        for bet in ("player", "banker")
+    ]
     assert rnd.table_state_after() == {"banker": "P2"}
 
 
@@ -124,7 +129,7 @@ def test_dealing_order_and_commission_on_net() -> None:
     ]
     result = rnd.result()
     # B wd+9 = 9 points: beats P3 (5 points) -> banker's side paid 1:1 before commission.
-    assert result["bets"]["P3"]["banker"] == {
+    assert group(result["bets"], position="P3")["banker"] == {
         "outcome": "win",
         "payout": "2",
         "reason": "points; win before commission",

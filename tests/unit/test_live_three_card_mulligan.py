@@ -14,6 +14,7 @@ from controller.games.registry import make_live_game
 from controller.games.three_card_mulligan import rules
 from controller.games.three_card_mulligan.live import MulliganLiveRound
 from controller.games.three_card_mulligan.rules import Path
+from tests.support.settlement import group
 from tests.unit.test_live_helpers import drive, pieces, replay
 
 STAY_P, STAND_D = "2c 7d 9h", "Ks Qd 4c"  # house way mulligans 9-high; dealer stands on K-high
@@ -59,9 +60,11 @@ def test_nobody_mulligans_dealer_stands() -> None:
     expected = rules.round_result(parse_cards(STAY_P), parse_cards(STAND_D))
     assert result["winner"] == expected.winner(Path.STAYED) == "dealer"
     assert result["cards"] == {"P": ["2c", "7d", "9h"], "D": ["Ks", "Qd", "4c"]}
-    assert result["bets"]["stayed"] == wire(dict(expected.stayed))
+    assert group(result["bets"], path="stayed") == wire(dict(expected.stayed))
     refund = {"outcome": "refund", "payout": "1", "reason": "not dealt"}
-    assert result["bets"]["mulliganed"] == dict.fromkeys(rules.BET_IDS, refund)
+    assert group(result["bets"], path="mulliganed") == dict.fromkeys(rules.BET_IDS, refund)
+    assert all(line["default"] for line in result["bets"] if line["path"] == "stayed")
+    assert not any("default" in line for line in result["bets"] if line["path"] == "mulliganed")
     assert result["details"]["mulligan_path"] == "not_dealt"
     assert result["details"]["paths"]["mulliganed"] == "not_dealt"
     assert result["details"]["dealer_stands"] is True
@@ -94,15 +97,15 @@ def test_mulligan_and_dealer_mulligan_cover_both_paths() -> None:
         parse_cards(STAY_P), parse_cards(MULL_D), parse_cards(PM), parse_cards(DM)
     )
     assert expected.mulliganed is not None
-    assert result["bets"]["stayed"] == wire(dict(expected.stayed))
-    assert result["bets"]["mulliganed"] == wire(dict(expected.mulliganed))
+    assert group(result["bets"], path="stayed") == wire(dict(expected.stayed))
+    assert group(result["bets"], path="mulliganed") == wire(dict(expected.mulliganed))
     assert result["details"]["dealer_final"] == "DM"
     assert result["details"]["paths"] == {
         "stayed": {"winner": "dealer"},
         "mulliganed": {"winner": "player"},
     }
     # Pair of aces beats the dealer's pair of kings: the ante pays 1:1 on the mulligan path.
-    assert result["bets"]["mulliganed"]["ante"] == {
+    assert group(result["bets"], path="mulliganed")["ante"] == {
         "outcome": "win",
         "payout": "2",
         "reason": "pair",
@@ -190,4 +193,4 @@ def test_paytable_overrides_apply() -> None:
     game = make_live_game("three-card-mulligan", {}, {"ante": {"pair": "2:1"}})
     rnd = game.new_round({})
     drive(rnd, pieces(f"{STAY_P} {MULL_D} {PM} {DM}"), lambda step: {"choice": "mulligan"})
-    assert rnd.result()["bets"]["mulliganed"]["ante"]["payout"] == "3"
+    assert group(rnd.result()["bets"], path="mulliganed")["ante"]["payout"] == "3"

@@ -98,7 +98,7 @@ def test_envelope_fields_and_compact_json():
     assert b": " not in events.payload
     envelope = json.loads(events.payload.decode("utf-8"))
     assert envelope == {
-        "schema_version": "1",
+        "schema_version": "2",
         "table": "tp-1",
         "round": "r-1",
         "seq": 1,
@@ -150,7 +150,7 @@ def test_status_birth_and_will():
     )
     assert (birth.topic, birth.retain, birth.qos) == ("tables/tp-1/status", True, 1)
     assert json.loads(birth.payload) == {
-        "schema_version": "1",
+        "schema_version": "2",
         "state": "online",
         "table": "tp-1",
         "session": 4,
@@ -330,7 +330,7 @@ def _envelope(
     kind: str, data: dict[str, Any], *, seq: int = 5, delayed: bool = False
 ) -> dict[str, Any]:
     return {
-        "schema_version": "1",
+        "schema_version": "2",
         "table": "tp-1",
         "round": "r-1",
         "seq": seq,
@@ -409,11 +409,13 @@ def test_watch_describes_a_round():
             "round_result",
             {
                 "round_no": 3,
-                "bets": {
-                    "player_a": {"outcome": "lose", "payout": "0"},
-                    "player_b": {"outcome": "win", "payout": "1.95"},
-                    "pair_plus_b": {"outcome": "win", "payout": "2", "reason": "pair"},
-                },
+                "bets": [
+                    {"bet": "player_a", "outcome": "lose", "payout": "0"},
+                    {"bet": "player_b", "outcome": "win", "payout": "1.95"},
+                    {"bet": "pair_plus_b", "outcome": "win", "payout": "2", "reason": "pair"},
+                    {"bet": "ante", "path": "mulliganed", "outcome": "push", "payout": "1"},
+                    {"bet": "main", "setting": "Ks-Qd", "default": True, **LOSE},
+                ],
             },
             delayed=True,
         ),
@@ -421,9 +423,11 @@ def test_watch_describes_a_round():
     assert settlement is not None
     lines = settlement.splitlines()
     assert lines[0] == "05:06:07.890 #5 [delayed] round 3 settlement:"
-    assert lines[1].split() == ["player_a", "lose", "pays", "0"]
-    assert lines[2].split() == ["player_b", "win", "pays", "1.95"]
-    assert lines[3].split() == ["pair_plus_b", "win", "pays", "2", "(pair)"]
+    assert lines[1].split() == ["Ks-Qd", "main", "(default)", "lose", "pays", "0"]
+    assert lines[2].split() == ["player_a", "lose", "pays", "0"]
+    assert lines[3].split() == ["player_b", "win", "pays", "1.95"]
+    assert lines[4].split() == ["pair_plus_b", "win", "pays", "2", "(pair)"]
+    assert lines[5].split() == ["mulliganed", "ante", "push", "pays", "1"]
     unknown = describe(TOPICS.events, _envelope("some_new_kind", {"slot": "B2", "attempts": 2}))
     assert unknown is not None
     assert unknown.endswith("some new kind: slot=B2, attempts=2")
@@ -680,3 +684,53 @@ def test_watch_describes_the_new_kinds():
     assert lines["round_halted"].endswith("HALTED: pit")
     assert lines["command_answered"].endswith("command void (c1) refused: no round")
     assert describe("tables/tp-1/reply/pit/events", _envelope("command_answered", {})) is None
+
+
+LOSE = {"outcome": "lose", "payout": "0"}
+
+
+def test_settlement_for_settles_every_wager_without_game_code() -> None:
+    from controller.games.registry import make_live_game
+    from controller.messages import settlement_for
+    from tests.unit.test_live_helpers import drive, pieces
+
+    lose = {"outcome": "lose", "payout": "0"}
+    win = {"outcome": "win", "payout": "2"}
+    bets: list[dict[str, object]] = [
+        {"bet": "ante", "path": "stayed", "default": True, **lose},
+        {"bet": "ante", "path": "mulliganed", **win},
+        {"bet": "player", "position": "P2", **win},
+        {"bet": "player", "position": "P3", **lose},
+        {"bet": "bonus", **win},
+    ]
+    assert settlement_for(bets, "ante")["payout"] == "0"  # no mulligan asked: stayed
+    assert settlement_for(bets, "ante", path="mulliganed")["payout"] == "2"
+    assert settlement_for(bets, "player", position="P3")["outcome"] == "lose"
+    assert settlement_for(bets, "bonus", position="P3")["outcome"] == "win"  # unqualified
+    with pytest.raises(TablectlError, match="0 settlement lines match bet 'player'"):
+        settlement_for(bets, "player")  # a position is not optional
+    with pytest.raises(TablectlError, match="unknown settlement qualifier 'seat'"):
+        settlement_for(bets, "ante", seat="1")
+    # Every game's real result: each bet id settles a wager that made no choice, or names one.
+    for game, script, position in (
+        ("teen-patti-20-20", "As Kd 2c 3h 9s Td", None),
+        ("mahjong-pai-gow", "1p 2p 3p 4p 5p 6p 7p 8p", "P2"),
+    ):
+        live = make_live_game(game, {}, {})
+        rnd = live.new_round({})
+        drive(rnd, pieces(script), lambda step: {"choice": "accept"})
+        result = rnd.result()
+        for bet in live.bet_ids:
+            settlement_for(result["bets"], bet, position=position)
+
+
+def test_legacy_flat_bets_are_published_as_lines() -> None:
+    from controller.messages import legacy_bets
+
+    flat = {"A": {"outcome": "win", "payout": "1.95"}, "B": {"outcome": "lose", "payout": "0"}}
+    assert legacy_bets(flat) == [
+        {"bet": "A", "outcome": "win", "payout": "1.95"},
+        {"bet": "B", "outcome": "lose", "payout": "0"},
+    ]
+    nested = {"stayed": flat}
+    assert legacy_bets(nested) is nested

@@ -87,10 +87,10 @@ def _write_table(path: Path) -> None:
                 "A": {"category": "high_card", "description": "A-T-2 high"},
                 "B": {"category": "high_card", "description": "K-9-3 high"},
             },
-            "bets": {
-                "player_a": {"outcome": "win", "payout": "1.98"},
-                "player_b": {"outcome": "lose", "payout": "0"},
-            },
+            "bets": [
+                {"bet": "player_a", "outcome": "win", "payout": "1.98"},
+                {"bet": "player_b", "outcome": "lose", "payout": "0"},
+            ],
             "details": {},
         },
     )
@@ -136,7 +136,7 @@ def test_recall_reads_a_round_as_recorded(tmp_path):
     assert doc["rescans"][0]["data"]["cause"] == "device"
     assert doc["alerts"][0]["seq"] == 9
     assert doc["result"]["winner"] == "A"
-    assert doc["settlement"]["player_a"] == {"outcome": "win", "payout": "1.98"}
+    assert doc["settlement"][0] == {"bet": "player_a", "outcome": "win", "payout": "1.98"}
     assert doc["void"] is None
     # Times are the journal's: each entry 0.25 s after the previous one.
     assert doc["timing"] == {
@@ -244,10 +244,10 @@ def test_snapshot_recall_and_verify_share_one_fold_of_a_round(tmp_path):
     assert (
         record.settlement
         == fold.bets
-        == {
-            "player_a": {"outcome": "win", "payout": "1.98"},
-            "player_b": {"outcome": "lose", "payout": "0"},
-        }
+        == [
+            {"bet": "player_a", "outcome": "win", "payout": "1.98"},
+            {"bet": "player_b", "outcome": "lose", "payout": "0"},
+        ]
     )
     assert report.ok and report.settled == 1
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from controller import schema
@@ -76,7 +77,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "cards": {"P": ["As", "Kd"]},
         "winner": "P",
         "hands": {"P": {"category": "high-card", "description": "Ace high"}},
-        "bets": {"P": BET},
+        "bets": [
+            {"bet": "P", **BET},
+            {"bet": "ante", "path": "stayed", "default": True, **BET},
+            {"bet": "main", "setting": "KsKd-JK7c7h", "outcome": "lose", "payout": "0"},
+            {"bet": "player", "position": "P2", "outcome": "refund", "payout": "1"},
+        ],
         "details": {},
     },
     "round_voided": {"reason": "stopped", "bets": {"P": {"outcome": "refund", "payout": "1"}}},
@@ -146,6 +152,60 @@ def test_schemas_reject_what_the_contract_forbids() -> None:
         models["event-round-voided"].model_validate(wrong_kind)
     with pytest.raises(ValidationError, match="window"):
         models["command-decision"].model_validate({"command_id": "x", "decision": {}})
+
+
+def _document(stem: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((schema.SCHEMAS_DIR / f"{stem}.json").read_text())
+    return document
+
+
+def _json_schema(stem: str) -> Draft202012Validator:
+    return Draft202012Validator(_document(stem), format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def test_committed_schemas_require_the_version_and_check_times() -> None:
+    """Issue #16 item 4: schema_version is required; every time is a checked date-time."""
+    message = json.loads(
+        messages_for(entries()[0], TOPICS, delayed=False, snapshot=RoundSnapshot())[0].payload
+    )
+    assert message["kind"] == "round_opened"
+    validator = _json_schema("event-round-opened")
+    assert not list(validator.iter_errors(message))
+    unversioned = {key: value for key, value in message.items() if key != "schema_version"}
+    assert "'schema_version' is a required property" in [
+        error.message for error in validator.iter_errors(unversioned)
+    ]
+    old = {**message, "schema_version": "1"}
+    assert list(validator.iter_errors(old)), "a version 1 message must not pass version 2"
+    for where in ("at", "betting_closes_at"):
+        bad = json.loads(json.dumps(message))
+        if where == "at":
+            bad["at"] = "yesterday"
+        else:
+            bad["data"]["betting_closes_at"] = "2026-13-01T00:00:00Z"
+        errors = [error.message for error in validator.iter_errors(bad)]
+        assert any("date-time" in text for text in errors), (where, errors)
+    status = _document("status")
+    assert "schema_version" in status["required"]
+    decision = _document("event-decision-open")["$defs"]["DecisionOpenData"]
+    assert decision["properties"]["closes_at"]["format"] == "date-time"
+    snapshot = _document("round-snapshot")["$defs"]["RoundSnapshotData"]
+    assert snapshot["properties"]["betting_closes_at"]["format"] == "date-time"
+
+
+def test_result_bets_are_settlement_lines() -> None:
+    validator = _json_schema("event-round-result")
+    result = next(e for e in entries() if e.kind == "round_result")
+    message = json.loads(
+        messages_for(result, TOPICS, delayed=False, snapshot=RoundSnapshot())[0].payload
+    )
+    assert not list(validator.iter_errors(message))
+    nested = json.loads(json.dumps(message))
+    nested["data"]["bets"] = {"stayed": {"ante": BET}}  # the version 1 shape of three games
+    assert list(validator.iter_errors(nested))
+    no_bet = json.loads(json.dumps(message))
+    del no_bet["data"]["bets"][0]["bet"]
+    assert any("'bet' is a required" in e.message for e in validator.iter_errors(no_bet))
 
 
 def _refs(node: Any) -> list[str]:

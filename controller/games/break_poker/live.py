@@ -22,6 +22,7 @@ from controller.games.break_poker import rules
 from controller.games.live._common import (
     NoCarryOver,
     RevealsHands,
+    bet_lines,
     cards_wire,
     expect_deal,
     expect_window,
@@ -132,19 +133,28 @@ class BreakPokerLiveRound(RevealsHands, NoCarryOver):
         outcome = rules.round_result(hands[PLAYER], hands[DEALER], self.paytables, self.qualifier)
         judged = rules.judged_round(outcome)
         details = outcome.to_details()
+        main, break_bonus, dealer_break_bonus = rules.BET_IDS
         return {
             "cards": cards_wire(hands),
             "winner": judged.winner,
             "hands": summaries_wire(judged.hands),
-            "bets": {
-                "main": {
-                    "default_setting": outcome.default_setting_id,
-                    "default": outcome.default_main.to_wire(),
-                    "by_setting": details["main_by_setting"],
-                },
-                "break_bonus": outcome.break_bonus.to_wire(),
-                "dealer_break_bonus": outcome.dealer_break_bonus.to_wire(),
-            },
+            "bets": [
+                *(
+                    line
+                    for setting, settled in outcome.main.items()
+                    for line in bet_lines(
+                        {main: settled},
+                        setting=setting,
+                        default=setting == outcome.default_setting_id,
+                    )
+                ),
+                *bet_lines(
+                    {
+                        break_bonus: outcome.break_bonus,
+                        dealer_break_bonus: outcome.dealer_break_bonus,
+                    }
+                ),
+            ],
             "details": {key: value for key, value in details.items() if key != "main_by_setting"}
             | {"house_way": outcome.house_way.to_wire()},
         }

@@ -17,6 +17,7 @@ from controller.cards import Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import HandSummary
 from controller.games.live.base import JSON, DealStep, DecisionStep, RevealStep, Step
+from controller.money import BetResult
 
 
 class _Revealing(Protocol):
@@ -153,3 +154,26 @@ def summary_wire(summary: HandSummary) -> dict[str, str]:
 def summaries_wire(summaries: Mapping[str, HandSummary]) -> dict[str, Any]:
     """``{hand: {"category", "description"}}``: the ``hands`` of a result."""
     return {label: summary_wire(summary) for label, summary in summaries.items()}
+
+
+def bet_lines(
+    settled: Mapping[str, BetResult], *, default: bool = False, **qualifiers: str
+) -> list[JSON]:
+    """Lines of a result's ``bets`` list: one per bet id, with the same qualifiers.
+
+    Args:
+        settled: Each bet id's settlement (per unit staked).
+        default: Mark the lines as the ones for a wager that made no choice (``stayed``, the
+            house way): ``"default": true``.
+        **qualifiers: ``position``, ``path`` or ``setting`` (docs/mqtt.md, "Settling bets").
+
+    Returns:
+        ``[{"bet", <qualifiers>, "outcome", "payout", "reason"?, "default"?}, ...]``.
+    """
+    lines: list[JSON] = []
+    for bet, result in settled.items():
+        line: dict[str, Any] = {"bet": bet, **qualifiers, **result.to_wire()}
+        if default:
+            line["default"] = True
+        lines.append(line)
+    return lines

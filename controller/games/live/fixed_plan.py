@@ -13,7 +13,7 @@ from typing import Any
 from controller.cards import Deck, Piece
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import Face, TableGame
-from controller.games.live._common import NoCarryOver
+from controller.games.live._common import NoCarryOver, bet_lines
 from controller.games.live.base import JSON, DealStep, FinishStep, RevealStep, Step
 from controller.money import PayTables
 
@@ -73,7 +73,7 @@ class FixedPlanRound(NoCarryOver):
                 hand: {"category": summary.category, "description": summary.description}
                 for hand, summary in outcome.hands.items()
             },
-            "bets": {bet: result.to_wire() for bet, result in settlement.items()},
+            "bets": bet_lines(settlement),
             "details": dict(outcome.details),
         }
 

@@ -20,6 +20,7 @@ from controller.cards import Piece, Tile
 from controller.errors import IllegalAction, RulesError
 from controller.games.base import DealPlan, Declared, Slot
 from controller.games.live._common import (
+    bet_lines,
     cards_wire,
     expect_deal,
     expect_window,
@@ -183,25 +184,30 @@ class MahjongLiveRound:
             "dealing_order": list(self.dealing_order),
         }
         if self.banker is None:
-            refund = BetResult.refund(NO_BANKER).to_wire()
+            refund = dict.fromkeys(rules.BET_IDS, BetResult.refund(NO_BANKER))
             return {
                 "cards": {},
                 "winner": "void",
                 "hands": {},
-                "bets": {p: {"player": refund, "banker": refund} for p in self.dealing_order},
+                "bets": [
+                    line
+                    for position in self.dealing_order
+                    for line in bet_lines(refund, position=position)
+                ],
                 "details": details | {"voided": True, "reason": NO_BANKER},
             }
         hands = self.plan().group(self.dealt)
         results = rules.resolve_positions(hands, self.playing)
         beaten = [label for label in self.playing if results[label].winner is rules.Winner.PLAYER]
-        bets: dict[str, dict[str, Any]] = {}
+        bets: list[JSON] = []
         for position in self.dealing_order:
             if position == self.banker:
-                refund = BetResult.refund(BANKING).to_wire()
-                bets[position] = {"player": refund, "banker": refund}
-                continue
-            settled = rules.settle_position(results[position], self.paytables, self.commission)
-            bets[position] = {bet: result.to_wire() for bet, result in settled.items()}
+                settled: Mapping[str, BetResult] = dict.fromkeys(
+                    rules.BET_IDS, BetResult.refund(BANKING)
+                )
+            else:
+                settled = rules.settle_position(results[position], self.paytables, self.commission)
+            bets.extend(bet_lines(settled, position=position))
         return {
             "cards": cards_wire(hands),
             "winner": "+".join(beaten) if beaten else rules.BANKER,

@@ -346,7 +346,7 @@ class HoldemLiveRound(RevealsHands):
                 }
                 for seat in shown
             },
-            "bets": {},
+            "bets": [],
             "details": {
                 "ended": "showdown" if shown else "folds",
                 "button": seat_label(state.button),

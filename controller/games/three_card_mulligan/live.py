@@ -23,6 +23,7 @@ from controller.games.base import Declared
 from controller.games.live._common import (
     NoCarryOver,
     RevealsHands,
+    bet_lines,
     cards_wire,
     expect_deal,
     expect_window,
@@ -138,10 +139,10 @@ class MulliganLiveRound(RevealsHands, NoCarryOver):
             "cards": cards_wire(hands),
             "winner": outcome.winner(Path.STAYED),
             "hands": summaries_wire(outcome.hands),
-            "bets": {
-                Path.STAYED.value: {b: r.to_wire() for b, r in outcome.bets(Path.STAYED).items()},
-                Path.MULLIGANED.value: {b: r.to_wire() for b, r in mulliganed_bets.items()},
-            },
+            "bets": [
+                *bet_lines(outcome.bets(Path.STAYED), path=Path.STAYED.value, default=True),
+                *bet_lines(mulliganed_bets, path=Path.MULLIGANED.value),
+            ],
             "details": {
                 "mulligan_chosen": bool(self.state.player_mulligan),
                 "mulligan_path": "dealt" if dealt else "not_dealt",

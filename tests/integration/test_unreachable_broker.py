@@ -1,0 +1,95 @@
+"""An unreachable or unresolvable broker (issue #12 item 5), with the real ``tablectl run``.
+
+Before: one log line per retry and connection every second (110 lines in 12 s) and a 30 s
+silent wait after SIGINT. Now: the first failure of each connection, then a summary per
+doubling of the attempts ("still unreachable after N attempts, next in S s"); a host name
+that does not resolve is reported as such; a stop while no broker was ever reachable does
+not wait for the outbox to be flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+RUN_SECONDS = 6.0
+
+
+def _unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port  # closed again: nothing listens there
+
+
+def _run_until_sigint(url: str, tmp_path: Path) -> tuple[list[dict[str, object]], float]:
+    """Run a simulated table on ``url`` for a while, SIGINT it; its JSON log and stop time."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "run",
+            "--simulate",
+            "--broker",
+            url,
+            "--journal",
+            str(tmp_path / "t.sqlite"),
+            "--log-format",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        time.sleep(RUN_SECONDS)
+        process.send_signal(signal.SIGINT)
+        asked = time.monotonic()
+        output, _ = process.communicate(timeout=40)
+        stopped = time.monotonic() - asked
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    lines = []
+    for raw in output.decode(errors="replace").splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except ValueError:
+            continue
+    return lines, stopped
+
+
+def _broker_lines(lines: list[dict[str, object]]) -> list[str]:
+    words = ("unreachable", "lost or refused", "back-off", "does not resolve")
+    return [str(line.get("event")) for line in lines if any(w in str(line) for w in words)]
+
+
+def test_unreachable_broker_logs_a_summary_and_stops_at_once(tmp_path: Path) -> None:
+    lines, stopped = _run_until_sigint(f"mqtt://127.0.0.1:{_unused_port()}", tmp_path)
+    broker = _broker_lines(lines)
+    # First failure of the publisher, the command router and the simulated betting system,
+    # then summaries at 2, 4, 8... attempts: a dozen lines, not one per retry.
+    assert 3 <= len(broker) <= 14, "\n".join(broker)
+    assert any("still unreachable after" in event and "next in" in event for event in broker)
+    assert stopped < 6.0, f"stop took {stopped:.1f} s"
+    assert any("no broker was reachable" in str(line.get("event")) for line in lines)
+
+
+def test_unresolvable_broker_host_is_named(tmp_path: Path) -> None:
+    lines, stopped = _run_until_sigint("mqtt://nonexistent.invalid:1883", tmp_path)
+    named = [line for line in lines if "'nonexistent.invalid' does not resolve" in str(line)]
+    assert named, "\n".join(_broker_lines(lines))
+    assert len(_broker_lines(lines)) <= 14
+    assert stopped < 6.0, f"stop took {stopped:.1f} s"
