@@ -227,7 +227,9 @@ async def _assemble(
             PitAlertData.model_construct(
                 slot=None,
                 reason=f"MQTT session taken over at {url}: another client uses this "
-                "table's client id (a second controller?); this table stopped publishing",
+                "table's client id (a second controller?); this table stops publishing for "
+                f"{mqtt.takeover_pause_seconds:g} s (mqtt.takeover_pause_seconds), then tries "
+                "again",
             )
         )
 

@@ -21,13 +21,16 @@ The loop (:meth:`Connector.run`), until ``stop`` is set:
    (``penalty``: the publisher's count of repeated refusals). The wait ends early on ``stop``.
 4. A connection the broker ends with MQTT 5 reason code 0x8E "Session taken over" (another
    client connected with the same client id: a second controller for the table, or a
-   credential using its id) is **not** retried: reconnecting would take the session back and
-   the two would evict each other about once a second. Mosquitto 2.0.11 (Debian 12) closes
-   the old connection without that DISCONNECT, so the pattern counts as well: the broker
-   dropping :data:`TAKEOVER_LOSSES` connections in a row, each within
+   credential using its id) is **not** retried at once: reconnecting would take the session
+   back and the two would evict each other about once a second. Mosquitto 2.0.11 (Debian 12)
+   closes the old connection without that DISCONNECT, so the pattern counts as well: the
+   broker dropping :data:`TAKEOVER_LOSSES` connections in a row, each within
    :data:`TAKEOVER_WINDOW` seconds of its CONNACK. The loop logs one error line, calls
-   ``on_takeover`` (the table raises a pit alert) and ends; :attr:`Connector.taken_over` is
-   set.
+   ``on_takeover`` (the table raises a pit alert), sets :attr:`Connector.taken_over` and stands
+   down for ``mqtt.takeover_pause_seconds`` (300 s by default) before it tries once more, so a
+   table left alone recovers by itself once the other client is gone (or when the pattern was
+   a broker in a crash loop, not a second client); 0 stands down until the controller is
+   restarted.
 5. An unreachable broker is not logged once per attempt: the first failed connect of a
    streak is reported (``on_error``; a host name that does not resolve is named as such),
    then one summary line per doubling of the attempts ("still unreachable after N attempts,
@@ -101,7 +104,8 @@ class Connector:
         connections: How many times a connection was made.
         failed_connects: How many connect attempts failed (refused, unreachable, timed out).
         current_url: The URL of the connection up (or last up) while :meth:`run` runs.
-        taken_over: Whether :meth:`run` ended because the session was taken over.
+        taken_over: Whether the last connection ended in a session takeover (set until the
+            next connection is up).
         log: The bound logger.
 
     Raises:
@@ -202,6 +206,7 @@ class Connector:
             abort_connect(client)
             raise
         self.connections += 1
+        self.taken_over = False
         self.current_url = address.url
         self._connected_at = asyncio.get_running_loop().time()
         clean = False
@@ -243,7 +248,15 @@ class Connector:
                     if stop.is_set():
                         return
                     outcome = await self._attempt(address, serve, state)
-                    if outcome is None or stop.is_set():
+                    if outcome is None:
+                        pause = self.settings.takeover_pause_seconds
+                        if pause == 0:
+                            return
+                        state.quick_losses = 0
+                        await self._wait(pause, stop)
+                        was_up = True  # then start over from the first URL
+                        break
+                    if stop.is_set():
                         return
                     if outcome:
                         was_up = True
@@ -331,8 +344,9 @@ class Connector:
         self.taken_over = True
         self.log.error(
             f"MQTT session taken over: another client connected as {self.client_id!r}; the "
-            f"{self.name} connection is not retried (a second controller for this table, or a "
-            "credential using its client id: the pit boss must check)",
+            f"{self.name} connection stands down for {self.settings.takeover_pause_seconds:g} s "
+            "(0: until restarted) instead of taking it back (a second controller for this "
+            "table, or a credential using its client id: the pit boss must check)",
             url=address.url,
             client_id=self.client_id,
             connection=self.name,

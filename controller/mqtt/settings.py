@@ -41,6 +41,9 @@ class MqttSettings(BaseModel):
         topic_prefix: Topic prefix (``tables``).
         reconnect_min_seconds: First back-off delay.
         reconnect_max_seconds: Longest back-off delay.
+        takeover_pause_seconds: After a session takeover (another client connected with this
+            client id), how long the connection stands down before it tries once more; 0:
+            never again until the controller is restarted.
         delayed_after_seconds: An entry published later than this after it happened (or
             journalled while disconnected) carries ``delayed: true``.
         window: Entries published before their acknowledgements are awaited (backlog speed).
@@ -70,6 +73,7 @@ class MqttSettings(BaseModel):
     topic_prefix: str = "tables"
     reconnect_min_seconds: float = Field(default=0.2, gt=0)
     reconnect_max_seconds: float = Field(default=10.0, gt=0)
+    takeover_pause_seconds: float = Field(default=300.0, ge=0)
     delayed_after_seconds: float = Field(default=2.0, ge=0)
     window: int = Field(default=100, ge=1, le=10000)
     ca_file: Path | None = None

@@ -197,3 +197,78 @@ async def test_connect_timeout_bounds_a_broker_that_never_answers(mosquitto_sess
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def _rogue(url: str, client_id: str, stop: asyncio.Event) -> int:
+    """Connect as ``client_id`` again and again (evicting its owner) until ``stop``."""
+    import aiomqtt
+
+    from controller.broker import parse_broker_url
+
+    address = parse_broker_url(url)
+    connects = 0
+    while not stop.is_set():
+        try:
+            async with aiomqtt.Client(
+                address.host,
+                address.port,
+                identifier=client_id,
+                protocol=aiomqtt.ProtocolVersion.V5,
+                timeout=2.0,
+            ) as client:
+                connects += 1
+
+                async def read(client: aiomqtt.Client = client) -> None:
+                    async for _message in client.messages:
+                        pass
+
+                await first_completed(read(), stop.wait())
+        except aiomqtt.MqttError:
+            pass
+        await asyncio.sleep(0.05)
+    return connects
+
+
+@pytest.mark.parametrize("pause", [0.0, 1.5])
+async def test_a_taken_over_session_stands_down_then_tries_again(
+    mosquitto_session: Any, pause: float
+) -> None:
+    """Another client with our id: the connector stops fighting, alerts, and comes back.
+
+    Mosquitto 2.0 evicts the older connection whenever the same client id connects. Without
+    the takeover rule the connector and the rogue evict each other every back-off for ever;
+    with it, the connector stands down (one alert), and after ``takeover_pause_seconds``
+    tries once more: it is up again once the rogue has gone. A pause of 0 stands down for good.
+    """
+    recorder = Recorder(settings_for([mosquitto_session.url], takeover_pause_seconds=pause))
+    takeovers: list[float] = []
+    loop = asyncio.get_running_loop()
+    recorder.connector._on_takeover = lambda address: takeovers.append(loop.time())
+    rogue_stop = asyncio.Event()
+    async with asyncio.timeout(40), asyncio.TaskGroup() as group:
+        task = group.create_task(recorder.run())
+        await recorder.up.wait()
+        rogue = group.create_task(
+            _rogue(mosquitto_session.url, recorder.connector.client_id, rogue_stop)
+        )
+        while not takeovers:
+            await asyncio.sleep(0.02)
+        assert recorder.connector.taken_over
+        connections = recorder.connector.connections
+        # Standing down: the rogue keeps the session, nobody is evicted any more.
+        await asyncio.sleep(min(pause, 1.0) if pause else 1.0)
+        assert recorder.connector.connections == connections
+        assert len(takeovers) == 1
+        rogue_stop.set()
+        assert await rogue >= 2
+        if pause == 0:
+            await task  # run() ended: stood down until restarted
+            assert recorder.connector.connections == connections
+        else:
+            while recorder.connector.connections == connections or not recorder.up.is_set():
+                await asyncio.sleep(0.02)
+            assert loop.time() - takeovers[0] >= pause
+            assert not recorder.connector.taken_over
+            assert len(takeovers) == 1
+            recorder.stop.set()
+            await task
