@@ -7,8 +7,10 @@ of a tamper-evident hash chain (docs/journal.md). The package:
   per kind, :class:`JournalEntry` (its body as stored, and typed);
 * :mod:`~controller.journal.format`: the on-disk format (schema migrations, times, the hash);
 * :mod:`~controller.journal.store`: :class:`Journal`, the open file: a façade that owns the
-  connection and the append, over the modules of its other jobs:
-  :mod:`~controller.journal.opening` (lock, connection, migrations, session),
+  connection and the append API, over the modules of its jobs:
+  :mod:`~controller.journal.appending` (the next ``seq``, the chain's head, the insert, the
+  listeners: the card's hot path), :mod:`~controller.journal.opening` (lock, connection,
+  migrations, session),
   :mod:`~controller.journal.marks` (delivery marks, noted then written),
   :mod:`~controller.journal.reading` (the queries and ``verify``'s transaction) and
   :mod:`~controller.journal.meta` (the ``meta`` table);

@@ -17,8 +17,9 @@ The API is synchronous and is called from the event loop thread: a commit costs 
 on the target hardware. A journal is used by one process at a time; a second
 :meth:`Journal.open` of the same file is refused (an advisory ``flock`` on ``<path>.lock``).
 
-:class:`Journal` is a façade: it owns the connection, the chain's head and the append (the
-card's hot path) and hands the other jobs to the modules beside it: opening, locking and
+:class:`Journal` is a façade: it owns the connection and the append API (``record``,
+``append``) and hands each job to a module beside it: the insert, the hash chain's head and the
+listeners (:mod:`~controller.journal.appending`, the card's hot path), opening, locking and
 migrations (:mod:`~controller.journal.opening`), delivery marks
 (:mod:`~controller.journal.marks`), queries and verification (:mod:`~controller.journal.reading`)
 and the ``meta`` table (:mod:`~controller.journal.meta`).
@@ -31,26 +32,20 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
-
-import structlog
 
 from controller.errors import JournalError
 from controller.journal import opening
 from controller.journal.anchors import Anchor
+from controller.journal.appending import Appender
 from controller.journal.entries import EntryBody, EntryKind, JournalEntry, stored_body
-from controller.journal.format import GENESIS_HASH, SCHEMA_VERSION, entry_hash, format_time
+from controller.journal.format import SCHEMA_VERSION
 from controller.journal.marks import DeliveryMarks
 from controller.journal.meta import check_meta_keys, load_meta, store_metas
 from controller.journal.reading import EntryReader
 from controller.journal.verify import VerifyReport
-
-log = structlog.get_logger(__name__)
-
-
-_INSERT_COLUMNS = "seq, session, round_id, kind, happened_at, body, delivered_at, hash"
 
 
 class Journal:
@@ -76,13 +71,11 @@ class Journal:
         self.path = path
         self._db: sqlite3.Connection | None = connection
         self._lock_file: IO[bytes] | None = lock_file
-        self._listeners: list[Callable[[JournalEntry], None]] = []
         self.session = 0
         self.readonly = readonly
         self.schema_version = SCHEMA_VERSION
-        self._last_seq = 0
-        self._last_hash = GENESIS_HASH
         self._marks = DeliveryMarks(path)
+        self._appender = Appender(path, self._marks)
         self._reader = EntryReader(path)
 
     # -- opening ---------------------------------------------------------------------------
@@ -132,10 +125,10 @@ class Journal:
         return journal
 
     def _opened(self, opened: opening.Opened) -> None:
-        self.session = opened.session
+        self.session = self._appender.session = opened.session
         self.schema_version = opened.schema_version
-        self._last_seq = opened.last_seq
-        self._last_hash = opened.last_hash
+        self._appender.last_seq = opened.last_seq
+        self._appender.last_hash = opened.last_hash
         self._reader = EntryReader(self.path, opened.schema_version)
 
     def _connection(self) -> sqlite3.Connection:
@@ -160,7 +153,7 @@ class Journal:
     @property
     def last_seq(self) -> int:
         """The highest ``seq`` appended so far (0 for an empty journal)."""
-        return self._last_seq
+        return self._appender.last_seq
 
     @property
     def chain_head(self) -> tuple[int, str]:
@@ -169,7 +162,7 @@ class Journal:
         ``(0, GENESIS_HASH)`` for an empty journal. Published in the retained online status
         (the birth) so the feed anchors the journal outside the file (docs/journal.md).
         """
-        return self._last_seq, self._last_hash
+        return self._appender.last_seq, self._appender.last_hash
 
     def record(
         self,
@@ -202,7 +195,9 @@ class Journal:
             text, value = stored_body(body)
         except JournalError as exc:
             raise JournalError(exc.message, path=str(self.path), kind=kind) from exc
-        return self._write(kind, text, value, body, round_id=round_id, happened_at=happened_at)
+        return self._appender.write(
+            self._writable(), kind, text, value, body, round_id=round_id, happened_at=happened_at
+        )
 
     def append(
         self,
@@ -233,89 +228,30 @@ class Journal:
             raise JournalError(
                 f"entry body is not JSON-able: {exc}",
                 path=str(self.path),
-                seq=self._last_seq + 1,
+                seq=self._appender.last_seq + 1,
                 kind=kind,
             ) from exc
-        return self._write(
-            kind, text, json.loads(text), None, round_id=round_id, happened_at=happened_at
-        )
-
-    def _write(
-        self,
-        kind: EntryKind | str,
-        body_text: str,
-        body: dict[str, Any],
-        typed: EntryBody | None,
-        *,
-        round_id: str | None,
-        happened_at: datetime | None,
-    ) -> JournalEntry:
-        """Commit one entry, then tell the listeners.
-
-        ``body_text`` is its stored JSON text, ``body`` the object that text reads back as.
-        """
-        db = self._writable()
-        seq = self._last_seq + 1
-        when = happened_at if happened_at is not None else datetime.now(UTC)
-        when_text = format_time(when)
-        kind_text = str(kind)
-        chain = entry_hash(
-            self._last_hash,
-            seq=seq,
-            session=self.session,
+        return self._appender.write(
+            self._writable(),
+            kind,
+            text,
+            json.loads(text),
+            None,
             round_id=round_id,
-            kind=kind_text,
-            happened_at=when_text,
-            body=body_text,
+            happened_at=happened_at,
         )
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                marks = self._marks.write(db)  # noted delivery marks ride along for free
-                db.execute(
-                    f"INSERT INTO entries ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
-                    (seq, self.session, round_id, kind_text, when_text, body_text, chain),
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise JournalError(
-                f"cannot append entry: {exc}", path=str(self.path), seq=seq, kind=kind_text
-            ) from exc
-        self._last_seq = seq
-        self._last_hash = chain
-        self._marks.written(marks)
-        entry = JournalEntry(
-            seq=seq,
-            session=self.session,
-            round_id=round_id,
-            kind=kind,
-            happened_at=when.astimezone(UTC),  # == parse_time(when_text): format keeps the µs
-            body=body,
-            hash=chain,
-            _typed=typed,
-        )
-        for listener in tuple(self._listeners):
-            try:
-                listener(entry)
-            except Exception:
-                log.exception("journal listener failed", path=str(self.path), seq=seq)
-        return entry
 
     def add_listener(self, callback: Callable[[JournalEntry], None]) -> None:
         """Call ``callback(entry)`` after each append is committed (in the appending thread).
 
         A listener must be quick and must not raise; an exception is logged and ignored.
         """
-        self._listeners.append(callback)
+        self._appender.listeners.append(callback)
 
     def remove_listener(self, callback: Callable[[JournalEntry], None]) -> None:
         """Stop calling a listener added with :meth:`add_listener` (no error if absent)."""
         with contextlib.suppress(ValueError):
-            self._listeners.remove(callback)
+            self._appender.listeners.remove(callback)
 
     # -- delivery marks (controller.journal.marks) -----------------------------------------
 
@@ -337,7 +273,7 @@ class Journal:
             JournalError: An entry does not exist, the write failed, or the journal is read-only.
         """
         db = self._writable()
-        self._marks.mark(db, seqs, at=at, last_seq=self._last_seq)
+        self._marks.mark(db, seqs, at=at, last_seq=self._appender.last_seq)
 
     def note_delivered(self, seqs: Iterable[int], *, at: datetime | None = None) -> None:
         """Note that the broker acknowledged ``seqs``; written with the next write.
@@ -351,7 +287,7 @@ class Journal:
             JournalError: An entry does not exist, or the journal is read-only.
         """
         self._writable()
-        self._marks.note(seqs, at=at, last_seq=self._last_seq)
+        self._marks.note(seqs, at=at, last_seq=self._appender.last_seq)
 
     @property
     def unwritten_marks(self) -> int:
@@ -398,7 +334,7 @@ class Journal:
     def last_of_kind(self, kind: str, *, before_seq: int | None = None) -> JournalEntry | None:
         """The most recent entry of ``kind`` (with ``seq < before_seq`` if given), or ``None``."""
         db = self._reading()
-        limit = before_seq if before_seq is not None else self._last_seq + 1
+        limit = before_seq if before_seq is not None else self._appender.last_seq + 1
         return self._reader.last_of_kind(db, kind, before_seq=limit)
 
     def last_round_id(self) -> str | None:
