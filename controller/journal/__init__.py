@@ -6,7 +6,14 @@ of a tamper-evident hash chain (docs/journal.md). The package:
 * :mod:`~controller.journal.entries`: the kinds (:class:`EntryKind`), a pydantic body model
   per kind, :class:`JournalEntry` (its body as stored, and typed);
 * :mod:`~controller.journal.format`: the on-disk format (schema migrations, times, the hash);
-* :mod:`~controller.journal.store`: :class:`Journal`, the open file (append, read, marks);
+* :mod:`~controller.journal.store`: :class:`Journal`, the open file: a façade that owns the
+  connection and the append API, over the modules of its jobs:
+  :mod:`~controller.journal.appending` (the next ``seq``, the chain's head, the insert, the
+  listeners: the card's hot path), :mod:`~controller.journal.opening` (lock, connection,
+  migrations, session),
+  :mod:`~controller.journal.marks` (delivery marks, noted then written),
+  :mod:`~controller.journal.reading` (the queries and ``verify``'s transaction) and
+  :mod:`~controller.journal.meta` (the ``meta`` table);
 * :mod:`~controller.journal.fold`: :class:`RoundFold`, the one fold of a round's entries that
   the round snapshot, the recall view and the verifier share;
 * :mod:`~controller.journal.verify`: the checks of ``Journal.verify`` (:class:`VerifyReport`);
