@@ -59,7 +59,7 @@ from controller.metrics import TableMetrics
 from controller.orchestration.answers import Answers
 from controller.orchestration.dealing import Dealer
 from controller.orchestration.decisions import DecisionWindows, utc_text
-from controller.orchestration.desk import Desk, RoundVoided
+from controller.orchestration.desk import Desk, LeftHalted, RoundVoided
 from controller.round import Phase, Round, round_id_for
 from controller.settings import RoundSettings
 from drivers.source import CardSource
@@ -158,7 +158,6 @@ class Orchestrator:
         self.settings = settings
         self.gates = tuple(gates)
         self.metrics = metrics
-        self._stop = asyncio.Event()
         self._log = log.bind(table=table_id, game=game.id)
         self._desk = Desk(
             game=game,
@@ -170,6 +169,7 @@ class Orchestrator:
             between_cards=between_cards,
             log=self._log,
         )
+        self._stop = self._desk.stop
         self._dealer = Dealer(self._desk, on_card)
         self._decisions = DecisionWindows(self._desk)
         self._answers = Answers(self._desk, self._decisions, replay)
@@ -230,7 +230,9 @@ class Orchestrator:
         try:
             recovered = self.recover()
             if recovered is not None:
-                summaries.append(await self._finish_recovered(recovered))
+                summary = await self._finish_recovered(recovered)
+                if summary is not None:
+                    summaries.append(summary)
             while not self._stop.is_set():
                 if rounds is not None and self.finished_rounds() >= rounds:
                     break
@@ -247,8 +249,11 @@ class Orchestrator:
             await self._desk.inbox.close()
         return summaries
 
-    async def _finish_recovered(self, recovered: Round) -> RoundSummary:
-        """Complete a recovered round that had started; void one that had not."""
+    async def _finish_recovered(self, recovered: Round) -> RoundSummary | None:
+        """Complete a recovered round that had started; void one that had not.
+
+        ``None``: stopped while the round was halted (it stays halted in the journal).
+        """
         self._desk.current = recovered
         if recovered.started:
             return await self._complete(recovered)
@@ -323,7 +328,8 @@ class Orchestrator:
     async def play_round(self) -> RoundSummary | None:
         """Open a betting window, close it, play the round through, judge and settle.
 
-        Returns ``None`` when no round could open before a stop was requested.
+        Returns ``None`` when no round could open before a stop was requested, or when the
+        round was left halted at a stop (``halted_stop_seconds``).
         """
         round_no = int(self.journal.get_meta(META_NEXT_ROUND) or "1")
         round_id = round_id_for(self.table_id, round_no)
@@ -365,8 +371,12 @@ class Orchestrator:
             if read is not None:
                 await desk.out_of_turn(read, "betting is still open")
 
-    async def _complete(self, current: Round) -> RoundSummary:
-        """Close betting (or void the round) and play its steps through to the result."""
+    async def _complete(self, current: Round) -> RoundSummary | None:
+        """Close betting (or void the round) and play its steps through to the result.
+
+        Returns ``None`` when a stop left the round halted (the journal keeps it so: the
+        next start rebuilds it halted, for the pit boss).
+        """
         desk = self._desk
         desk.current = current
         desk.wait.start(halted=current.halted)
@@ -389,6 +399,13 @@ class Orchestrator:
                     await self._step(current, step)
         except RoundVoided as voided:
             return self._void(current, voided.message)
+        except LeftHalted as left:
+            self._log.warning(
+                "stopping with the round halted; it resumes halted at the next start",
+                round=current.round_id,
+                reason=left.message,
+            )
+            return None
         return self._judge(current)
 
     async def _step(self, current: Round, step: Step) -> None:
