@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from controller.errors import TablectlError
 from controller.journal import (
     BettingClosedData,
+    BettingOpenedData,
     CardDealtData,
     CardRefusedData,
     CardsRevealedData,
@@ -337,7 +338,9 @@ class RoundSnapshotData(OpenModel):
 
     round_no: int | None
     game: str | None
-    state: Literal["idle", "betting_open", "dealing", "settled", "voided"]
+    state: Literal["idle", "opening", "betting_open", "dealing", "settled", "voided"] = Field(
+        description="`opening`: the round's steps before betting (Mahjong's bank offers)"
+    )
     halted: bool = Field(default=False, description="dealing paused (round_halted)")
     betting_closes_at: str | None
     cards: list[SnapshotCardData]
@@ -351,6 +354,7 @@ class RoundSnapshotData(OpenModel):
 
 DATA_MODELS: dict[str, type[BaseModel]] = {
     "round_opened": RoundOpenedData,
+    "betting_opened": BettingOpenedData,
     "betting_closed": BettingClosedData,
     "card_dealt": CardDealtData,
     "rescan_requested": RescanRequestedData,

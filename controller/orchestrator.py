@@ -45,6 +45,7 @@ from controller.games.live.base import (
 )
 from controller.journal import (
     BettingClosedData,
+    BettingOpenedData,
     CardsRevealedData,
     Journal,
     JournalEntry,
@@ -107,6 +108,11 @@ class RoundSummary:
     round_id: str
     phase: Phase
     result: Mapping[str, Any] | None
+
+
+def _before_betting(step: Step) -> bool:
+    """Whether ``step`` belongs to the round's opening, before the betting window."""
+    return isinstance(step, DecisionStep | InfoStep) and step.before_betting
 
 
 class Orchestrator:
@@ -257,6 +263,12 @@ class Orchestrator:
         self._desk.current = recovered
         if recovered.started:
             return await self._complete(recovered)
+        if recovered.opening:
+            # Still in its opening (Mahjong's bank offers): no bet could be placed yet, so the
+            # round goes on from the journalled offers: the next offer, then betting.
+            self._log.info("resuming the round's opening", round=recovered.round_id)
+            await self._open_betting(recovered)
+            return await self._complete(recovered)
         # The operator's rule: a round whose betting had not closed is cancelled and every
         # stake refunded, never played on after a failure.
         return self._void(recovered, "controller restarted before betting closed")
@@ -343,20 +355,66 @@ class Orchestrator:
         current = Round(round_id, round_no, self.game.id, live, table_state)
         self._desk.current = current
         self._desk.void_reason = None
-        closes_at = datetime.now(UTC) + timedelta(seconds=self.settings.betting_seconds)
-        self._desk.append(
-            RoundOpenedData.model_construct(
-                round_id=round_id,
-                round_no=round_no,
-                game=self.game.id,
-                betting_seconds=self.settings.betting_seconds,
-                betting_closes_at=utc_text(closes_at),
-                table_state=table_state,
+        seconds = self.settings.betting_seconds
+        if _before_betting(live.next_step()):
+            # The round opens with steps before betting (Mahjong's bank offers): betting
+            # opens once they are done, with ``betting_opened``.
+            self._desk.append(
+                RoundOpenedData.model_construct(
+                    round_id=round_id,
+                    round_no=round_no,
+                    game=self.game.id,
+                    betting_seconds=seconds,
+                    betting_closes_at=None,
+                    before_betting=True,
+                    table_state=table_state,
+                )
             )
-        )
-        self._log.info("betting open", round=round_id, seconds=self.settings.betting_seconds)
-        await self._betting_window()
+            self._log.info("round opened: its opening comes before betting", round=round_id)
+        else:
+            closes_at = datetime.now(UTC) + timedelta(seconds=seconds)
+            self._desk.append(
+                RoundOpenedData.model_construct(
+                    round_id=round_id,
+                    round_no=round_no,
+                    game=self.game.id,
+                    betting_seconds=seconds,
+                    betting_closes_at=utc_text(closes_at),
+                    table_state=table_state,
+                )
+            )
+            self._log.info("betting open", round=round_id, seconds=seconds)
+        await self._open_betting(current)
         return await self._complete(current)
+
+    async def _open_betting(self, current: Round) -> None:
+        """Play the round's opening (if it has one), then wait out the betting window.
+
+        The opening's steps (``before_betting``: Mahjong's bank offers and who banks) are
+        played in order; then ``betting_opened`` opens the window. A stop or a pit void in
+        the opening ends it (the round is voided by :meth:`_complete`); an opening that ends
+        the round (every position declined the bank) opens no betting window.
+        """
+        desk = self._desk
+        if current.opening:
+            while _before_betting(step := current.live.next_step()):
+                if self._stop.is_set() or desk.void_reason is not None:
+                    return
+                await self._step(current, step)
+            if self._stop.is_set() or desk.void_reason is not None:
+                return
+            if isinstance(current.live.next_step(), FinishStep):
+                self._log.info("the opening ended the round: no betting", round=current.round_id)
+                return
+            seconds = self.settings.betting_seconds
+            closes_at = datetime.now(UTC) + timedelta(seconds=seconds)
+            desk.append(
+                BettingOpenedData.model_construct(
+                    betting_seconds=seconds, betting_closes_at=utc_text(closes_at)
+                )
+            )
+            self._log.info("betting open", round=current.round_id, seconds=seconds)
+        await self._betting_window()
 
     async def _betting_window(self) -> None:
         """Wait out the betting window; a card scanned now is refused (betting is open)."""

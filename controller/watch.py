@@ -68,10 +68,16 @@ def _describe_status(envelope: Mapping[str, Any]) -> str:
 def _describe_event(
     kind: str, envelope: Mapping[str, Any], data: Mapping[str, Any], now: datetime | None
 ) -> str:
-    if kind == "round_opened":
+    if kind == "round_opened" and data.get("before_betting"):
+        return (
+            f"{_round_label(envelope, data)} ({data.get('game')}): opened; betting "
+            f"({data.get('betting_seconds')} s) opens after the bank offers"
+        )
+    if kind in ("round_opened", "betting_opened"):
         closes = data.get("betting_closes_at")
+        game = f" ({data['game']})" if data.get("game") else ""
         text = (
-            f"{_round_label(envelope, data)} ({data.get('game')}): betting open for "
+            f"{_round_label(envelope, data)}{game}: betting open for "
             f"{data.get('betting_seconds')} s, closes {closes}"
         )
         closes_at = _parse_utc(closes)
@@ -133,6 +139,17 @@ def _describe_event(
     if kind == "command_answered":
         verdict = "accepted" if data.get("accepted") else f"refused: {data.get('reason')}"
         return f"command {data.get('name')} ({data.get('command_id')}) {verdict}"
+    if (
+        kind == "table_info"
+        and data.get("kind") == "bank"
+        and isinstance(data.get("data"), Mapping)
+    ):
+        bank = data["data"]
+        declined = [
+            o.get("position") for o in bank.get("offers") or [] if o.get("choice") == "decline"
+        ]
+        passed = f" (declined: {', '.join(str(p) for p in declined)})" if declined else ""
+        return f"  {bank.get('banker')} banks{passed}"
     if kind == "table_info" and "data" not in data:
         return f"table info {data.get('kind')} (secure)"
     return f"{kind.replace('_', ' ')}: {_fields(data)}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from controller.journal.entries import (
     BODY_MODELS,
     BettingClosedData,
+    BettingOpenedData,
     CardDealtData,
     CardRefusedData,
     CardsRevealedData,
@@ -66,6 +67,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "BettingClosedData",
+    "BettingOpenedData",
     "CardDealtData",
     "CardRefusedData",
     "CardsRevealedData",
