@@ -11,17 +11,30 @@ journal at the next start: the declines stand and the open offer is made again.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from controller.app import run_table
 from controller.cards import Tile
 from controller.games.mahjong_pai_gow import rules as mj
 from controller.journal import Journal
-from simulators.table import Simulation
-from tests.integration._live_helpers import Live, Peer, Received, acl_broker, live_table
+from controller.recall import recall_round
+from simulators.table import Simulation, simulated_scanner
+from tests.integration._live_helpers import (
+    Live,
+    Peer,
+    Received,
+    acl_broker,
+    live_table,
+    table_settings,
+)
 from tests.integration._secure_broker import SecureBroker
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
@@ -166,8 +179,16 @@ async def test_bank_offers_come_before_betting_and_a_decline_passes_the_bank(
     dealt = [m.data["slot"] for m in events if m.kind == "card_dealt"]
     assert dealt == ["P1a", "P1b", "P3a", "P3b", "P4a", "P4b", "Ba", "Bb"]
     _assert_settled(live, round_id)
-    report = Journal.open_readonly(journal).verify()
+    with Journal.open_readonly(journal) as store:
+        report = store.verify()
+        record = recall_round(store, round_id)
     assert report.ok, report
+    # The betting window is timed from betting_opened, not from the round's opening.
+    when = {entry.kind: entry.happened_at for entry in reversed(record.entries)}
+    window = (when["betting_closed"] - when["betting_opened"]).total_seconds()
+    assert window >= 0.5
+    assert record.timing.betting_window == window
+    assert record.timing.total is not None and record.timing.total > window
 
 
 async def test_every_decline_ends_the_round_without_a_betting_window(
@@ -250,3 +271,45 @@ async def test_a_restart_during_the_bank_offers_resumes_them(
     _assert_settled(live, round_id)
     report = Journal.open_readonly(journal).verify()
     assert report.ok, report
+
+
+async def test_one_stop_signal_during_an_offer_voids_the_round_at_once(
+    broker: SecureBroker, tmp_path: Path
+) -> None:
+    # The offer stays open 60 s and nobody answers; one SIGTERM (the CLI's handlers, installed
+    # by run_table) ends the offer and voids the round: betting never opened.
+    journal = tmp_path / "j.sqlite"
+    peer = Peer(broker, "betting")
+    async with asyncio.TaskGroup() as group:
+        watching = group.create_task(peer.run(), name="peer-betting")
+        async with asyncio.timeout(10):
+            await peer.ready.wait()
+        async with simulated_scanner(GAME, Simulation(cards=SCRIPT, deal_delay=0.0)) as url:
+            settings = table_settings(
+                broker,
+                GAME,
+                journal,
+                url,
+                game_options={"positions": 4, "bank_seconds": 60},
+            )
+            table = group.create_task(
+                run_table(settings, rounds=1, install_signal_handlers=True), name="table"
+            )
+            try:
+                await peer.wait_event("decision_open")
+                stopped_at = time.monotonic()
+                os.kill(os.getpid(), signal.SIGTERM)
+                async with asyncio.timeout(15):
+                    await table
+                took = time.monotonic() - stopped_at
+            finally:
+                table.cancel()
+        await peer.wait_event("round_voided")
+        watching.cancel()
+    assert took < 5, took
+    (voided,) = peer.events("round_voided")
+    assert voided.data["reason"] == "controller stopped before betting closed"
+    assert voided.data["started"] is False
+    labels = [m.kind for m in peer.events() if m.kind in PLAY]
+    assert labels == ["round_opened", "decision_open", "round_voided"]
+    assert Journal.open_readonly(journal).verify().ok
