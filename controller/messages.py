@@ -37,6 +37,7 @@ from controller.errors import TablectlError
 from controller.journal import (
     QUALIFIERS,
     BettingClosedData,
+    BettingOpenedData,
     CardDealtData,
     CardRefusedData,
     CardsRevealedData,
@@ -466,7 +467,9 @@ class RoundSnapshotData(OpenModel):
 
     round_no: int | None
     game: str | None
-    state: Literal["idle", "betting_open", "dealing", "settled", "voided"]
+    state: Literal["idle", "opening", "betting_open", "dealing", "settled", "voided"] = Field(
+        description="`opening`: the round's steps before betting (Mahjong's bank offers)"
+    )
     halted: bool = Field(default=False, description="dealing paused (round_halted)")
     betting_closes_at: str | None = Field(json_schema_extra=DATE_TIME)
     cards: list[SnapshotCardData]
@@ -480,6 +483,7 @@ class RoundSnapshotData(OpenModel):
 
 DATA_MODELS: dict[str, type[BaseModel]] = {
     "round_opened": RoundOpenedData,
+    "betting_opened": BettingOpenedData,
     "betting_closed": BettingClosedData,
     "card_dealt": CardDealtData,
     "rescan_requested": RescanRequestedData,

@@ -45,6 +45,7 @@ from controller.games.live.base import (
 )
 from controller.journal import (
     BettingClosedData,
+    BettingOpenedData,
     CardsRevealedData,
     Journal,
     JournalEntry,
@@ -59,7 +60,7 @@ from controller.metrics import TableMetrics
 from controller.orchestration.answers import Answers
 from controller.orchestration.dealing import Dealer
 from controller.orchestration.decisions import DecisionWindows, utc_text
-from controller.orchestration.desk import Desk, RoundVoided
+from controller.orchestration.desk import Desk, LeftHalted, RoundVoided
 from controller.round import Phase, Round, round_id_for
 from controller.settings import RoundSettings
 from drivers.source import CardSource
@@ -107,6 +108,11 @@ class RoundSummary:
     round_id: str
     phase: Phase
     result: Mapping[str, Any] | None
+
+
+def _before_betting(step: Step) -> bool:
+    """Whether ``step`` belongs to the round's opening, before the betting window."""
+    return isinstance(step, DecisionStep | InfoStep) and step.before_betting
 
 
 class Orchestrator:
@@ -158,7 +164,6 @@ class Orchestrator:
         self.settings = settings
         self.gates = tuple(gates)
         self.metrics = metrics
-        self._stop = asyncio.Event()
         self._log = log.bind(table=table_id, game=game.id)
         self._desk = Desk(
             game=game,
@@ -170,6 +175,7 @@ class Orchestrator:
             between_cards=between_cards,
             log=self._log,
         )
+        self._stop = self._desk.stop
         self._dealer = Dealer(self._desk, on_card)
         self._decisions = DecisionWindows(self._desk)
         self._answers = Answers(self._desk, self._decisions, replay)
@@ -230,7 +236,9 @@ class Orchestrator:
         try:
             recovered = self.recover()
             if recovered is not None:
-                summaries.append(await self._finish_recovered(recovered))
+                summary = await self._finish_recovered(recovered)
+                if summary is not None:
+                    summaries.append(summary)
             while not self._stop.is_set():
                 if rounds is not None and self.finished_rounds() >= rounds:
                     break
@@ -247,10 +255,19 @@ class Orchestrator:
             await self._desk.inbox.close()
         return summaries
 
-    async def _finish_recovered(self, recovered: Round) -> RoundSummary:
-        """Complete a recovered round that had started; void one that had not."""
+    async def _finish_recovered(self, recovered: Round) -> RoundSummary | None:
+        """Complete a recovered round that had started; void one that had not.
+
+        ``None``: stopped while the round was halted (it stays halted in the journal).
+        """
         self._desk.current = recovered
         if recovered.started:
+            return await self._complete(recovered)
+        if recovered.opening:
+            # Still in its opening (Mahjong's bank offers): no bet could be placed yet, so the
+            # round goes on from the journalled offers: the next offer, then betting.
+            self._log.info("resuming the round's opening", round=recovered.round_id)
+            await self._open_betting(recovered)
             return await self._complete(recovered)
         # The operator's rule: a round whose betting had not closed is cancelled and every
         # stake refunded, never played on after a failure.
@@ -323,7 +340,8 @@ class Orchestrator:
     async def play_round(self) -> RoundSummary | None:
         """Open a betting window, close it, play the round through, judge and settle.
 
-        Returns ``None`` when no round could open before a stop was requested.
+        Returns ``None`` when no round could open before a stop was requested, or when the
+        round was left halted at a stop (``halted_stop_seconds``).
         """
         round_no = int(self.journal.get_meta(META_NEXT_ROUND) or "1")
         round_id = round_id_for(self.table_id, round_no)
@@ -337,20 +355,66 @@ class Orchestrator:
         current = Round(round_id, round_no, self.game.id, live, table_state)
         self._desk.current = current
         self._desk.void_reason = None
-        closes_at = datetime.now(UTC) + timedelta(seconds=self.settings.betting_seconds)
-        self._desk.append(
-            RoundOpenedData.model_construct(
-                round_id=round_id,
-                round_no=round_no,
-                game=self.game.id,
-                betting_seconds=self.settings.betting_seconds,
-                betting_closes_at=utc_text(closes_at),
-                table_state=table_state,
+        seconds = self.settings.betting_seconds
+        if _before_betting(live.next_step()):
+            # The round opens with steps before betting (Mahjong's bank offers): betting
+            # opens once they are done, with ``betting_opened``.
+            self._desk.append(
+                RoundOpenedData.model_construct(
+                    round_id=round_id,
+                    round_no=round_no,
+                    game=self.game.id,
+                    betting_seconds=seconds,
+                    betting_closes_at=None,
+                    before_betting=True,
+                    table_state=table_state,
+                )
             )
-        )
-        self._log.info("betting open", round=round_id, seconds=self.settings.betting_seconds)
-        await self._betting_window()
+            self._log.info("round opened: its opening comes before betting", round=round_id)
+        else:
+            closes_at = datetime.now(UTC) + timedelta(seconds=seconds)
+            self._desk.append(
+                RoundOpenedData.model_construct(
+                    round_id=round_id,
+                    round_no=round_no,
+                    game=self.game.id,
+                    betting_seconds=seconds,
+                    betting_closes_at=utc_text(closes_at),
+                    table_state=table_state,
+                )
+            )
+            self._log.info("betting open", round=round_id, seconds=seconds)
+        await self._open_betting(current)
         return await self._complete(current)
+
+    async def _open_betting(self, current: Round) -> None:
+        """Play the round's opening (if it has one), then wait out the betting window.
+
+        The opening's steps (``before_betting``: Mahjong's bank offers and who banks) are
+        played in order; then ``betting_opened`` opens the window. A stop or a pit void in
+        the opening ends it (the round is voided by :meth:`_complete`); an opening that ends
+        the round (every position declined the bank) opens no betting window.
+        """
+        desk = self._desk
+        if current.opening:
+            while _before_betting(step := current.live.next_step()):
+                if self._stop.is_set() or desk.void_reason is not None:
+                    return
+                await self._step(current, step)
+            if self._stop.is_set() or desk.void_reason is not None:
+                return
+            if isinstance(current.live.next_step(), FinishStep):
+                self._log.info("the opening ended the round: no betting", round=current.round_id)
+                return
+            seconds = self.settings.betting_seconds
+            closes_at = datetime.now(UTC) + timedelta(seconds=seconds)
+            desk.append(
+                BettingOpenedData.model_construct(
+                    betting_seconds=seconds, betting_closes_at=utc_text(closes_at)
+                )
+            )
+            self._log.info("betting open", round=current.round_id, seconds=seconds)
+        await self._betting_window()
 
     async def _betting_window(self) -> None:
         """Wait out the betting window; a card scanned now is refused (betting is open)."""
@@ -365,8 +429,12 @@ class Orchestrator:
             if read is not None:
                 await desk.out_of_turn(read, "betting is still open")
 
-    async def _complete(self, current: Round) -> RoundSummary:
-        """Close betting (or void the round) and play its steps through to the result."""
+    async def _complete(self, current: Round) -> RoundSummary | None:
+        """Close betting (or void the round) and play its steps through to the result.
+
+        Returns ``None`` when a stop left the round halted (the journal keeps it so: the
+        next start rebuilds it halted, for the pit boss).
+        """
         desk = self._desk
         desk.current = current
         desk.wait.start(halted=current.halted)
@@ -389,6 +457,13 @@ class Orchestrator:
                     await self._step(current, step)
         except RoundVoided as voided:
             return self._void(current, voided.message)
+        except LeftHalted as left:
+            self._log.warning(
+                "stopping with the round halted; it resumes halted at the next start",
+                round=current.round_id,
+                reason=left.message,
+            )
+            return None
         return self._judge(current)
 
     async def _step(self, current: Round, step: Step) -> None:

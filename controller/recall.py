@@ -40,7 +40,8 @@ class Timing:
     """How long the parts of a round took, in seconds (``None`` when a part did not happen).
 
     Attributes:
-        betting_window: ``round_opened`` → ``betting_closed``.
+        betting_window: ``round_opened`` (``betting_opened`` after a round's opening, such as
+            Mahjong's bank offers) → ``betting_closed``.
         betting_seconds: The window the round announced (from ``round_opened``).
         deal: ``betting_closed`` → the last ``card_dealt``.
         time_to_result: ``betting_closed`` → ``round_result`` (or the void).
@@ -145,6 +146,7 @@ class RoundRecord:
     def timing(self) -> Timing:
         """How long its parts took."""
         opened = self.opened
+        betting = self._first("betting_opened") or opened
         closed = self._first("betting_closed")
         cards = self.cards
         end = self.result or self.void
@@ -156,7 +158,7 @@ class RoundRecord:
 
         announced = opened.body.get("betting_seconds") if opened is not None else None
         return Timing(
-            betting_window=seconds(opened, closed),
+            betting_window=seconds(betting, closed),
             betting_seconds=float(announced) if isinstance(announced, int | float) else None,
             deal=seconds(closed, cards[-1] if cards else None),
             time_to_result=seconds(closed, end),

@@ -46,6 +46,8 @@ class Round:
         dealt: The pieces accepted so far, in dealing order (for duplicate checks).
         misreads: Consecutive misreads of the slot now waiting.
         halted: Whether the round waits for the pit boss.
+        opening: Whether the round is in its opening, before betting opens (its
+            ``round_opened`` said ``before_betting`` and no ``betting_opened`` followed yet).
         result: The ``round_result`` body once settled.
     """
 
@@ -58,6 +60,7 @@ class Round:
     dealt: list[Piece] = field(default_factory=list)
     misreads: int = 0
     halted: bool = False
+    opening: bool = False
     result: Mapping[str, Any] | None = None
 
     @property
@@ -80,7 +83,14 @@ class Round:
         if fold is not None:
             fold(self, body)
 
+    def _opened(self, body: Mapping[str, Any]) -> None:
+        self.opening = bool(body.get("before_betting"))
+
+    def _betting_opened(self, body: Mapping[str, Any]) -> None:
+        self.opening = False
+
     def _betting_closed(self, body: Mapping[str, Any]) -> None:
+        self.opening = False
         self.phase = Phase.DEALING
 
     def _card_dealt(self, body: Mapping[str, Any]) -> None:
@@ -142,12 +152,15 @@ class Round:
                     live=game.new_round(table_state),
                     table_state=table_state,
                 )
+                current.apply(kind, body)
             elif current is not None:
                 current.apply(kind, body)
         return current
 
 
 _FOLDS: dict[str, Callable[[Round, Mapping[str, Any]], None]] = {
+    EntryKind.ROUND_OPENED: Round._opened,
+    EntryKind.BETTING_OPENED: Round._betting_opened,
     EntryKind.BETTING_CLOSED: Round._betting_closed,
     EntryKind.CARD_DEALT: Round._card_dealt,
     EntryKind.RESCAN_REQUESTED: Round._rescan_requested,

@@ -68,6 +68,10 @@ class RoundSettings(BaseModel):
             bounce of the same physical card and is ignored.
         waiting_log_seconds: While a slot waits for a card, log that it is waiting this often.
         device_halt_seconds: A round whose device is lost this long is halted for the pit boss.
+        halted_stop_seconds: After a stop signal, how long a halted round waits for the pit
+            boss (resume or void) before the controller exits anyway, the round left halted
+            in the journal (it comes back halted at the next start). A second signal exits
+            at once.
         wait_for_broker: Open no new round while the broker is unreachable.
         wait_for_betting_system: Open no new round while the betting system's status topic
             says it is offline.
@@ -90,6 +94,7 @@ class RoundSettings(BaseModel):
     bounce_seconds: float = Field(default=1.0, ge=0.0, le=60.0)
     waiting_log_seconds: float = Field(default=30.0, gt=0.0)
     device_halt_seconds: float = Field(default=30.0, gt=0.0)
+    halted_stop_seconds: float = Field(default=120.0, gt=0.0, le=3600.0)
     wait_for_broker: bool = True
     wait_for_betting_system: bool = False
     gate_grace_seconds: float = Field(default=3.0, ge=0.0)

@@ -69,9 +69,16 @@ def _describe_status(envelope: Mapping[str, Any]) -> str:
 def _round_opened(
     envelope: Mapping[str, Any], data: Mapping[str, Any], now: datetime | None
 ) -> str:
+    """``round_opened`` (or, after steps before betting, ``betting_opened``)."""
+    if data.get("before_betting"):
+        return (
+            f"{_round_label(envelope, data)} ({data.get('game')}): opened; betting "
+            f"({data.get('betting_seconds')} s) opens after the bank offers"
+        )
     closes = data.get("betting_closes_at")
+    game = f" ({data['game']})" if data.get("game") else ""
     text = (
-        f"{_round_label(envelope, data)} ({data.get('game')}): betting open for "
+        f"{_round_label(envelope, data)}{game}: betting open for "
         f"{data.get('betting_seconds')} s, closes {closes}"
     )
     closes_at = _parse_utc(closes)
@@ -79,6 +86,13 @@ def _round_opened(
         left = (closes_at - now).total_seconds()
         text += f" (in {left:.1f} s)" if left > 0 else " (already closed)"
     return text
+
+
+def _bank(bank: Mapping[str, Any]) -> str:
+    """Mahjong Pai Gow's ``table_info`` of kind ``bank``: who banks, who declined."""
+    declined = [o.get("position") for o in bank.get("offers") or [] if o.get("choice") == "decline"]
+    passed = f" (declined: {', '.join(str(p) for p in declined)})" if declined else ""
+    return f"  {bank.get('banker')} banks{passed}"
 
 
 def _round_result(envelope: Mapping[str, Any], data: Mapping[str, Any]) -> str:
@@ -173,8 +187,14 @@ _ROUND_LINES: dict[str, Callable[[_Envelope, _Data], str]] = {
 def _describe_event(
     kind: str, envelope: Mapping[str, Any], data: Mapping[str, Any], now: datetime | None
 ) -> str:
-    if kind == "round_opened":
+    if kind in ("round_opened", "betting_opened"):
         return _round_opened(envelope, data, now)
+    if (
+        kind == "table_info"
+        and data.get("kind") == "bank"
+        and isinstance(data.get("data"), Mapping)
+    ):
+        return _bank(data["data"])
     round_line = _ROUND_LINES.get(kind)
     if round_line is not None:
         return round_line(envelope, data)

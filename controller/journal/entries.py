@@ -37,6 +37,7 @@ class EntryKind(enum.StrEnum):
     """Every kind of journal entry (docs/journal.md); the value is the stored and wire text."""
 
     ROUND_OPENED = "round_opened"
+    BETTING_OPENED = "betting_opened"
     BETTING_CLOSED = "betting_closed"
     CARD_DEALT = "card_dealt"
     RESCAN_REQUESTED = "rescan_requested"
@@ -83,7 +84,7 @@ class EntryBody(OpenModel):
 
 
 class RoundOpenedData(EntryBody):
-    """``round_opened``: betting is open."""
+    """``round_opened``: the round opens; betting is open (unless ``before_betting``)."""
 
     KIND: ClassVar[EntryKind] = EntryKind.ROUND_OPENED
 
@@ -91,10 +92,32 @@ class RoundOpenedData(EntryBody):
     round_no: int = Field(description="the table's round counter, from 1")
     game: str = Field(description="game id")
     betting_seconds: float = Field(description="length of the betting window")
+    betting_closes_at: str | None = Field(
+        description="UTC ISO-8601 time betting closes; null when the round opens with steps "
+        "before betting (`before_betting`): `betting_opened` gives it",
+        json_schema_extra={"format": "date-time"},
+    )
+    before_betting: bool | None = Field(
+        default=None,
+        description="true: the round opens with steps before betting (Mahjong Pai Gow's bank "
+        "offers); betting opens later, with `betting_opened`. Absent otherwise",
+    )
+    slots: list[str] | None = Field(default=None, description="the deal plan's slots, in order")
+
+
+class BettingOpenedData(EntryBody):
+    """``betting_opened``: betting opens after the round's opening (Mahjong's bank offers).
+
+    Only in a round whose ``round_opened`` says ``before_betting``; in any other round
+    betting opens with ``round_opened`` itself.
+    """
+
+    KIND: ClassVar[EntryKind] = EntryKind.BETTING_OPENED
+
+    betting_seconds: float = Field(description="length of the betting window")
     betting_closes_at: str = Field(
         description="UTC ISO-8601 time betting closes", json_schema_extra={"format": "date-time"}
     )
-    slots: list[str] | None = Field(default=None, description="the deal plan's slots, in order")
 
 
 class BettingClosedData(EntryBody):
@@ -373,6 +396,7 @@ BODY_MODELS: dict[EntryKind, type[EntryBody]] = {
     model.KIND: model
     for model in (
         RoundOpenedData,
+        BettingOpenedData,
         BettingClosedData,
         CardDealtData,
         RescanRequestedData,

@@ -27,7 +27,8 @@ from controller.journal.entries import EntryKind
 K = EntryKind
 
 STATE_AFTER: dict[str, str] = {
-    K.ROUND_OPENED: "betting_open",
+    K.ROUND_OPENED: "betting_open",  # "opening" when it says before_betting
+    K.BETTING_OPENED: "betting_open",
     K.BETTING_CLOSED: "dealing",
     K.CARD_DEALT: "dealing",
     K.RESCAN_REQUESTED: "dealing",
@@ -40,7 +41,14 @@ STATE_AFTER: dict[str, str] = {
 FINISHED_STATES = frozenset({"settled", "voided"})
 
 ROUND_KINDS = frozenset(
-    {K.ROUND_OPENED, K.BETTING_CLOSED, K.CARD_DEALT, K.ROUND_RESULT, K.ROUND_VOIDED}
+    {
+        K.ROUND_OPENED,
+        K.BETTING_OPENED,
+        K.BETTING_CLOSED,
+        K.CARD_DEALT,
+        K.ROUND_RESULT,
+        K.ROUND_VOIDED,
+    }
 )
 """Kinds that must name a round."""
 
@@ -77,7 +85,8 @@ class RoundFold:
         round_id: The round (``None``: no round yet).
         round_no: Its number, if known.
         game: The game id, if known.
-        state: ``idle`` (seen midway, before any entry that sets it), ``betting_open``,
+        state: ``idle`` (seen midway, before any entry that sets it), ``opening`` (the
+            round's steps before betting: Mahjong's bank offers), ``betting_open``,
             ``dealing``, ``settled`` or ``voided``; once settled or voided it stays.
         betting_closes_at: When betting closes (UTC ISO text), while open.
         slots: The deal plan's slots, when ``round_opened`` lists them.
@@ -138,6 +147,10 @@ class RoundFold:
             change(self, body, changes)
         return dataclasses.replace(self, **changes)
 
+    def _betting_opened(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        closes_at = body.get("betting_closes_at")
+        changes["betting_closes_at"] = None if closes_at is None else str(closes_at)
+
     def _betting_closed(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
         changes["betting_closes_at"] = None
         changes["betting_closed"] = True
@@ -196,7 +209,7 @@ class RoundFold:
             round_id=self.round_id,
             round_no=round_no if isinstance(round_no, int) else None,
             game=None if game is None else str(game),
-            state="betting_open",
+            state="opening" if body.get("before_betting") else "betting_open",
             betting_closes_at=None if closes_at is None else str(closes_at),
             slots=tuple(str(s) for s in slots) if isinstance(slots, list) else None,
         )
@@ -253,8 +266,11 @@ class RoundFold:
 
         Checks the order of a round: cards only after betting closed and in deal-plan order,
         no more cards than slots, a result after betting closed with exactly the cards dealt
-        (or revealed), a void that refunds every bet, betting closed once.
+        (or revealed), a void that refunds every bet, betting closed once, betting opened
+        (``betting_opened``) only once, in a round's opening.
         """
+        if kind == K.BETTING_OPENED:
+            return [] if self.state == "opening" else ["betting opened outside the round's opening"]
         if kind == K.BETTING_CLOSED:
             return ["betting closed twice"] if self.betting_closed else []
         if kind == K.CARD_DEALT:
@@ -303,6 +319,7 @@ class RoundFold:
 
 
 _CHANGES: dict[str, Callable[[RoundFold, Mapping[str, Any], dict[str, Any]], None]] = {
+    K.BETTING_OPENED: RoundFold._betting_opened,
     K.BETTING_CLOSED: RoundFold._betting_closed,
     K.CARD_DEALT: RoundFold._card,
     K.CARDS_REVEALED: RoundFold._revealed,

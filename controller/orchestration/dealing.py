@@ -23,8 +23,9 @@ from controller.journal import (
     PitAlertData,
     RescanRequestedData,
     RoundHaltedData,
+    TableStatusData,
 )
-from controller.orchestration.desk import Desk
+from controller.orchestration.desk import Desk, LeftHalted
 from controller.round import Round
 from drivers.source import CardRead, DeviceStatus, Misread, Read
 
@@ -48,6 +49,7 @@ class Dealer:
         self._on_card = on_card
         self._last_accept: tuple[str, float] | None = None
         self._cued_at = 0.0
+        self._stopped_halted_at: float | None = None
 
     def round_finished(self) -> None:
         """Forget the last card (a bounce never spans rounds)."""
@@ -58,7 +60,8 @@ class Dealer:
 
         A started round is completed even when a stop is requested: only the pit boss (void:
         :class:`controller.orchestration.desk.RoundVoided`) or a second signal (cancellation)
-        interrupts it.
+        interrupts it, or a stop while the round is halted that the pit boss does not answer
+        within ``halted_stop_seconds`` (:class:`controller.orchestration.desk.LeftHalted`).
         """
         desk = self._desk
         wait = desk.wait
@@ -113,13 +116,48 @@ class Dealer:
         desk = self._desk
         settings = desk.settings
         timeout = settings.waiting_log_seconds
-        halt_in = desk.wait.halt_in(asyncio.get_running_loop().time(), settings.device_halt_seconds)
+        now = asyncio.get_running_loop().time()
+        halt_in = desk.wait.halt_in(now, settings.device_halt_seconds)
         if halt_in is not None:
             timeout = min(timeout, halt_in)
             if timeout <= 0:
                 self._halt(current, f"device lost for {settings.device_halt_seconds:g} s")
                 return None
+        exit_in = self._stopped_halted(current, now)
+        if exit_in is not None:
+            timeout = min(timeout, exit_in)
         return timeout
+
+    def _stopped_halted(self, current: Round, now: float) -> float | None:
+        """A stop while the round is halted: say what the table waits for, and for how long.
+
+        The pit boss has ``halted_stop_seconds`` from the stop (or from the halt, if the stop
+        came first) to resume or void; then the controller exits with the round halted.
+
+        Returns:
+            Seconds left before the exit, or ``None`` when not stopping while halted.
+
+        Raises:
+            LeftHalted: The time is up.
+        """
+        desk = self._desk
+        if not (desk.stop.is_set() and desk.wait.halted):
+            self._stopped_halted_at = None
+            return None
+        limit = desk.settings.halted_stop_seconds
+        if self._stopped_halted_at is None:
+            self._stopped_halted_at = now
+            detail = (
+                "stop requested while halted: waiting for the pit boss (resume/void) or a "
+                f"second signal; exiting in {limit:g} s with the round left halted"
+            )
+            desk.append(TableStatusData.model_construct(state="stopping", detail=detail))
+            desk.log.warning(detail, round=current.round_id, seconds=limit)
+        left = self._stopped_halted_at + limit - now
+        if left <= 0:
+            self._stopped_halted_at = None
+            raise LeftHalted(f"the pit boss did not resume or void within {limit:g} s")
+        return left
 
     def _still_waiting(self, current: Round, step: DealStep, since: float) -> None:
         desk = self._desk

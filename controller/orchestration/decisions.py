@@ -39,7 +39,12 @@ class DecisionWindows:
         self._window_done = False
 
     async def decide(self, current: Round, step: DecisionStep) -> None:
-        """Open the window; return when a command closed it or its default was applied."""
+        """Open the window; return when a command closed it or its default was applied.
+
+        A window of the round's opening (``before_betting``) also ends, undecided, when a
+        stop is requested: the round is then voided (betting never opened), so nothing is
+        left to wait for.
+        """
         desk = self._desk
         closes_at = datetime.now(UTC) + timedelta(seconds=step.seconds)
         desk.append(
@@ -61,6 +66,8 @@ class DecisionWindows:
             while not self._window_done:
                 desk.inbox.woken.clear()
                 desk.check_void()
+                if step.before_betting and desk.stop.is_set():
+                    break
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     self._apply_default(current, step)

@@ -38,6 +38,15 @@ class RoundVoided(TablectlError):
     """Internal: the pit boss voided the round in progress."""
 
 
+class LeftHalted(TablectlError):
+    """Internal: stopped while halted, the pit boss did not come in time; the round stays halted.
+
+    Raised by the deal loop ``halted_stop_seconds`` after a stop was requested while the
+    round was halted; the orchestrator ends its run without finishing the round, which the
+    journal keeps (halted) for the next start.
+    """
+
+
 class Desk:
     """The round in progress and the services every part of its play uses.
 
@@ -57,6 +66,8 @@ class Desk:
         void_reason: Why the pit boss voided the round in progress (checked by the loops).
         inbox: The reads and the wake-ups.
         wait: What the slot being dealt waits on.
+        stop: Set when a stop is requested (no new round; a halted round waits for the pit
+            boss at most ``halted_stop_seconds``).
     """
 
     def __init__(
@@ -83,6 +94,7 @@ class Desk:
         self.void_reason: str | None = None
         self.inbox = Inbox(source)
         self.wait = SlotWait()
+        self.stop = asyncio.Event()
 
     def append(self, body: EntryBody, *, fold: bool = True) -> JournalEntry:
         """Journal an entry of the current round, then fold it into the round's state.

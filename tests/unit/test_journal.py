@@ -930,7 +930,8 @@ def test_a_journal_written_by_main_is_read_and_verified(tmp_path):
     assert report.ok, report.problems
     assert (report.entries, report.rounds, report.settled, report.voided) == (26, 2, 1, 1)
     assert report.chain_head == MAIN_CHAIN_HEAD
-    assert {entry.kind for entry in entries} == set(EntryKind)
+    # Every kind but those added since (betting_opened: issue 12, Mahjong's bank offers).
+    assert {entry.kind for entry in entries} == set(EntryKind) - {EntryKind.BETTING_OPENED}
     for entry in entries:  # every stored body reads as its kind's model
         assert type(entry.typed_body) is BODY_MODELS[EntryKind(entry.kind)]
     card = next(entry for entry in entries if entry.kind == EntryKind.CARD_DEALT)

@@ -159,6 +159,7 @@ def test_illegal_decisions_and_cards_change_nothing() -> None:
     with pytest.raises(RulesError, match="not finished"):
         rnd.table_state_after()
     rnd.apply_decision("bank-offer-P1", {"choice": "accept", "position": "P1"})
+    rnd.mark_info_published()  # who banks is announced before betting
     with pytest.raises(RulesError, match="card"):
         rnd.apply_card(0, Card.parse("As"))
     with pytest.raises(RulesError, match="nothing is hidden"):

@@ -88,6 +88,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "round_voided": {"reason": "stopped", "bets": {"P": {"outcome": "refund", "payout": "1"}}},
     "device_status": {"device": "serial:///dev/ttyUSB0", "state": "connected", "detail": None},
     "table_status": {"state": "publish_refused", "detail": "0x87 on tables/tp-1/results"},
+    "betting_opened": {
+        "betting_seconds": 15.0,
+        "betting_closes_at": "2026-01-01T00:00:40.000000Z",
+    },
 }
 TABLE_LEVEL = {"device_status", "table_status", "command_received", "command_answered"}
 

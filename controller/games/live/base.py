@@ -11,6 +11,9 @@ Rules of the contract:
 - ``apply_*`` either succeeds or raises :class:`controller.errors.IllegalAction` (decisions) /
   :class:`controller.errors.RulesError` (cards) and changes nothing.
 - ``next_step`` is idempotent: asking twice without applying anything returns the same step.
+- A round may open with steps flagged ``before_betting`` (decisions, information): the
+  orchestrator plays them after ``round_opened`` and before the betting window
+  (``betting_opened``); every other step comes after betting closed.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class DecisionStep:
         info: Public facts a decider needs (amount to call, minimum raise, pot...), JSON.
         default: The decision applied when the deadline passes (JSON, as ``apply_decision``
             takes it).
+        before_betting: Part of the round's opening, played before the betting window opens
+            (Mahjong Pai Gow's bank offers: players bet against a banker already chosen).
     """
 
     window: str
@@ -63,6 +68,7 @@ class DecisionStep:
     options: tuple[str, ...]
     info: JSON
     default: JSON
+    before_betting: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +93,14 @@ class InfoStep:
         data: JSON payload.
         secure: Whether it may only go to the secure (stream production) feed, because it
             says something about hidden cards.
+        before_betting: Part of the round's opening (what the opening settled, e.g. who
+            banks), published before the betting window opens.
     """
 
     kind: str
     data: JSON
     secure: bool = True
+    before_betting: bool = False
 
 
 @dataclass(frozen=True, slots=True)

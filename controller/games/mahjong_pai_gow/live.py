@@ -2,10 +2,12 @@
 
 Steps: the bank is offered in rotation (:class:`controller.games.mahjong_pai_gow.BankerRotation`)
 with one ``bank-offer-<pos>`` window per position asked (``accept`` / ``decline``, default
-``accept``); the position that accepts holds the bank and plays the banker box ``B``. Then two
-tiles to each *other* position in the table's dealing order, then the banker's two; finish.
-When every position declines the round is void ("no banker"): no tile is dealt and the
-result refunds every bet (see ``docs/live-play.md``).
+``accept``); the position that accepts holds the bank and plays the banker box ``B``, and an
+information step (``bank``: who banks, the offers) announces it. These are the round's
+opening (``before_betting``): players bet against a banker already chosen. Then two tiles to
+each *other* position in the table's dealing order, then the banker's two; finish. When every
+position declines the round is void ("no banker"): no tile is dealt and the result refunds
+every bet (see ``docs/live-play.md``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from controller.games.live._common import (
     read_choice,
     summary_wire,
 )
-from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, Step
+from controller.games.live.base import JSON, DealStep, DecisionStep, FinishStep, InfoStep, Step
 from controller.games.mahjong_pai_gow import rules
 from controller.games.mahjong_pai_gow.rules import BankerRotation, CommissionMode
 from controller.games.options import GameOptions
@@ -55,6 +57,7 @@ class MahjongLiveRound:
         rotation: The rotation before this round's offers.
         declined: Positions that declined the bank this round, in order.
         banker: The position that accepted, once one has.
+        announced: Whether the banker was announced (the ``bank`` information step).
         dealt: Tiles dealt so far, in plan order.
     """
 
@@ -65,6 +68,7 @@ class MahjongLiveRound:
     rotation: BankerRotation
     declined: list[str] = field(default_factory=list)
     banker: str | None = None
+    announced: bool = False
     dealt: list[Tile] = field(default_factory=list)
 
     def _offered(self) -> str | None:
@@ -94,7 +98,7 @@ class MahjongLiveRound:
         )
 
     def next_step(self) -> Step:
-        """A bank offer, the next tile, or the finish."""
+        """A bank offer, the banker's announcement, the next tile, or the finish."""
         offered = self._offered()
         if offered is not None:
             return DecisionStep(
@@ -110,9 +114,21 @@ class MahjongLiveRound:
                     "previous_banker": self.rotation.current,
                 },
                 default={"choice": "accept"},
+                before_betting=True,
             )
         if self.banker is None:
             return FinishStep()
+        if not self.announced:
+            return InfoStep(
+                kind="bank",
+                data={
+                    "banker": self.banker,
+                    "offers": self._offers(),
+                    "previous_banker": self.rotation.current,
+                },
+                secure=False,
+                before_betting=True,
+            )
         plan = self.plan()
         if len(self.dealt) < len(plan):
             return DealStep(len(self.dealt), plan.slots[len(self.dealt)])
@@ -154,7 +170,21 @@ class MahjongLiveRound:
         return {"choice": choice, "position": step.seat}
 
     def mark_info_published(self) -> None:
-        """Nothing to do: no overlay information in this game."""
+        """The banker was announced.
+
+        Raises:
+            RulesError: No announcement is due (no banker yet, or announced already).
+        """
+        if self.banker is None or self.announced:
+            raise RulesError("no banker announcement is due", game=rules.GAME_ID)
+        self.announced = True
+
+    def _offers(self) -> list[dict[str, str]]:
+        """The offers made this round, in order: the declines, then the acceptance."""
+        offers = [{"position": position, "choice": "decline"} for position in self.declined]
+        if self.banker is not None:
+            offers.append({"position": self.banker, "choice": "accept"})
+        return offers
 
     def mark_revealed(self, hand: str) -> None:
         """Nothing is hidden in this game.
@@ -172,14 +202,9 @@ class MahjongLiveRound:
         """
         if not isinstance(self.next_step(), FinishStep):
             raise RulesError("the round is not finished", game=rules.GAME_ID)
-        offers: list[dict[str, str]] = [
-            {"position": position, "choice": "decline"} for position in self.declined
-        ]
-        if self.banker is not None:
-            offers.append({"position": self.banker, "choice": "accept"})
         details: dict[str, Any] = {
             "banker": self.banker,
-            "offers": offers,
+            "offers": self._offers(),
             "commission": self.commission.value,
             "dealing_order": list(self.dealing_order),
         }
