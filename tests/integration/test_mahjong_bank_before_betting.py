@@ -38,6 +38,7 @@ from tests.integration._live_helpers import (
 from tests.integration._secure_broker import SecureBroker
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
+from tests.support.settlement import group
 
 pytestmark = [
     pytest.mark.hil,
@@ -116,7 +117,9 @@ def _assert_settled(live: Live, round_id: str) -> dict[str, Any]:
     judged = mj.resolve_positions(tiles, ["P1", "P3", "P4"])
     for position, outcome in judged.items():
         settled = mj.settle_position(outcome, mj.DEFAULT_PAYTABLES)
-        assert data["bets"][position] == {b: r.to_wire() for b, r in settled.items()}
+        assert group(data["bets"], position=position) == {
+            b: r.to_wire() for b, r in settled.items()
+        }
     return dict(data)
 
 
