@@ -55,16 +55,12 @@ _ACTION_WEIGHTS: Final = {
 
 
 def _house_way_mulligans(info: Mapping[str, Any]) -> bool:
-    if info.get("house_way") in ("stay", "mulligan"):
-        return bool(info["house_way"] == "mulligan")
-    from controller.cards import parse_cards
-    from controller.errors import TablectlError
-    from controller.games.three_card_mulligan.rules import house_way_stays
+    """Whether the house way mulligans, as the decision window publishes it (``house_way``).
 
-    try:
-        return not house_way_stays(parse_cards(list(info.get("player", []))))
-    except (TablectlError, TypeError, ValueError):  # a malformed hand: stay, the safe default
-        return False
+    The simulated betting system knows a game only by what its decision windows publish, as
+    the real one does: it imports no game's rules. No ``house_way``: stay, the safe default.
+    """
+    return info.get("house_way") == "mulligan"
 
 
 @dataclass(frozen=True, slots=True)

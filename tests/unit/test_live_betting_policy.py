@@ -110,3 +110,16 @@ def test_policy_is_a_function_of_seed_round_and_window() -> None:
         }
     ) in ({"choice": "stay"}, {"choice": "mulligan"})
     assert BettingPolicy(1).decide({"kind": "action", "options": []}) is None
+
+
+def test_the_mulligan_answer_follows_the_published_house_way() -> None:
+    """The simulated betting system reads the window's ``house_way``, not the game's rules."""
+    policy = BettingPolicy(3, abstain=0, contrarian_mulligan=0)
+
+    def window(info: dict[str, object]) -> dict[str, object]:
+        return {"kind": "mulligan", "options": ["stay", "mulligan"], "info": info, "window": "w"}
+
+    assert policy.decide(window({"house_way": "mulligan"})) == {"choice": "mulligan"}
+    assert policy.decide(window({"house_way": "stay"})) == {"choice": "stay"}
+    # Nothing published: stay (the safe default), whatever the cards.
+    assert policy.decide(window({"player": ["2c", "5d", "9h"]})) == {"choice": "stay"}
