@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import structlog
 
 from controller.archive.config import ArchiveSettings
@@ -84,8 +85,22 @@ class ArchiveConsumer:
             await self.store.store_status(found)
             outcome = "status"
         else:
-            outcome = await self.store.store_entry(found)
-            await self._track(found)
+            try:
+                outcome = await self.store.store_entry(found)
+            except psycopg.OperationalError:
+                raise  # the database is gone: not this message's fault (docs/archive.md)
+            except psycopg.Error as exc:
+                # The database refused this entry (its transaction was rolled back): keep it
+                # as rejected with the server's words rather than stop the consumer.
+                await self.store.store_rejected(
+                    Rejected(
+                        topic, found.table, found.seq, "store_error", f"database: {exc}", payload
+                    )
+                )
+                log.error("entry not stored", topic=topic, seq=found.seq, error=str(exc))
+                outcome = "rejected:store_error"
+            else:
+                await self._track(found)
         self.counts[outcome] += 1
         return outcome
 

@@ -70,11 +70,11 @@ async def running_archive(settings: ArchiveSettings) -> AsyncIterator[ArchiveCon
 
 
 async def run_tables(
-    broker_url: str, tmp: Path, private: dict[str, Path], rounds: int, **extra: Any
+    broker_url: str, tmp: Path, private: dict[str, Path], rounds: int, tables=TABLES, **extra: Any
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
         tasks = []
-        for n, table in enumerate(TABLES):
+        for n, table in enumerate(tables):
             url = await stack.enter_async_context(
                 simulated_scanner("teen-patti-20-20", Simulation(seed=10 + n, deal_delay=0.0))
             )
@@ -216,3 +216,75 @@ async def test_tables_arrive_exactly_once_matching_their_journals(mosquitto, arc
         await asyncio.sleep(0.5)
         assert again.gaps.open == []
         assert again.gaps.highest == {t: journals[t][-1].seq for t in TABLES}
+
+
+async def test_a_gap_is_replayed_and_what_a_replay_cannot_bring_is_alerted(
+    mosquitto, archive_db, tmp_path
+):
+    private, public = _keys(tmp_path)
+    settings = _settings(
+        archive_db,
+        mosquitto.url,
+        {"arc-1": public["arc-1"]},
+        grace_seconds=0.2,
+        timeout_seconds=2.0,
+    )
+    journal_path = tmp_path / "arc-1.sqlite"
+    tables = asyncio.create_task(
+        run_tables(mosquitto.url, tmp_path, private, rounds=4, tables=("arc-1",), pause=0.8)
+    )
+    try:
+        # The archive comes up after the first round's result: seq 1.. went by unseen.
+        async with asyncio.timeout(20):
+            while not (
+                journal_path.exists()
+                and any(e.kind == "round_result" for e in _journal(journal_path))
+            ):
+                await asyncio.sleep(0.05)
+        first_result = next(e for e in _journal(journal_path) if e.kind == "round_result")
+        async with running_archive(settings) as consumer:
+            await _wait_rows(archive_db, "SELECT count(*) FROM alerts", 1, seconds=15)
+            await tables
+            entries = _journal(journal_path)
+            gap = await _rows(
+                archive_db,
+                "SELECT from_seq, to_seq, replay_requested_at IS NOT NULL, alerted_at IS NOT NULL,"
+                " filled_at, missing FROM gaps",
+            )
+            assert len(gap) == 1
+            lo, hi, requested, alerted, filled_at, missing = gap[0]
+            assert lo == 1 and hi >= first_result.seq
+            assert requested and alerted and filled_at is None
+            # The replay brought the result back; the other entries of the gap are missing.
+            replayed = await _rows(
+                archive_db,
+                "SELECT seq, replayed, signed FROM events WHERE table_id = 'arc-1'"
+                " AND kind = 'round_result' AND seq <= %s",
+                hi,
+            )
+            assert (first_result.seq, True, True) in replayed
+            assert first_result.seq not in missing
+            assert missing == [
+                e.seq
+                for e in entries
+                if e.seq <= hi and e.kind not in {"round_result", "round_voided"}
+            ]
+            (detail,) = (await _rows(archive_db, "SELECT detail FROM alerts"))[0]
+            assert f"seq 1..{hi} of table arc-1 not filled" in detail
+            assert consumer.counts["gap_alert"] == 1
+            # Everything after the gap arrived, once.
+            await _wait_rows(
+                archive_db,
+                f"SELECT count(*) FROM events WHERE seq > {hi}",
+                len([e for e in entries if e.seq > hi]),
+            )
+            rows = await _rows(
+                archive_db,
+                "SELECT seq FROM events WHERE table_id = 'arc-1' AND seq > %s ORDER BY seq",
+                hi,
+            )
+            assert [r[0] for r in rows] == [e.seq for e in entries if e.seq > hi]
+    finally:
+        tables.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await tables
