@@ -16,7 +16,7 @@ from datetime import UTC
 from typing import Any, Literal
 
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json, Jsonb
 
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, Rejected, Status
@@ -85,7 +85,7 @@ class ArchiveStore:
                     entry.delayed,
                     entry.replayed,
                     entry.signed,
-                    Jsonb(entry.envelope),
+                    Json(entry.envelope),
                 ),
             )
             if entry.round_id is not None:

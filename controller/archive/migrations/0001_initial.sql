@@ -26,7 +26,7 @@ CREATE TABLE events (
     delayed     boolean     NOT NULL,
     replayed    boolean     NOT NULL,
     signed      boolean     NOT NULL,  -- carried a signature that verified
-    envelope    jsonb       NOT NULL,
+    envelope    json        NOT NULL,  -- json, not jsonb: the message's own key order is kept
     received_at timestamptz NOT NULL DEFAULT now()
 ) PARTITION BY RANGE (at);
 CREATE INDEX events_table_seq ON events (table_id, seq);
