@@ -69,6 +69,8 @@ async def migrate(conn: psycopg.AsyncConnection[object]) -> list[int]:
     """
     applied_now: list[int] = []
     async with conn.transaction():
+        # Under the lock: two instances' CREATE ... IF NOT EXISTS would race on the catalog.
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS archive_migrations ("
             " version integer PRIMARY KEY, name text NOT NULL,"
