@@ -73,35 +73,42 @@ class ArchiveConsumer:
     # -- one message -------------------------------------------------------------------------
 
     async def handle(self, topic: str, payload: bytes) -> str:
-        """Classify and store one message; what became of it (a :attr:`counts` key)."""
+        """Classify and store one message; what became of it (a :attr:`counts` key).
+
+        Raises:
+            psycopg.OperationalError: The database is gone (not this message's fault).
+        """
         found = classify(topic, payload, self.keys)
+        try:
+            outcome = await self._store(found)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            # The database refused this message (its transaction was rolled back, e.g. a
+            # "\u0000" that jsonb cannot hold): keep it as rejected with the server's words
+            # rather than stop the consumer.
+            table = found.table
+            seq = None if isinstance(found, Status) else found.seq
+            await self.store.store_rejected(
+                Rejected(topic, table, seq, "store_error", f"database: {exc}", payload)
+            )
+            log.error("message not stored", topic=topic, seq=seq, error=str(exc))
+            outcome = "rejected:store_error"
+        self.counts[outcome] += 1
+        return outcome
+
+    async def _store(self, found: Entry | Status | Rejected) -> str:
         if isinstance(found, Rejected):
             await self.store.store_rejected(found)
-            outcome = f"rejected:{found.category}"
             log.warning(
-                "message rejected", topic=topic, category=found.category, reason=found.reason
+                "message rejected", topic=found.topic, category=found.category, reason=found.reason
             )
-        elif isinstance(found, Status):
+            return f"rejected:{found.category}"
+        if isinstance(found, Status):
             await self.store.store_status(found)
-            outcome = "status"
-        else:
-            try:
-                outcome = await self.store.store_entry(found)
-            except psycopg.OperationalError:
-                raise  # the database is gone: not this message's fault (docs/archive.md)
-            except psycopg.Error as exc:
-                # The database refused this entry (its transaction was rolled back): keep it
-                # as rejected with the server's words rather than stop the consumer.
-                await self.store.store_rejected(
-                    Rejected(
-                        topic, found.table, found.seq, "store_error", f"database: {exc}", payload
-                    )
-                )
-                log.error("entry not stored", topic=topic, seq=found.seq, error=str(exc))
-                outcome = "rejected:store_error"
-            else:
-                await self._track(found)
-        self.counts[outcome] += 1
+            return "status"
+        outcome = await self.store.store_entry(found)
+        await self._track(found)
         return outcome
 
     async def _track(self, entry: Entry) -> None:

@@ -61,7 +61,19 @@ class ArchiveStore:
     # -- entries ---------------------------------------------------------------------------
 
     async def store_entry(self, entry: Entry) -> Stored:
-        """Store ``entry`` once: ``new``, ``duplicate`` (absorbed) or ``conflict`` (rejected)."""
+        """Store ``entry`` once: ``new``, ``duplicate`` (absorbed) or ``conflict`` (rejected).
+
+        Raises:
+            psycopg.Error: The database refused it (nothing of it was written).
+        """
+        try:
+            return await self._store_entry(entry)
+        except psycopg.Error:
+            # A partition made in the rolled-back transaction is gone with it.
+            self._partitions.clear()
+            raise
+
+    async def _store_entry(self, entry: Entry) -> Stored:
         async with self.conn.transaction():
             cursor = await self.conn.execute(
                 "INSERT INTO entry_keys (table_id, session, seq, at, digest)"

@@ -157,3 +157,30 @@ async def test_duplicates_are_absorbed_and_conflicts_rejected_and_rounds_fold_in
             "A",
             3,
         )
+
+
+async def test_what_the_database_refuses_is_rejected_and_the_consumer_goes_on(archive_db):
+    from controller.archive.config import ArchiveSettings
+    from controller.archive.consumer import ArchiveConsumer
+
+    store = await ArchiveStore.open(archive_db)
+    settings = ArchiveSettings.model_validate({"database": {"url": archive_db}})
+    consumer = ArchiveConsumer(settings, store, KEYS)
+    try:
+        # jsonb cannot hold "\u0000": the status and the round fold are refused by the server.
+        status = {"schema_version": "2", "state": "online\u0000", "table": "t1"}
+        assert await consumer.handle("tables/t1/status", json.dumps(status).encode()) == (
+            "rejected:store_error"
+        )
+        bad = envelope(1, "round_opened", "2026-11-25T07:00:00Z", {"game": "x\u0000"})
+        assert await consumer.handle("tables/t1/events", json.dumps(bad).encode()) == (
+            "rejected:store_error"
+        )
+        good = envelope(2, "betting_closed", "2026-11-25T07:00:01Z", {})
+        assert await consumer.handle("tables/t1/events", json.dumps(good).encode()) == "new"
+    finally:
+        await store.close()
+    assert (
+        await _one(archive_db, "SELECT count(*) FROM rejected WHERE category = 'store_error'") == 2
+    )
+    assert await _one(archive_db, "SELECT count(*) FROM events") == 1
