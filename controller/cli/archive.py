@@ -45,9 +45,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Entry point of ``tablectl archive run``: 0 after SIGINT/SIGTERM."""
+    """Entry point of ``tablectl archive run``: 0 after SIGINT/SIGTERM.
+
+    A lost database connection ends it with an ``ArchiveError`` (exit 2, the reason printed).
+    """
+    import psycopg
+
     from controller.archive.config import load_archive_settings
     from controller.archive.consumer import ArchiveConsumer
+    from controller.archive.errors import ArchiveError
     from controller.archive.ingest import TableKeys
     from controller.archive.store import ArchiveStore
 
@@ -65,6 +71,11 @@ def run_command(args: argparse.Namespace) -> int:
             await task
         except asyncio.CancelledError:
             pass
+        except psycopg.OperationalError as exc:
+            raise ArchiveError(
+                f"lost the archive database, stopping (the broker keeps what arrives "
+                f"meanwhile for this client id): {exc}"
+            ) from exc
         finally:
             await store.close()
             counts = ", ".join(f"{key} {value}" for key, value in sorted(consumer.counts.items()))

@@ -112,3 +112,44 @@ def _has_tables(db: str) -> bool:
     with psycopg.connect(db) as conn:
         row = conn.execute("SELECT to_regclass('rejected') IS NOT NULL").fetchone()
     return bool(row and row[0])
+
+
+def test_archive_run_stops_with_a_clear_error_when_it_loses_the_database(
+    mosquitto, archive_db, tmp_path
+):
+    config = tmp_path / "archive.toml"
+    config.write_text(
+        f'[database]\nurl = "{archive_db}"\n\n'
+        f'[mqtt]\nurls = ["{mosquitto.url}"]\nclient_id = "archive-lost"\n\n[tables.t1]\n'
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "archive", "run", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    async def scenario() -> None:
+        async with asyncio.timeout(30), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+            while not (
+                _has_tables(archive_db) and _count(archive_db, "SELECT count(*) FROM rejected")
+            ):
+                await client.publish("tables/probe/events", b"{}", qos=1)
+                await asyncio.sleep(0.2)
+            with psycopg.connect(archive_db, autocommit=True) as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            while process.poll() is None:
+                await client.publish("tables/probe/events", b"{}", qos=1)
+                await asyncio.sleep(0.2)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, err = process.communicate(timeout=15)
+    assert process.returncode == 2
+    assert "tablectl archive: lost the archive database" in err.decode()
+    assert "Traceback" not in err.decode()
