@@ -17,11 +17,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/tablectl run --simulate --show $(RUN_ARGS)
 
-## make test: the whole suite. Installs Mosquitto with apt-get when the binary is missing.
+## make test: the whole suite. Installs Mosquitto and PostgreSQL with apt-get when missing.
 test: $(STAMP)
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
 	  echo "mosquitto not found: installing it with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "postgresql not found: installing it with apt-get (the archive's tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -373,6 +373,11 @@ def recall_round(journal: Journal, round_id: str) -> RoundRecord:
         raise RoundNotFound(
             "no such round in the journal", path=str(journal.path), round_id=round_id
         )
+    return round_record(round_id, entries)
+
+
+def round_record(round_id: str, entries: list[JournalEntry]) -> RoundRecord:
+    """A round's record from its entries in ``seq`` order (the journal's, or the archive's)."""
     fold = RoundFold.replay(round_id, ((entry.kind, entry.body) for entry in entries))
     return RoundRecord(
         round_id=round_id,

@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from controller.cli import (
         analyze,
+        archive,
         check_config,
         devices,
         pit,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_config.register(subparsers)
     signing.register(subparsers)
     schema.register(subparsers)
+    archive.register(subparsers)
     _name_the_usage(parser)
     return parser
 

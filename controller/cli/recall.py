@@ -22,7 +22,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "and the timing. Reads the journal read-only (safe beside a running controller).",
     )
     recall.add_argument("round_id", metavar="ROUND_ID", help="round id, e.g. tp-01-000042")
-    recall.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
+    source = recall.add_mutually_exclusive_group(required=True)
+    source.add_argument("--journal", type=Path, metavar="PATH", help="journal")
+    source.add_argument(
+        "--archive",
+        metavar="URL",
+        help="read the round from the studio archive (postgresql://...; docs/archive.md)",
+    )
+    recall.add_argument("--table", help="with --archive: the table, if round ids repeat")
     recall.add_argument("--json", action="store_true", help="print one JSON document")
     recall.set_defaults(func=recall_command)
 
@@ -58,8 +65,15 @@ def recall_command(args: argparse.Namespace) -> int:
     from controller.journal import Journal
     from controller.recall import recall_round
 
-    with Journal.open_readonly(args.journal) as journal:
-        record = recall_round(journal, args.round_id)
+    if args.archive is not None:
+        import asyncio
+
+        from controller.archive.recall import recall_from_archive
+
+        record = asyncio.run(recall_from_archive(args.archive, args.round_id, args.table))
+    else:
+        with Journal.open_readonly(args.journal) as journal:
+            record = recall_round(journal, args.round_id)
     if args.json:
         print(json.dumps(record.to_dict(), ensure_ascii=False, indent=2))
     else:

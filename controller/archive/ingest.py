@@ -1,0 +1,243 @@
+"""What the archive makes of one MQTT message: an entry to store, a status, or a rejection.
+
+Pure (no I/O): :func:`classify` reads a topic and a payload and answers with an
+:class:`Entry`, a :class:`Status` or a :class:`Rejected` that names the reason. Nothing it is
+given can make it raise: a malformed message, an unknown ``schema_version``, an unknown table,
+a bad signature are all rejections (docs/archive.md, "What is rejected").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from controller.signing import why_invalid
+
+SCHEMA_VERSIONS = frozenset({"2"})
+"""The contract versions this archive reads (docs/mqtt.md, "Changelog")."""
+SIGNED_KINDS = frozenset({"round_result", "round_voided"})
+"""The kinds a signing table signs."""
+ENTRY_TOPICS = frozenset({"events", "results"})
+"""The per-table topics whose messages are journal entries."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A journal entry as published, accepted.
+
+    Attributes:
+        topic: Where it came from.
+        table: The table id.
+        session: The run that journalled it.
+        seq: Its journal ``seq``.
+        at: When it happened.
+        round_id: Its round (``None`` for table-level entries).
+        kind: The entry kind.
+        data: Its ``data``.
+        delayed: As published.
+        replayed: As published.
+        signed: It carried a signature that verified.
+        envelope: The whole envelope.
+        digest: sha256 over (round, kind, at, data): every copy of the entry agrees on it.
+    """
+
+    topic: str
+    table: str
+    session: int
+    seq: int
+    at: datetime
+    round_id: str | None
+    kind: str
+    data: dict[str, Any]
+    delayed: bool
+    replayed: bool
+    signed: bool
+    envelope: dict[str, Any]
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A table's status message (birth, Last Will, clean stop)."""
+
+    table: str
+    state: str
+    session: int | None
+    chain_head: tuple[int, str] | None
+    envelope: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A message that is not stored as valid.
+
+    Attributes:
+        topic: Where it came from.
+        table: The table id from the topic, if any.
+        seq: Its ``seq`` if it could be read.
+        category: ``malformed``, ``schema_version``, ``unknown_table``, ``signature``.
+        reason: What was wrong, in a sentence naming the field.
+        payload: The bytes as received.
+    """
+
+    topic: str
+    table: str | None
+    seq: int | None
+    category: str
+    reason: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TableKeys:
+    """Who the archive accepts: the known tables and their public keys.
+
+    Attributes:
+        tables: Table id → its public key, or ``None`` for a table that does not sign.
+        prefix: The topic prefix (``tables``; may have several levels).
+    """
+
+    tables: dict[str, Ed25519PublicKey | None]
+    prefix: str = "tables"
+
+
+def entry_digest(round_id: str | None, kind: str, at: str, data: Any) -> str:
+    """sha256 of an entry's content (not its delivery flags or signature)."""
+    text = json.dumps(
+        {"round": round_id, "kind": kind, "at": at, "data": data},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _split_topic(topic: str, prefix: str) -> tuple[str, str] | None:
+    head = prefix.rstrip("/") + "/"
+    if not topic.startswith(head):
+        return None
+    rest = topic[len(head) :].split("/")
+    if len(rest) != 2:
+        return None
+    return rest[0], rest[1]
+
+
+def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Rejected:
+    """What ``payload`` received on ``topic`` is (never raises).
+
+    Args:
+        topic: The MQTT topic.
+        payload: The message's bytes.
+        keys: The known tables and their public keys.
+    """
+    parts = _split_topic(topic, keys.prefix)
+    table = parts[0] if parts else None
+
+    def reject(category: str, reason: str, seq: int | None = None) -> Rejected:
+        return Rejected(topic, table, seq, category, reason, payload)
+
+    if parts is None or parts[1] not in {*ENTRY_TOPICS, "status"}:
+        return reject(
+            "malformed", f"topic {topic!r} is not {keys.prefix}/TABLE/events|results|status"
+        )
+    try:
+        envelope = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return reject("malformed", f"payload is not JSON: {exc}")
+    if not isinstance(envelope, dict):
+        return reject("malformed", f"payload is a JSON {type(envelope).__name__}, not an object")
+    version = envelope.get("schema_version")
+    if version not in SCHEMA_VERSIONS:
+        return reject(
+            "schema_version",
+            f"schema_version {version!r} is not one this archive reads ({sorted(SCHEMA_VERSIONS)})",
+        )
+    if table not in keys.tables:
+        return reject("unknown_table", f"table {table!r} is not in the archive's config")
+    if envelope.get("table") != table:
+        return reject(
+            "malformed", f"field 'table' is {envelope.get('table')!r}, the topic says {table!r}"
+        )
+    if parts[1] == "status":
+        return _status(envelope, table, reject)
+    return _entry(topic, table, envelope, keys.tables[table], reject)
+
+
+def _status(
+    envelope: dict[str, Any], table: str, reject: Callable[..., Rejected]
+) -> Status | Rejected:
+    state = envelope.get("state")
+    if not isinstance(state, str):
+        return reject("malformed", "field 'state' is missing or not a string")
+    session = envelope.get("session")
+    head = envelope.get("chain_head")
+    chain: tuple[int, str] | None = None
+    if (
+        isinstance(head, dict)
+        and isinstance(head.get("seq"), int)
+        and isinstance(head.get("hash"), str)
+    ):
+        chain = (head["seq"], head["hash"])
+    return Status(table, state, session if isinstance(session, int) else None, chain, envelope)
+
+
+def _field_error(envelope: dict[str, Any]) -> str | None:
+    for name, kinds in (("seq", int), ("session", int), ("kind", str), ("at", str), ("data", dict)):
+        value = envelope.get(name)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            return f"field {name!r} is missing or not a {kinds.__name__} (got {value!r:.60})"
+    if envelope["seq"] < 1:
+        return f"field 'seq' is {envelope['seq']}, must be >= 1"
+    round_id = envelope.get("round")
+    if round_id is not None and not isinstance(round_id, str):
+        return f"field 'round' is {round_id!r:.60}, not a string or null"
+    return None
+
+
+def _entry(
+    topic: str,
+    table: str,
+    envelope: dict[str, Any],
+    key: Ed25519PublicKey | None,
+    reject: Callable[..., Rejected],
+) -> Entry | Rejected:
+    problem = _field_error(envelope)
+    seq = envelope.get("seq") if isinstance(envelope.get("seq"), int) else None
+    if problem is not None:
+        return reject("malformed", problem, seq)
+    try:
+        at = datetime.fromisoformat(envelope["at"])
+    except ValueError:
+        return reject(
+            "malformed", f"field 'at' is not an ISO-8601 time: {envelope['at']!r:.60}", seq
+        )
+    if at.tzinfo is None:
+        return reject("malformed", f"field 'at' has no time zone: {envelope['at']!r:.60}", seq)
+    kind: str = envelope["kind"]
+    signed = False
+    if key is not None and (kind in SIGNED_KINDS or "signature" in envelope):
+        why = why_invalid(envelope, key)
+        if why:
+            return reject("signature", f"{kind} seq {seq}: {why}", seq)
+        signed = True
+    return Entry(
+        topic=topic,
+        table=table,
+        session=envelope["session"],
+        seq=envelope["seq"],
+        at=at,
+        round_id=envelope.get("round"),
+        kind=kind,
+        data=envelope["data"],
+        delayed=envelope.get("delayed") is True,
+        replayed=envelope.get("replayed") is True,
+        signed=signed,
+        envelope=envelope,
+        digest=entry_digest(envelope.get("round"), kind, envelope["at"], envelope["data"]),
+    )

@@ -1,0 +1,110 @@
+"""``tablectl archive run|migrate``: the studio archive (docs/archive.md).
+
+``archive run --config archive.toml`` consumes every configured table's topics into
+PostgreSQL until SIGINT/SIGTERM; ``archive migrate`` (``--config`` or ``--database URL``) only
+brings the database schema up to date and prints the versions applied. The library is
+:mod:`controller.archive`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``tablectl archive`` (``run``, ``migrate``) to the CLI."""
+    parser = subparsers.add_parser(
+        "archive",
+        help="the studio archive: every table's entries in PostgreSQL",
+        description="The studio archive: consume the tables' events, results and statuses "
+        "into PostgreSQL, exactly once, signatures verified, gaps replayed (docs/archive.md).",
+    )
+    actions = parser.add_subparsers(dest="archive_command", required=True, metavar="ACTION")
+    run = actions.add_parser(
+        "run",
+        help="consume the tables' topics into PostgreSQL (until SIGINT/SIGTERM)",
+        description="Migrate the database, subscribe to {prefix}/+/events, results and status, "
+        "and store every message: entries once, statuses as history, the rest as rejected "
+        "with the reason. Runs until SIGINT or SIGTERM.",
+    )
+    run.add_argument("--config", type=Path, required=True, metavar="FILE", help="archive.toml")
+    run.set_defaults(func=run_command)
+    migrate = actions.add_parser(
+        "migrate",
+        help="bring the archive database's schema up to date",
+        description="Apply the archive's SQL migrations not applied yet (each in a "
+        "transaction) and print their versions.",
+    )
+    source = migrate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
+    source.add_argument("--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
+    migrate.set_defaults(func=migrate_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl archive run``: 0 after SIGINT/SIGTERM.
+
+    A lost database connection ends it with an ``ArchiveError`` (exit 2, the reason printed).
+    """
+    import psycopg
+
+    from controller.archive.config import load_archive_settings
+    from controller.archive.consumer import ArchiveConsumer
+    from controller.archive.errors import ArchiveError
+    from controller.archive.ingest import TableKeys
+    from controller.archive.store import ArchiveStore
+
+    settings = load_archive_settings(args.config)
+    keys = TableKeys(settings.public_keys(args.config.parent), settings.mqtt.topic_prefix)
+
+    async def main() -> None:
+        store = await ArchiveStore.open(settings.database.url)
+        consumer = ArchiveConsumer(settings, store, keys)
+        task = asyncio.create_task(consumer.run(), name="archive")
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except psycopg.OperationalError as exc:
+            raise ArchiveError(
+                f"lost the archive database, stopping (the broker keeps what arrives "
+                f"meanwhile for this client id): {exc}"
+            ) from exc
+        finally:
+            await store.close()
+            counts = ", ".join(f"{key} {value}" for key, value in sorted(consumer.counts.items()))
+            print(f"archive stopped: {counts or 'nothing received'}")
+
+    asyncio.run(main())
+    return 0
+
+
+def migrate_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl archive migrate``."""
+    from controller.archive.config import load_archive_settings
+    from controller.archive.store import ArchiveStore
+
+    url = args.database or load_archive_settings(args.config).database.url
+
+    async def main() -> list[int]:
+        from controller.archive.migrate import migrate
+
+        store = await ArchiveStore.open(url, run_migrations=False)
+        try:
+            return await migrate(store.conn)
+        finally:
+            await store.close()
+
+    applied = asyncio.run(main())
+    print(
+        "applied migrations " + ", ".join(f"{v:04d}" for v in applied)
+        if applied
+        else "the archive schema is up to date"
+    )
+    return 0

@@ -1,0 +1,155 @@
+"""``tablectl archive run`` as a process, and ``tablectl recall --archive`` beside ``--journal``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import subprocess
+import sys
+
+import aiomqtt
+import psycopg
+import pytest
+
+from controller.app import run_table
+from controller.cli import main
+from controller.journal import Journal
+from controller.settings import load_settings
+from controller.signing import generate_keypair
+from simulators.table import Simulation, simulated_scanner
+
+pytestmark = pytest.mark.hil
+
+
+def _count(db: str, query: str) -> int:
+    with psycopg.connect(db) as conn:
+        row = conn.execute(query.encode()).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_archive_run_then_recall_from_the_archive_matches_the_journal(
+    mosquitto, archive_db, tmp_path, capsys
+):
+    private, _ = generate_keypair(tmp_path / "keys", "cli-1-key")
+    config = tmp_path / "archive.toml"
+    config.write_text(
+        f'[database]\nurl = "{archive_db}"\n\n'
+        f'[mqtt]\nurls = ["{mosquitto.url}"]\nclient_id = "archive-cli"\n\n'
+        '[tables.cli-1]\npublic_key = "keys/cli-1-key.pub"\n'
+    )
+    journal_path = tmp_path / "cli-1.sqlite"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "archive", "run", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    async def scenario() -> int:
+        # Subscribed once a probe on an unknown table is stored as rejected.
+        async with asyncio.timeout(30), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+            while not (
+                _has_tables(archive_db) and _count(archive_db, "SELECT count(*) FROM rejected")
+            ):
+                await client.publish("tables/probe/events", b'{"schema_version":"2"}', qos=1)
+                await asyncio.sleep(0.2)
+        async with simulated_scanner("teen-patti-20-20", Simulation(seed=3, deal_delay=0.0)) as url:
+            settings = load_settings(
+                None,
+                table_id="cli-1",
+                device={"url": url},
+                mqtt={"urls": [mosquitto.url]},
+                journal={"path": journal_path},
+                rounds={"betting_seconds": 0.1, "pause_seconds": 0.1},
+                signing={"key_file": private, "key_id": "cli-1-key"},
+            )
+            async with asyncio.timeout(60):
+                await run_table(settings, rounds=2)
+        with Journal.open_readonly(journal_path) as journal:
+            total = journal.last_seq
+        async with asyncio.timeout(15):
+            while _count(archive_db, "SELECT count(*) FROM events") < total:
+                await asyncio.sleep(0.05)
+        return total
+
+    try:
+        total = asyncio.run(scenario())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err.decode()
+    assert "archive stopped:" in out.decode()
+    assert f"new {total}" in out.decode()
+    with Journal.open_readonly(journal_path) as journal:
+        entries = list(journal.entries())
+
+    round_id = next(e.round_id for e in entries if e.kind == "round_result")
+    assert round_id is not None
+    capsys.readouterr()
+    assert main(["recall", round_id, "--journal", str(journal_path), "--json"]) == 0
+    from_journal = json.loads(capsys.readouterr().out)
+    assert main(["recall", round_id, "--archive", archive_db, "--json"]) == 0
+    from_archive = json.loads(capsys.readouterr().out)
+    for document in (from_journal, from_archive):
+        for entry in document["entries"]:
+            entry.pop("delivered_at")
+    assert from_archive == from_journal
+    assert from_archive["status"] == "settled"
+
+    delivered = re.compile(r"  \[delivered [^\]]*\]")
+    assert main(["recall", round_id, "--journal", str(journal_path)]) == 0
+    text_journal = delivered.sub("", capsys.readouterr().out)
+    assert main(["recall", round_id, "--archive", archive_db]) == 0
+    text_archive = delivered.sub("", capsys.readouterr().out)
+    assert text_archive == text_journal
+
+    assert main(["recall", "no-such-round", "--archive", archive_db]) == 2
+    assert "no such round in the archive" in capsys.readouterr().err
+
+
+def _has_tables(db: str) -> bool:
+    with psycopg.connect(db) as conn:
+        row = conn.execute("SELECT to_regclass('rejected') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
+def test_archive_run_stops_with_a_clear_error_when_it_loses_the_database(
+    mosquitto, archive_db, tmp_path
+):
+    config = tmp_path / "archive.toml"
+    config.write_text(
+        f'[database]\nurl = "{archive_db}"\n\n'
+        f'[mqtt]\nurls = ["{mosquitto.url}"]\nclient_id = "archive-lost"\n\n[tables.t1]\n'
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "archive", "run", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    async def scenario() -> None:
+        async with asyncio.timeout(30), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+            while not (
+                _has_tables(archive_db) and _count(archive_db, "SELECT count(*) FROM rejected")
+            ):
+                await client.publish("tables/probe/events", b"{}", qos=1)
+                await asyncio.sleep(0.2)
+            with psycopg.connect(archive_db, autocommit=True) as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            while process.poll() is None:
+                await client.publish("tables/probe/events", b"{}", qos=1)
+                await asyncio.sleep(0.2)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, err = process.communicate(timeout=15)
+    assert process.returncode == 2
+    assert "tablectl archive: lost the archive database" in err.decode()
+    assert "Traceback" not in err.decode()

@@ -1,0 +1,171 @@
+"""What the archive makes of a message (pure): entries, statuses, and rejections with reasons."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.archive.config import load_archive_settings
+from controller.archive.gaps import GapTracker
+from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
+from controller.errors import ConfigError
+from controller.signing import Signer
+
+SIGNER = Signer(Ed25519PrivateKey.generate(), "k1")
+KEYS = TableKeys({"t1": SIGNER.public_key, "t2": None})
+
+
+def env(**over: object) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "schema_version": "2",
+        "table": "t1",
+        "round": "t1-000001",
+        "seq": 5,
+        "session": 2,
+        "kind": "card_dealt",
+        "at": "2026-11-25T07:00:00.000001Z",
+        "delayed": False,
+        "data": {"slot": "A1", "card": "As", "face": "up"},
+    }
+    base.update(over)
+    return base
+
+
+def run(payload: object, topic: str = "tables/t1/events") -> Entry | Status | Rejected:
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return classify(topic, raw, KEYS)
+
+
+def test_an_entry_is_read_with_its_fields():
+    found = run(env())
+    assert isinstance(found, Entry)
+    assert (found.table, found.session, found.seq, found.kind, found.round_id) == (
+        "t1",
+        2,
+        5,
+        "card_dealt",
+        "t1-000001",
+    )
+    assert found.at.microsecond == 1 and found.signed is False
+
+
+def test_a_signed_result_verifies_and_a_changed_one_does_not():
+    result = SIGNER.sign(env(kind="round_result", data={"winner": "A", "bets": []}))
+    found = run(result, "tables/t1/results")
+    assert isinstance(found, Entry) and found.signed
+    changed = {**result, "data": {"winner": "B", "bets": []}}
+    bad = run(changed, "tables/t1/results")
+    assert isinstance(bad, Rejected) and bad.category == "signature" and bad.seq == 5
+    assert "does not match" in bad.reason
+    unsigned = run(env(kind="round_result", data={}), "tables/t1/results")
+    assert isinstance(unsigned, Rejected) and "no signature member" in unsigned.reason
+    # A table without a key in the config: results are taken unsigned.
+    assert isinstance(run(env(table="t2", kind="round_result"), "tables/t2/results"), Entry)
+
+
+@pytest.mark.parametrize(
+    ("payload", "topic", "category", "words"),
+    [
+        (b"\xff\xfe", "tables/t1/events", "malformed", "not JSON"),
+        ([1, 2], "tables/t1/events", "malformed", "JSON list, not an object"),
+        (env(schema_version="1"), "tables/t1/events", "schema_version", "'1'"),
+        (env(schema_version=None), "tables/t1/events", "schema_version", "None"),
+        (env(table="t9"), "tables/t9/events", "unknown_table", "'t9'"),
+        (env(table="t2"), "tables/t1/events", "malformed", "field 'table' is 't2'"),
+        (env(seq="5"), "tables/t1/events", "malformed", "field 'seq'"),
+        (env(seq=True), "tables/t1/events", "malformed", "field 'seq'"),
+        (env(seq=0), "tables/t1/events", "malformed", "must be >= 1"),
+        (env(data=[]), "tables/t1/events", "malformed", "field 'data'"),
+        (env(at="yesterday"), "tables/t1/events", "malformed", "field 'at'"),
+        (env(at="2026-11-25T07:00:00"), "tables/t1/events", "malformed", "no time zone"),
+        (env(round=7), "tables/t1/events", "malformed", "field 'round'"),
+        (env(), "tables/t1/secure/events", "malformed", "is not tables/TABLE"),
+        (env(), "elsewhere/t1/events", "malformed", "is not tables/TABLE"),
+    ],
+)
+def test_bad_messages_are_rejected_with_the_reason(payload, topic, category, words):
+    found = run(payload, topic)
+    assert isinstance(found, Rejected)
+    assert found.category == category
+    assert words in found.reason
+
+
+def test_a_status_keeps_its_chain_head():
+    status = {
+        "schema_version": "2",
+        "state": "online",
+        "table": "t1",
+        "session": 3,
+        "chain_head": {"seq": 41, "hash": "ab" * 32},
+    }
+    found = run(status, "tables/t1/status")
+    assert isinstance(found, Status) and found.chain_head == (41, "ab" * 32)
+
+
+@given(st.binary(max_size=300), st.sampled_from(["events", "results", "status", "round", "x/y"]))
+def test_nothing_makes_classify_raise(payload, suffix):
+    assert isinstance(classify(f"tables/t1/{suffix}", payload, KEYS), Entry | Status | Rejected)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+)
+def test_no_json_value_makes_classify_raise(value):
+    for payload in (
+        value,
+        {**env(), "data": value},
+        {**env(), "seq": value},
+        {**env(), "at": value},
+    ):
+        assert isinstance(run(payload), Entry | Status | Rejected)
+
+
+def test_gaps_are_seen_on_events_only_and_filled_by_any_copy():
+    tracker = GapTracker({"t1": 3})
+    assert tracker.seen("t1", 4, 0.0, in_order_topic=True) is None
+    gap = tracker.seen("t1", 8, 1.0, in_order_topic=True)
+    assert gap is not None and (gap.lo, gap.hi) == (5, 7)
+    assert tracker.seen("t1", 12, 1.0, in_order_topic=False) is None  # results: not gap-free
+    assert tracker.due_for_replay(1.1, grace=0.5) == []
+    assert tracker.due_for_replay(1.5, grace=0.5) == [gap]
+    tracker.seen("t1", 6, 2.0, in_order_topic=False)
+    assert gap.missing() == [5, 7] and tracker.filled() == []
+    tracker.seen("t1", 5, 2.0, in_order_topic=True)
+    tracker.seen("t1", 7, 2.0, in_order_topic=True)
+    assert tracker.filled() == [gap] and tracker.open == []
+    assert tracker.due_for_alert(99.0, timeout=1.0) == []
+    first = tracker.seen("new", 3, 0.0, in_order_topic=True)
+    assert first is not None and (first.lo, first.hi) == (1, 2)
+
+
+def test_archive_config_errors_name_the_file_and_field(tmp_path):
+    path = tmp_path / "archive.toml"
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[gaps]\ntimeout_seconds = 0\n')
+    with pytest.raises(ConfigError, match=r"gaps\.timeout_seconds") as caught:
+        load_archive_settings(path)
+    assert caught.value.context["path"] == str(path)
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[tables."a/b"]\n')
+    with pytest.raises(ConfigError, match="one topic level"):
+        load_archive_settings(path)
+    path.write_text("[database\n")
+    with pytest.raises(ConfigError, match="not TOML"):
+        load_archive_settings(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_archive_settings(tmp_path / "missing.toml")
+    path.write_text(
+        '[database]\nurl = "postgresql://x/y"\n[tables.t1]\n[tables.t2]\npublic_key = "k.pub"\n'
+    )
+    settings = load_archive_settings(path)
+    assert settings.tables["t1"].public_key is None
+    assert settings.gaps.replay_role == "pit"
