@@ -432,7 +432,10 @@ def _check_records(path: Path, profile: DeviceProfile, table: CodeTable) -> None
             line = render_record(profile, profile.records.card, code=code, position="S1")
         except ProfileError as exc:
             raise ProfileError(
-                "invalid device profile", file=str(path), field="records.card", detail=exc.detail
+                "invalid device profile",
+                file=str(path),
+                field="records.card",
+                detail=f"{exc.message}: {exc.detail}",
             ) from exc
         reads = decoder.feed(line, 0.0)
         if len(reads) != 1 or not isinstance(reads[0], CardRead) or reads[0].value != card:
