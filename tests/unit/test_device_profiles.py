@@ -75,8 +75,8 @@ def test_decoder_reads_cards_statuses_and_refusals(tmp_path: Path) -> None:
     loaded = load_profile(str(write(tmp_path, SHOE)))
     profile = loaded.profile
     good = render_record(profile, profile.records.card, code="2D", position="S3")
-    no_read = render_record(profile, profile.records.status, status="NR")
-    empty = render_record(profile, profile.records.status, status="EMPTY")
+    no_read = render_record(profile, profile.records.status or "", status="NR")
+    empty = render_record(profile, profile.records.status or "", status="EMPTY")
     bad_sum = good[:-2] + (b"0" if good[-2:-1] != b"0" else b"1") + b"\r"
     unknown = render_record(profile, profile.records.card, code="99", position="S3")
     decoder = LineDecoder(profile, loaded.table)
