@@ -60,7 +60,12 @@ def records(profile: str, count: int) -> list[bytes]:
     codes = {card: loaded.table.code_of(card) or "" for card in VALUES}
     template = loaded.profile.records.card
     return [
-        render_record(loaded.profile, template, code=codes[VALUES[i % 52]], position="S1")
+        render_record(
+            loaded.profile,
+            template,
+            code=codes[VALUES[i % 52]],
+            position=loaded.profile.records.sample_position,
+        )
         for i in range(count)
     ]
 

@@ -165,6 +165,8 @@ class Records(BaseModel):
 
     card: str = Field(min_length=1)
     status: str | None = None
+    sample_position: str = "S1"
+    """A position the load's check (and the benchmark) writes card records with."""
 
 
 class CodeTable(BaseModel):
@@ -429,7 +431,9 @@ def _check_records(path: Path, profile: DeviceProfile, table: CodeTable) -> None
     decoder = LineDecoder(profile, table)
     for code, card in table.codes.items():
         try:
-            line = render_record(profile, profile.records.card, code=code, position="S1")
+            line = render_record(
+                profile, profile.records.card, code=code, position=profile.records.sample_position
+            )
         except ProfileError as exc:
             raise ProfileError(
                 "invalid device profile",

@@ -189,3 +189,17 @@ def test_unknown_profile_is_refused_when_the_source_is_built() -> None:
     with pytest.raises(ProfileError, match="no shipped device profile") as caught:
         open_card_source("profile+serial:///dev/null?profile=no-such-device")
     assert "line-shoe" in str(caught.value)
+
+
+def test_the_worked_example_in_the_docs_loads_and_reads(tmp_path: Path) -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "drivers.md").read_text(encoding="utf-8")
+    section = docs[docs.index("### Writing a profile: a worked example") :]
+    example = section[
+        section.index("```toml\n") + 8 : section.index("```\n", section.index("```toml"))
+    ]
+    loaded = load_profile(str(write(tmp_path, example, "acme-cs2.toml")))
+    decoder = LineDecoder(loaded.profile, loaded.table)
+    body = "#3|0C"
+    record = f"{body}|{sum(body.encode()) % 256:02X}\r\n".encode()
+    assert decoder.feed(record + b"#3|ERR|00\r\n", 0.0)[0] == CardRead("As", "3", 0, 0.0)
+    assert loaded.profile.command("rescan") == b"B\r\n"
