@@ -38,6 +38,7 @@ __all__ = [
     "ProfileError",
     "checksum",
     "load_code_table",
+    "load_grammar",
     "load_profile",
     "render_record",
     "shipped_profiles",
@@ -379,6 +380,26 @@ def resolve_profile_path(name_or_path: str) -> Path:
     return candidate
 
 
+def load_grammar(name_or_path: str) -> tuple[DeviceProfile, Path]:
+    """Load and check a profile without its code table (enrolment writes that table).
+
+    Raises:
+        ProfileError: The file, the field and the reason.
+    """
+    path = resolve_profile_path(name_or_path)
+    data = _read_toml(path)
+    try:
+        profile = DeviceProfile.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(path, exc, "device profile") from exc
+    if profile.checksum is not None and "checksum" not in profile.regex.groupindex:
+        raise ProfileError(
+            "invalid device profile", file=str(path), field="pattern",
+            detail="a checksum is declared but the pattern has no 'checksum' group",
+        )  # fmt: skip
+    return profile, path
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedProfile:
     """A profile with its code table, ready for a driver or a simulator."""
@@ -398,18 +419,7 @@ def load_profile(name_or_path: str) -> LoadedProfile:
     Raises:
         ProfileError: The file, the field and the reason.
     """
-    path = resolve_profile_path(name_or_path)
-    data = _read_toml(path)
-    try:
-        profile = DeviceProfile.model_validate(data)
-    except ValidationError as exc:
-        raise _validation_error(path, exc, "device profile") from exc
-    groups = profile.regex.groupindex
-    if profile.checksum is not None and "checksum" not in groups:
-        raise ProfileError(
-            "invalid device profile", file=str(path), field="pattern",
-            detail="a checksum is declared but the pattern has no 'checksum' group",
-        )  # fmt: skip
+    profile, path = load_grammar(name_or_path)
     if (profile.codes is None) == (profile.code_table is None):
         raise ProfileError(
             "invalid device profile", file=str(path), field="codes",
@@ -457,10 +467,11 @@ class LineDecoder:
 
     Args:
         profile: The grammar.
-        table: The code table.
+        table: The code table; ``None`` for enrolment: a card read's value is then the
+            device's code itself, not a card.
     """
 
-    def __init__(self, profile: DeviceProfile, table: CodeTable) -> None:
+    def __init__(self, profile: DeviceProfile, table: CodeTable | None) -> None:
         self.profile = profile
         self.table = table
         self._regex = profile.regex
@@ -514,6 +525,8 @@ class LineDecoder:
             if word.upper() in self._misread_words:
                 return Misread("device", f"the device could not read: {word}", seq, at)
             return DeviceStatus(word.lower() or "unknown", text, at)
+        if self.table is None:
+            return CardRead(code, groups.get("position") or None, seq, at)
         card = self.table.card_of(code)
         if card is None:
             return Misread(

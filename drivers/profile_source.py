@@ -27,7 +27,7 @@ import structlog
 
 from drivers.codec import LedColor
 from drivers.errors import ConnectionLost, DeviceTimeout, DriverError, TransportError
-from drivers.profile import LineDecoder, LoadedProfile, load_profile
+from drivers.profile import LineDecoder, load_grammar, load_profile
 from drivers.source import CardRead, DriverSettings, Misread, ProfileSpec, Read
 
 __all__ = ["ProfileCardSource"]
@@ -42,6 +42,7 @@ class ProfileCardSource:
         url: The URL as configured (for logs and errors).
         spec: What the URL resolved to.
         settings: Timeouts and defaults.
+        raw_codes: Read the device's codes as they are, without a code table (enrolment).
 
     Raises:
         ProfileError: The profile or its code table is not valid (file, field, reason).
@@ -51,14 +52,20 @@ class ProfileCardSource:
         skipped_commands: Commands the profile has no template for (not sent).
     """
 
-    def __init__(self, url: str, spec: ProfileSpec, settings: DriverSettings) -> None:
+    def __init__(
+        self, url: str, spec: ProfileSpec, settings: DriverSettings, *, raw_codes: bool = False
+    ) -> None:
         self._url = url
         self._spec = spec
         self._settings = settings
-        self.loaded: LoadedProfile = load_profile(spec.profile)
-        self.profile = self.loaded.profile
+        if raw_codes:
+            self.profile, _ = load_grammar(spec.profile)
+            self._decoder = LineDecoder(self.profile, None)
+        else:
+            loaded = load_profile(spec.profile)
+            self.profile = loaded.profile
+            self._decoder = LineDecoder(self.profile, loaded.table)
         self._baud = spec.baud or self.profile.baud or settings.baud
-        self._decoder = LineDecoder(self.profile, self.loaded.table)
         self._log = structlog.get_logger(__name__).bind(
             url=url, device=spec.device, profile=self.profile.name
         )

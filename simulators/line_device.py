@@ -135,6 +135,7 @@ class LineDeviceSimulator:
         self._line_due = 0.0
         self._commands = self._command_patterns()
         self._cue_index = -1
+        self._scripted: set[str] = set()
         self._cued_slot: str | None = None
 
     def _check(self, cards: Sequence[str] | None) -> None:
@@ -245,6 +246,10 @@ class LineDeviceSimulator:
     def _send(self, frame: Frame, out: Outgoing | None) -> None:
         profile = self.profile
         if isinstance(frame, CardFrame):
+            if out is not None and frame.value in self._scripted:
+                out = None  # a card's scripted line faults hit its first scan only
+            elif out is not None:
+                self._scripted.add(frame.value)
             line = self._card_record(frame)
         elif isinstance(frame, MisreadFrame):
             assert profile.records.status is not None

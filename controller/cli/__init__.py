@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         analyze,
         check_config,
         devices,
+        enrol,
         pit,
         recall,
         run,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.register(subparsers)
     analyze.register(subparsers)
     devices.register(subparsers)
+    enrol.register(subparsers)
     pit.register(subparsers)
     recall.register(subparsers)
     check_config.register(subparsers)
