@@ -64,9 +64,14 @@ class LineFaults:
 
 @dataclass(slots=True)
 class LineStats:
-    """What the profile faults did (beside :class:`~simulators.faults.SimulatorStats`)."""
+    """What the profile faults did (beside :class:`~simulators.faults.SimulatorStats`).
+
+    ``faulty_records`` counts card records with at least one profile fault (each is one
+    refusal: a record with two faults is refused once, under the first cause found).
+    """
 
     records: int = 0
+    faulty_records: int = 0
     bad_checksums: int = 0
     unknown_codes: int = 0
     wrong_positions: int = 0
@@ -84,6 +89,8 @@ class LineDeviceSimulator:
         faults: The plan's faults (misreads need a profile with a misread status word).
         line_faults: The profile's faults.
         deal_delay: Seconds between a cue and the scan.
+        interval: Deal a card every ``interval`` seconds without waiting for cues (a device
+            that takes none, with no one reading the event feed: ``run --simulate``).
 
     Attributes:
         drawn: Every card put on the reader, once, in order.
@@ -101,12 +108,13 @@ class LineDeviceSimulator:
         faults: FaultPlan | None = None,
         line_faults: LineFaults | None = None,
         deal_delay: float = 0.05,
+        interval: float | None = None,
     ) -> None:
         self.loaded = loaded
         self.profile = loaded.profile
         self.faults = faults if faults is not None else FaultPlan()
         self.line_faults = line_faults if line_faults is not None else LineFaults()
-        self._check(cards)
+        self._check(cards, deck)
         self.stats = SimulatorStats()
         self.line_stats = LineStats()
         self.drawn: list[str] = []
@@ -119,7 +127,7 @@ class LineDeviceSimulator:
             seed=None if cards is not None else seed,
             script=cards,
             deal_delay=deal_delay,
-            interval=None,
+            interval=interval,
             positions=True,
             faults=FaultInjector(self.faults, self.stats),
             stats=self.stats,
@@ -138,11 +146,12 @@ class LineDeviceSimulator:
         self._scripted: set[str] = set()
         self._cued_slot: str | None = None
 
-    def _check(self, cards: Sequence[str] | None) -> None:
-        for card in cards or ():
+    def _check(self, cards: Sequence[str] | None, deck: Deck | None) -> None:
+        pieces = [str(piece) for piece in deck] if deck is not None and cards is None else []
+        for card in [*(cards or ()), *pieces]:
             if self.loaded.table.code_of(card) is None:
                 raise SimulatorConfigError(
-                    "a scripted card has no code in the profile's code table",
+                    "a card to deal has no code in the profile's code table",
                     card=card,
                     table=self.loaded.table.name,
                 )
@@ -176,6 +185,8 @@ class LineDeviceSimulator:
         self._link = Path(tmpdir) / "reader"
         self._dealer.start()
         dealer = asyncio.create_task(self._dealer.run(), name="line-sim-dealer")
+        if self._dealer.interval is not None:
+            self._spawn(self._dealer.free_run())
         try:
             self._port = await open_pty(self._session)
             point_link(self._link, self._port.path)
@@ -269,12 +280,15 @@ class LineDeviceSimulator:
         code = self.loaded.table.code_of(frame.value)
         assert code is not None
         position = frame.position or ""
+        faulty = False
         if faults.unknown_code_rate and rng.random() < faults.unknown_code_rate:
             self.line_stats.unknown_codes += 1
             code = self._unknown_code(code)
+            faulty = True
         if faults.wrong_position_rate and rng.random() < faults.wrong_position_rate:
             self.line_stats.wrong_positions += 1
             position = f"{position}X"
+            faulty = True
         line = render_record(profile, profile.records.card, code=code, position=position)
         if (
             profile.checksum
@@ -286,6 +300,8 @@ class LineDeviceSimulator:
             last = body[-1:]
             wrong = b"0" if last != b"0" else b"1"
             line = body[:-1] + wrong + profile.terminator_bytes
+            faulty = True
+        self.line_stats.faulty_records += faulty
         return line
 
     def _unknown_code(self, code: str) -> str:
