@@ -11,6 +11,11 @@ them. Latency is from the moment the device thread wrote a frame to the moment
 of pty, socket or endpoint, counting frames by their delimiters, with no decoding, no ACKs.
 CPU is the whole process's CPU time (device thread included) per 1,000 reads; the floor's
 CPU is measured the same way, so the difference is the driver's.
+
+Then each shipped device profile (``--profiles``): the device thread writes N records of the
+profile on a pty (the same cards, rendered by the profile's ``[records]``), read through
+``profile+serial://`` at the same pacing, beside the framed driver on a pty; the ratio of
+the p99s is printed (issue #13 asks for at most 1.5).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drivers.codec import CardFrame, encode
+from drivers.profile import load_profile, render_record, shipped_profiles
 from drivers.source import CardRead, DriverSettings, open_card_source
 from simulators.usb import EP_IN, PRODUCT_ID, VENDOR_ID, SimulatedUsbBackend
 
@@ -48,6 +54,22 @@ def frames(count: int) -> list[bytes]:
     return [encode(CardFrame(seq=(i + 1) % 256, value=VALUES[i % 52])) for i in range(count)]
 
 
+def records(profile: str, count: int) -> list[bytes]:
+    """The same cards as :func:`frames`, as one profile's device writes them."""
+    loaded = load_profile(profile)
+    codes = {card: loaded.table.code_of(card) or "" for card in VALUES}
+    template = loaded.profile.records.card
+    return [
+        render_record(
+            loaded.profile,
+            template,
+            code=codes[VALUES[i % 52]],
+            position=loaded.profile.records.sample_position,
+        )
+        for i in range(count)
+    ]
+
+
 @dataclass
 class Result:
     reads: int
@@ -55,10 +77,15 @@ class Result:
     cpu: float
     latencies: list[float]
 
+    @property
+    def p99(self) -> float:
+        lat = sorted(self.latencies)
+        return lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+
     def line(self, label: str) -> str:
         lat = sorted(self.latencies)
         p50 = statistics.median(lat) * 1000
-        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+        p99 = self.p99
         return (
             f"  {label:<16} {self.reads / self.seconds:>9.0f} reads/s   "
             f"p50 {p50:>7.3f} ms   p99 {p99:>7.3f} ms   "
@@ -226,8 +253,10 @@ PORTS = {"pty": pty_port, "tcp": tcp_port, "usb": usb_port}
 # ------------------------------------------------------------------ runs
 
 
-async def through_driver(port: Port, wire: list[bytes], paced: bool) -> Result:
-    source = open_card_source(port.url, SETTINGS, usb_backend=port.backend)
+async def through_driver(
+    port: Port, wire: list[bytes], paced: bool, url: str | None = None
+) -> Result:
+    source = open_card_source(url or port.url, SETTINGS, usb_backend=port.backend)
     await source.open()
     await asyncio.sleep(0.05)
     device = Device(port.write, wire, paced)
@@ -268,6 +297,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=3000, help="reads per run (default 3000)")
     parser.add_argument("--transports", default="pty,tcp,usb")
+    parser.add_argument(
+        "--profiles", default=",".join(shipped_profiles()), help="device profiles ('' for none)"
+    )
     args = parser.parse_args()
     wire = frames(args.count)
     frame_ms = len(wire[0]) * 10 / BAUD * 1000
@@ -284,6 +316,21 @@ async def main() -> None:
             print(f"{name} {'paced 115200' if paced else 'unpaced'}:")
             print(driver.line("driver"))
             print(raw.line("floor (raw)"))
+    for profile in filter(None, args.profiles.split(",")):
+        lines = records(profile, args.count)
+        for paced in (True, False):
+            async with pty_port() as port:
+                framed = await through_driver(port, wire, paced)
+            async with pty_port() as port:
+                url = f"profile+serial://{port.url.removeprefix('serial://')}?profile={profile}"
+                driver = await through_driver(port, lines, paced, url=f"{url}&baud={BAUD}")
+            print(
+                f"profile {profile} on a pty, {'paced 115200' if paced else 'unpaced'} "
+                f"({len(lines[0])}-byte records):"
+            )
+            print(driver.line("profile driver"))
+            print(framed.line("framed driver"))
+            print(f"  p99 ratio profile/framed: {driver.p99 / framed.p99:.2f} (limit 1.5)")
 
 
 if __name__ == "__main__":

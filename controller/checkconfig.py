@@ -8,6 +8,9 @@ cannot be made), exit status 1 if any check failed:
     environment overrides) and names a game this controller deals live with pay-table
     overrides that exist (what ``tablectl run`` does first). Always run.
 ``device``
+    ``profile+serial://PATH?profile=NAME``: the device profile and its code table load and
+    pass every check (``drivers/profile.py``: the file, the field and the reason otherwise),
+    then the port is checked as for ``serial://``.
     ``serial://PATH``: the path exists and pyserial opens it read/write, exclusively (as the
     driver does), within the timeout; a busy port fails. ``socket://HOST:PORT``: a TCP
     connect within the timeout. Other kinds: SKIP (cannot be checked from here).
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from controller.broker import BrokerAddress
     from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
-    from drivers.source import DriverSettings
+    from drivers.source import DriverSettings, ProfileSpec
 
 Verdict = Literal["OK", "FAIL", "SKIP"]
 
@@ -130,6 +133,8 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
         return await _check_serial(url, spec.device, spec.port_url, spec.baud, timeout)
     if spec.kind == "socket":
         return await _check_socket(url, spec.device, timeout)
+    if spec.kind == "profile+serial":
+        return await _check_profile_device(url, spec, driver, timeout)
     # Any other transport (usb://): open it with the real driver, the way `run` would.
     from drivers.source import open_card_source
 
@@ -144,6 +149,29 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
         with contextlib.suppress(Exception):
             await source.close()
     return Check("device", "OK", f"{url}: the {spec.kind} device opens")
+
+
+async def _check_profile_device(
+    url: str,
+    spec: ProfileSpec,
+    driver: DriverSettings,
+    timeout: float,  # noqa: ASYNC109
+) -> Check:
+    """A device profile and its code table load and check, then the port opens."""
+    from drivers.profile import ProfileError, load_profile
+
+    try:
+        loaded = load_profile(spec.profile)
+    except ProfileError as exc:
+        return Check("device", "FAIL", f"{url}: {exc}")
+    port = await _check_serial(
+        url, spec.device, spec.port_url, spec.baud or loaded.profile.baud or driver.baud, timeout
+    )
+    summary = (
+        f"profile {loaded.profile.name} ({loaded.path}), code table {loaded.table.name!r} "
+        f"with {len(loaded.table.codes)} codes"
+    )
+    return Check("device", port.verdict, f"{summary}; {port.detail}")
 
 
 async def _check_serial(url: str, device: str, port_url: str, baud: int, timeout: float) -> Check:  # noqa: ASYNC109

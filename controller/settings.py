@@ -46,7 +46,9 @@ class DeviceSettings(BaseModel):
     """The card source of the table.
 
     Attributes:
-        url: ``serial:///dev/ttyUSB0?baud=115200``, ``socket://host:port``.
+        url: ``serial:///dev/ttyUSB0?baud=115200``, ``socket://host:port``, ``usb://VID:PID``
+            or ``profile+serial:///dev/ttyUSB0?profile=NAME`` (a device profile: a shipped
+            name or a ``.toml`` path; see ``docs/drivers.md``).
         driver: Timeouts and line settings of the driver.
     """
 
@@ -54,6 +56,28 @@ class DeviceSettings(BaseModel):
 
     url: str = Field(min_length=1)
     driver: DriverSettings = Field(default_factory=DriverSettings)
+
+    @field_validator("url")
+    @classmethod
+    def _profile_loads(cls, url: str) -> str:
+        """A ``profile+serial://`` URL's device profile must load.
+
+        A malformed profile or code table stops the controller at start (the file, the
+        field and the reason).
+        """
+        if not url.lower().startswith("profile+serial:"):
+            return url
+        from drivers.errors import DriverError
+        from drivers.profile import load_profile
+        from drivers.source import ProfileSpec, parse_url
+
+        try:
+            spec = parse_url(url)
+            assert isinstance(spec, ProfileSpec)
+            load_profile(spec.profile)
+        except DriverError as exc:
+            raise ValueError(str(exc)) from exc
+        return url
 
 
 class RoundSettings(BaseModel):

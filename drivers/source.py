@@ -9,7 +9,9 @@ URLs (see ``docs/protocol.md``):
 * ``serial:///dev/ttyUSB0?baud=115200`` or a bare ``/dev/ttyUSB0``: a serial port (or pty);
 * ``socket://host:port``: the same protocol over TCP (pyserial's socket handler);
 * ``usb://VID:PID[?serial=SN]``: a USB scanner with a bulk IN and a bulk OUT endpoint that
-  carry the same framed byte stream (pyusb; see ``docs/drivers.md``).
+  carry the same framed byte stream (pyusb; see ``docs/drivers.md``);
+* ``profile+serial:///dev/ttyUSB0?profile=NAME[&baud=9600]``: a line-oriented reader described
+  by a device profile (a shipped name or a ``.toml`` path; ``drivers/profile.py``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ from drivers.errors import UnsupportedUrl
 if TYPE_CHECKING:
     from usb.backend import IBackend
 
-MisreadCauseName = Literal["device", "crc", "malformed", "gap"]
+MisreadCauseName = Literal[
+    "device", "crc", "malformed", "gap", "line", "checksum", "unknown_code", "position"
+]
 """Why a read failed: the scanner said so, a frame failed its CRC, a frame was unusable, or
-a sequence gap showed that a frame (maybe a card) was lost."""
+a sequence gap showed that a frame (maybe a card) was lost. A line-oriented device (a device
+profile, ``drivers/profile.py``) adds: a record that does not match the profile (``line``), a
+bad checksum, a code its code table does not know, a card read at the wrong position. Those
+are not retransmitted by any link: the dealer scans again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,10 +230,28 @@ class UsbSpec:
     kind: Literal["usb"] = "usb"
 
 
+@dataclass(frozen=True, slots=True)
+class ProfileSpec:
+    """What a ``profile+serial://`` URL resolves to.
+
+    Attributes:
+        port_url: The path handed to pyserial.
+        device: The device path (for logs and errors).
+        baud: The baud rate (``None``: the profile's, else the driver settings').
+        profile: The profile's shipped name or file path.
+    """
+
+    port_url: str
+    device: str
+    baud: int | None
+    profile: str
+    kind: Literal["profile+serial"] = "profile+serial"
+
+
 def _options(url: str, query: str, kind: str, known: str) -> dict[str, list[str]]:
-    """The URL's query options; refuses any but the ``known`` one."""
+    """The URL's query options; refuses any not in ``known`` (comma-separated)."""
     options = parse_qs(query, keep_blank_values=True, strict_parsing=False)
-    unknown = sorted(set(options) - {known})
+    unknown = sorted(set(options) - set(known.split(",")))
     if unknown:
         raise UnsupportedUrl(
             f"unknown option in a {kind} URL (only {known} is known)",
@@ -286,7 +311,26 @@ def _parse_usb(url: str, netloc: str, path: str, query: str) -> UsbSpec:
     return UsbSpec(vendor, product, serial, device)
 
 
-def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec:
+def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
+    if netloc or not path.startswith("/") or path == "/":
+        raise UnsupportedUrl(
+            "a profile URL names a device path: profile+serial:///dev/ttyUSB0?profile=NAME",
+            url=url,
+        )
+    options = _options(url, query, "profile+serial", "profile,baud")
+    profile = options.get("profile", [""])[-1]
+    if not profile:
+        raise UnsupportedUrl("a profile URL needs ?profile=NAME (or a .toml path)", url=url)
+    baud: int | None = None
+    if "baud" in options:
+        text = options["baud"][-1]
+        if not text.isdigit() or int(text) <= 0:
+            raise UnsupportedUrl("baud must be a positive integer", url=url, detail=text)
+        baud = int(text)
+    return ProfileSpec(path, path, baud, profile)
+
+
+def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec | ProfileSpec:
     """Resolve a card-source URL.
 
     Raises:
@@ -302,8 +346,11 @@ def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec:
         return _parse_socket(url, parts, default_baud)
     if scheme == "usb":
         return _parse_usb(url, parts.netloc, parts.path, parts.query)
+    if scheme == "profile+serial":
+        return _parse_profile(url, parts.path, parts.netloc, parts.query)
     raise UnsupportedUrl(
-        "unknown card-source URL scheme (serial://, socket://, usb:// or a /dev path)",
+        "unknown card-source URL scheme"
+        " (serial://, socket://, usb://, profile+serial:// or a /dev path)",
         url=url,
         detail=scheme or "no scheme",
     )
@@ -313,6 +360,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "serial": ("drivers.serial_source", "SerialCardSource"),
     "socket": ("drivers.serial_source", "SerialCardSource"),
     "usb": ("drivers.usb_source", "UsbCardSource"),
+    "profile+serial": ("drivers.profile_source", "ProfileCardSource"),
 }
 """The driver of each URL kind: ``(module, class)``, imported only when a URL of that kind is
 opened (so this module does not import the drivers that import it, and ``tablectl --help``

@@ -25,6 +25,10 @@ class Simulation:
         deal_delay: Seconds the simulated dealer takes per card.
         misreads_at: Card index -> misreads before its good read (deterministic faults),
             merged into ``faults``.
+        profile: A device profile (``drivers/profiles``): the simulated device speaks it
+            (:class:`simulators.line_device.LineDeviceSimulator`) and the driver is
+            ``profile+serial://``. A profile without a cue command deals every
+            ``deal_delay`` seconds (its dealer has no cue to wait for).
     """
 
     seed: int = 1
@@ -32,6 +36,7 @@ class Simulation:
     faults: FaultPlan | None = None
     deal_delay: float = 0.4
     misreads_at: dict[int, int] = field(default_factory=dict)
+    profile: str | None = None
 
     def fault_plan(self) -> FaultPlan:
         """The faults to inject, with ``misreads_at`` merged in."""
@@ -46,6 +51,24 @@ async def simulated_scanner(game_id: str, sim: Simulation) -> AsyncIterator[str]
     """Start the scanner simulator on a pseudo-terminal; yields the driver URL."""
     from simulators.scanner import ScannerSimulator, deck_for_game
 
+    if sim.profile is not None:
+        from drivers.profile import load_profile
+        from simulators.line_device import LineDeviceSimulator
+
+        loaded = load_profile(sim.profile)
+        takes_cues = loaded.profile.commands.cue is not None
+        device = LineDeviceSimulator(
+            loaded,
+            deck=deck_for_game(game_id),
+            seed=sim.seed,
+            cards=list(sim.cards) if sim.cards else None,
+            faults=sim.fault_plan(),
+            deal_delay=sim.deal_delay,
+            interval=None if takes_cues else max(sim.deal_delay, 0.05),
+        )
+        async with device.serve_pty() as path:
+            yield f"profile+serial://{path}?profile={sim.profile}"
+        return
     simulator = ScannerSimulator(
         deck=deck_for_game(game_id),
         seed=sim.seed,

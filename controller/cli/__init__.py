@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         archive,
         check_config,
         devices,
+        enrol,
         pit,
         recall,
         run,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.register(subparsers)
     analyze.register(subparsers)
     devices.register(subparsers)
+    enrol.register(subparsers)
     pit.register(subparsers)
     recall.register(subparsers)
     check_config.register(subparsers)

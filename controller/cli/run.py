@@ -89,6 +89,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument(
         "--cards", default=None, help='scripted cards instead of shuffled decks: "As Kd 2c ..."'
     )
+    sim.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="the simulated device speaks this device profile (drivers/profiles: "
+        "line-shoe, barcode-crlf, or a .toml path) through the profile+serial:// driver",
+    )
     add_fault_arguments(sim)
     sim.add_argument(
         "--deal-delay",
@@ -229,6 +236,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         cards=cards,
         faults=fault_plan_from_args(args, seed=seed, scenario=scenario),
         deal_delay=args.deal_delay,
+        profile=args.profile,
     )
     defaults: dict[str, Any] = {
         "table_id": table_id,

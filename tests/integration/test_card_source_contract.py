@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -19,8 +20,10 @@ from typing import Any
 import pytest
 
 from drivers.errors import DeviceAway
+from drivers.profile import load_profile, shipped_profiles
 from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread
 from drivers.supervisor import SupervisedCardSource
+from simulators.line_device import LineDeviceSimulator, LineFaults
 from simulators.scanner import FaultPlan, ScannerSimulator
 from simulators.usb import PRODUCT_ID, VENDOR_ID
 
@@ -188,6 +191,187 @@ async def test_contract(transport: str, fault: str) -> None:
     }
     if fault in expected_activity:
         assert expected_activity[fault] > 0
+
+
+# ---------------------------------------------------------------------- device profiles
+
+PROFILE_FAULTS: dict[str, tuple[FaultPlan, LineFaults]] = {
+    "clean": (FaultPlan(), LineFaults()),
+    "misreads": (FaultPlan(misread_rate=0.25, misreads_at={2: 2}, seed=1), LineFaults()),
+    "garbage": (FaultPlan(garbage_rate=0.5, seed=2), LineFaults()),
+    "corrupt": (FaultPlan(corrupt_rate=0.3, seed=3), LineFaults()),
+    "double-read": (FaultPlan(double_read_rate=0.5, seed=4), LineFaults()),
+    "delay": (FaultPlan(delay=0.03, seed=7), LineFaults()),
+    "byte-by-byte": (FaultPlan(byte_by_byte=True), LineFaults()),
+    "unplug": (FaultPlan(unplug_every=4, unplug_seconds=0.15), LineFaults()),
+    "bad-checksum": (FaultPlan(), LineFaults(bad_checksum_rate=0.4, seed=11)),
+    "unknown-code": (FaultPlan(), LineFaults(unknown_code_rate=0.4, seed=12)),
+    "wrong-position": (FaultPlan(), LineFaults(wrong_position_rate=0.4, seed=13)),
+    "everything": (
+        FaultPlan(
+            misread_rate=0.15,
+            garbage_rate=0.2,
+            corrupt_rate=0.15,
+            double_read_rate=0.2,
+            delay=0.01,
+            unplug_every=5,
+            unplug_seconds=0.1,
+            seed=8,
+        ),
+        LineFaults(bad_checksum_rate=0.15, unknown_code_rate=0.15, wrong_position_rate=0.15),
+    ),
+}
+"""The framed faults that exist on a line (a line device has no sequence numbers, no
+retransmission and no heartbeat: "repeats", "loss" and "heartbeat-stop" have no meaning), and
+the profile's own."""
+
+
+def _adapted(profile: str, fault: str) -> tuple[FaultPlan, LineFaults] | str:
+    """The fault plan as it can happen with this profile, or why it cannot happen at all.
+
+    A device without a no-read record cannot misread (a misread is then a card never sent,
+    which the dealer sees), one without a checksum cannot fail one, one that reads no
+    position cannot read at the wrong one: those parts are dropped from the plan.
+    """
+    device = load_profile(profile).profile
+    plan, line = PROFILE_FAULTS[fault]
+    dropped = []
+    if (plan.misread_rate or plan.misreads_at) and not device.misread_status:
+        plan = dataclasses.replace(plan, misread_rate=0.0, misreads_at={})
+        dropped.append("the device has no no-read record")
+    if line.bad_checksum_rate and device.checksum is None:
+        line = dataclasses.replace(line, bad_checksum_rate=0.0)
+        dropped.append("the profile has no checksum")
+    if line.wrong_position_rate and not device.position_must_match_cue:
+        line = dataclasses.replace(line, wrong_position_rate=0.0)
+        dropped.append("the profile reads no position")
+    if dropped and fault != "everything":
+        return "; ".join(dropped)
+    return plan, line
+
+
+async def line_cue(
+    source: SupervisedCardSource, sim: LineDeviceSimulator, kind: str, slot: int
+) -> None:
+    """Send a cue; if the device cannot take it, the dealer reads it on the event feed."""
+    name = f"S{slot}"
+    if kind == "expect":
+        await command(source.expect(1, slot, name))
+        has = sim.profile.commands.cue is not None
+    else:
+        await command(source.request_rescan(name, "again"))
+        has = sim.profile.commands.rescan is not None
+    if not has:
+        sim.screen(kind, name, slot_index=slot)
+
+
+async def play_line(
+    source: SupervisedCardSource, sim: LineDeviceSimulator, count: int
+) -> tuple[Outcome, int]:
+    """What the orchestrator does with a line device: like :func:`play`, but every misread
+    (whatever its cause: no link retransmits a record) asks for a rescan, a card already
+    dealt is refused (a duplicate), and after "recovered" the slot is cued and rescanned (a
+    record read while the device was away is lost). A cue the device cannot take reaches the
+    simulated dealer through :meth:`LineDeviceSimulator.screen` (the event feed)."""
+    out = Outcome()
+    duplicates = 0
+    slot = 0
+    last: CardRead | None = None
+
+    async def cue(kind: str) -> None:
+        await line_cue(source, sim, kind, slot)
+
+    await cue("expect")
+    while len(out.cards) < count:
+        read = await source.next_read()
+        if isinstance(read, DeviceStatus):
+            out.statuses.append(read.state)
+            if read.state == "recovered":
+                await cue("expect")
+                await cue("rescan")
+            continue
+        if isinstance(read, Misread):
+            out.misreads.append(read)
+            await cue("rescan")
+            continue
+        if is_bounce(read, last):
+            out.bounces += 1
+            continue
+        if read.value in out.cards:
+            duplicates += 1
+            continue
+        out.cards.append(read.value)
+        last = read
+        slot += 1
+        if slot < count:
+            await cue("expect")
+    return out, duplicates
+
+
+@pytest.mark.parametrize("fault", list(PROFILE_FAULTS))
+@pytest.mark.parametrize("profile", shipped_profiles())
+async def test_profile_contract(profile: str, fault: str) -> None:
+    """Every shipped profile on a real pty, through the supervisor: the cards that went in,
+    in order; every refusal is a misread naming its cause; nothing invented."""
+    adapted = _adapted(profile, fault)
+    if isinstance(adapted, str):
+        pytest.skip(adapted)
+    plan, line_faults = adapted
+    sim = LineDeviceSimulator(
+        load_profile(profile), cards=CARDS, faults=plan, line_faults=line_faults, deal_delay=0.01
+    )
+    async with asyncio.timeout(30), sim.serve_pty() as path:
+        source = SupervisedCardSource(f"profile+serial://{path}?profile={profile}", SETTINGS)
+        await source.open()
+        try:
+            out, _ = await play_line(source, sim, len(CARDS))
+        finally:
+            await source.close()
+
+    assert out.cards == CARDS
+    assert sim.drawn[: len(CARDS)] == CARDS
+    causes = [m.cause for m in out.misreads]
+    # Each fault comes out as one refusal naming its cause; when faults mix (a garbled no-read
+    # record, a wrong position with a bad checksum) the record is still refused, under the
+    # first cause found (the line, then the checksum, then the code, then the position).
+    profile_rates = (
+        line_faults.bad_checksum_rate,
+        line_faults.unknown_code_rate,
+        line_faults.wrong_position_rate,
+    )
+    mixed = bool(plan.garbage_rate or plan.corrupt_rate) or sum(map(bool, profile_rates)) > 1
+    assert causes.count("device") <= sim.stats.misreads_sent
+    if not mixed and not plan.unplugs:
+        assert causes.count("device") == sim.stats.misreads_sent
+        assert causes.count("checksum") == sim.line_stats.bad_checksums
+        assert causes.count("unknown_code") == sim.line_stats.unknown_codes
+        assert causes.count("position") == sim.line_stats.wrong_positions
+    faulty = sim.line_stats.bad_checksums + sim.line_stats.unknown_codes
+    faulty += sim.line_stats.wrong_positions
+    # A record written as the cable is pulled may be lost with it (and rescanned).
+    assert len([c for c in causes if c != "device"]) >= faulty - sim.stats.unplugs
+    assert out.bounces <= sim.stats.double_reads
+    assert out.statuses[0] == "connected"
+    away = [s for s in out.statuses if s in ("lost", "recovered")]
+    assert away == ["lost", "recovered"] * (len(away) // 2)
+    if fault == "clean":
+        assert source.losses == 0 and out.misreads == [] and out.bounces == 0
+    if fault in {"garbage", "corrupt"}:
+        assert set(causes) <= {"line", "checksum", "unknown_code"}
+    expected_activity = {
+        "misreads": sim.stats.misreads_sent,
+        "garbage": sim.stats.garbage_bursts,
+        "corrupt": sim.stats.corrupted,
+        "double-read": sim.stats.double_reads,
+        "unplug": sim.stats.unplugs,
+        "bad-checksum": sim.line_stats.bad_checksums,
+        "unknown-code": sim.line_stats.unknown_codes,
+        "wrong-position": sim.line_stats.wrong_positions,
+    }
+    if fault in expected_activity:
+        assert expected_activity[fault] > 0
+    if fault == "unplug":
+        assert source.losses >= 1 and source.reconnects == source.losses
 
 
 @pytest.mark.hardware

@@ -1,0 +1,1 @@
+"""Device profiles shipped with tablectl (package data: ``*.toml``, ``codes/*.toml``)."""
