@@ -21,12 +21,12 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol, TypeVar
 
-from controller.errors import TablectlError
+from controller.errors import RulesError, TablectlError
 from controller.money import to_decimal_str
 
 T = TypeVar("T")
@@ -219,6 +219,37 @@ def iterate_with_progress(
     from tqdm import tqdm
 
     yield from tqdm(items, total=total, desc=description, unit="step", leave=False)
+
+
+def exact_or_sampled(
+    game: str,
+    *,
+    method: Method,
+    samples: int,
+    seed: int,
+    progress: bool,
+    exact: Callable[[bool], AnalysisReport],
+    monte_carlo: Callable[[int, int, bool], AnalysisReport],
+) -> AnalysisReport:
+    """Run a par sheet's exact count or its Monte Carlo, as ``method`` asks.
+
+    Args:
+        game: The game's id (for the error).
+        method: Which of the two to run.
+        samples: Rounds to deal for Monte Carlo (at least 2).
+        seed: Seed of the Monte Carlo generator.
+        progress: Show a progress bar on stderr.
+        exact: The exact report, given ``progress``.
+        monte_carlo: The Monte Carlo report, given ``samples``, ``seed`` and ``progress``.
+
+    Raises:
+        RulesError: Monte Carlo with fewer than two samples.
+    """
+    if method is Method.EXACT:
+        return exact(progress)
+    if samples < 2:
+        raise RulesError("Monte Carlo needs at least 2 samples", game=game, samples=samples)
+    return monte_carlo(samples, seed, progress)
 
 
 class AnalyzeFunction(Protocol):

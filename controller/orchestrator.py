@@ -356,33 +356,28 @@ class Orchestrator:
         self._desk.current = current
         self._desk.void_reason = None
         seconds = self.settings.betting_seconds
-        if _before_betting(live.next_step()):
-            # The round opens with steps before betting (Mahjong's bank offers): betting
-            # opens once they are done, with ``betting_opened``.
-            self._desk.append(
-                RoundOpenedData.model_construct(
-                    round_id=round_id,
-                    round_no=round_no,
-                    game=self.game.id,
-                    betting_seconds=seconds,
-                    betting_closes_at=None,
-                    before_betting=True,
-                    table_state=table_state,
-                )
+        before_betting = _before_betting(live.next_step())
+        # A round that opens with steps before betting (Mahjong's bank offers) says so, and
+        # its betting opens once they are done, with ``betting_opened``; any other round's
+        # ``round_opened`` leaves ``before_betting`` unset.
+        opening: dict[str, Any] = {"before_betting": True} if before_betting else {}
+        closes_at = (
+            None if before_betting else utc_text(datetime.now(UTC) + timedelta(seconds=seconds))
+        )
+        self._desk.append(
+            RoundOpenedData.model_construct(
+                round_id=round_id,
+                round_no=round_no,
+                game=self.game.id,
+                betting_seconds=seconds,
+                betting_closes_at=closes_at,
+                table_state=table_state,
+                **opening,
             )
+        )
+        if before_betting:
             self._log.info("round opened: its opening comes before betting", round=round_id)
         else:
-            closes_at = datetime.now(UTC) + timedelta(seconds=seconds)
-            self._desk.append(
-                RoundOpenedData.model_construct(
-                    round_id=round_id,
-                    round_no=round_no,
-                    game=self.game.id,
-                    betting_seconds=seconds,
-                    betting_closes_at=utc_text(closes_at),
-                    table_state=table_state,
-                )
-            )
             self._log.info("betting open", round=round_id, seconds=seconds)
         await self._open_betting(current)
         return await self._complete(current)

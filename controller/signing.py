@@ -33,6 +33,7 @@ import binascii
 import copy
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,24 +105,14 @@ class Signer:
             SignatureError: The file cannot be read or does not hold an Ed25519 private key.
         """
         file = Path(path)
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            raise SignatureError(
-                f"cannot read signing key {file}: {exc.strerror or exc}", path=str(file)
-            ) from exc
-        try:
-            key = serialization.load_pem_private_key(data, password=None)
-        except (ValueError, TypeError) as exc:
-            raise SignatureError(
-                f"signing key {file} is not an unencrypted PEM PKCS#8 private key: {exc}",
-                path=str(file),
-            ) from exc
+        key = _read_pem_key(
+            file,
+            "signing key",
+            "an unencrypted PEM PKCS#8 private key",
+            lambda data: serialization.load_pem_private_key(data, password=None),
+        )
         if not isinstance(key, Ed25519PrivateKey):
-            raise SignatureError(
-                f"signing key {file} is a {type(key).__name__}, not an Ed25519 key",
-                path=str(file),
-            )
+            raise _not_ed25519(file, "signing key", key)
         return cls(key, key_id if key_id is not None else file.stem)
 
     @property
@@ -219,23 +210,41 @@ def load_public_key(path: str | Path) -> Ed25519PublicKey:
         SignatureError: The file cannot be read or does not hold an Ed25519 public key.
     """
     file = Path(path)
+    key = _read_pem_key(file, "public key", "a PEM public key", serialization.load_pem_public_key)
+    if not isinstance(key, Ed25519PublicKey):
+        raise _not_ed25519(file, "public key", key)
+    return key
+
+
+def _read_pem_key(file: Path, what: str, form: str, load: Callable[[bytes], object]) -> object:
+    """Read a PEM key file and load the key it holds (of any type).
+
+    Args:
+        file: The key file.
+        what: What the key is, for the errors (``signing key``, ``public key``).
+        form: The form the file must be in, for the errors.
+        load: The PEM loader (``cryptography``'s).
+
+    Raises:
+        SignatureError: The file cannot be read or is not of that form.
+    """
     try:
         data = file.read_bytes()
     except OSError as exc:
         raise SignatureError(
-            f"cannot read public key {file}: {exc.strerror or exc}", path=str(file)
+            f"cannot read {what} {file}: {exc.strerror or exc}", path=str(file)
         ) from exc
     try:
-        key = serialization.load_pem_public_key(data)
+        return load(data)
     except (ValueError, TypeError) as exc:
-        raise SignatureError(
-            f"public key {file} is not a PEM public key: {exc}", path=str(file)
-        ) from exc
-    if not isinstance(key, Ed25519PublicKey):
-        raise SignatureError(
-            f"public key {file} is a {type(key).__name__}, not an Ed25519 key", path=str(file)
-        )
-    return key
+        raise SignatureError(f"{what} {file} is not {form}: {exc}", path=str(file)) from exc
+
+
+def _not_ed25519(file: Path, what: str, key: object) -> SignatureError:
+    """The error for a key file that holds a key of another kind than Ed25519."""
+    return SignatureError(
+        f"{what} {file} is a {type(key).__name__}, not an Ed25519 key", path=str(file)
+    )
 
 
 def generate_keypair(directory: str | Path, key_id: str) -> tuple[Path, Path]:

@@ -9,7 +9,6 @@ model's text; ``append``: a dict's) and calls :meth:`Appender.write`.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from controller.errors import JournalError
 from controller.journal.entries import EntryBody, EntryKind, JournalEntry
 from controller.journal.format import GENESIS_HASH, entry_hash, format_time
 from controller.journal.marks import DeliveryMarks
+from controller.journal.transaction import immediate
 
 log = structlog.get_logger(__name__)
 
@@ -81,18 +81,12 @@ class Appender:
             body=body_text,
         )
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(db):
                 marks = self._marks.write(db)  # noted delivery marks ride along for free
                 db.execute(
                     f"INSERT INTO entries ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
                     (seq, self.session, round_id, kind_text, when_text, body_text, chain),
                 )
-                db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             raise JournalError(
                 f"cannot append entry: {exc}", path=str(self.path), seq=seq, kind=kind_text

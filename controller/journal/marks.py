@@ -15,7 +15,6 @@ acknowledgement time. Marking an unknown ``seq`` is an error.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from controller.errors import JournalError
 from controller.journal.format import format_time
+from controller.journal.transaction import immediate
 
 MARK_DELIVERED = "UPDATE entries SET delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?"
 """One delivery mark: ``(delivered_at, seq)``; the first acknowledgement time is kept."""
@@ -98,14 +98,8 @@ class DeliveryMarks:
         try:
             db.execute("PRAGMA synchronous=NORMAL")
             try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(db):
                     count = self.write(db)
-                    db.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
-                    raise
             finally:
                 db.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:

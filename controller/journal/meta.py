@@ -6,12 +6,12 @@ the orchestrator keeps its counters there (``round.next_no``, ``round.current``.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
 from controller.errors import JournalError
+from controller.journal.transaction import immediate
 
 
 def read_meta(db: sqlite3.Connection, key: str) -> str | None:
@@ -49,18 +49,12 @@ def store_metas(db: sqlite3.Connection, values: Mapping[str, str], *, path: Path
         JournalError: The write failed (nothing is stored).
     """
     try:
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(db):
             db.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 [(key, str(value)) for key, value in values.items()],
             )
-            db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
     except sqlite3.Error as exc:
         raise JournalError(
             f"cannot write meta: {exc}", path=str(path), keys=",".join(values)

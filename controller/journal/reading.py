@@ -54,34 +54,44 @@ class EntryReader:
     def _error(self, exc: sqlite3.Error, **context: object) -> JournalError:
         return JournalError(f"cannot read journal: {exc}", path=str(self.path), **context)
 
+    def _rows(
+        self, db: sqlite3.Connection, sql: str, params: tuple[Any, ...] = (), **context: object
+    ) -> list[Any]:
+        """All rows of a query (JournalError, with ``context``, if SQLite fails)."""
+        try:
+            return db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(exc, **context) from exc
+
+    def _row(
+        self, db: sqlite3.Connection, sql: str, params: tuple[Any, ...] = (), **context: object
+    ) -> Any:
+        """The first row of a query or ``None`` (JournalError, with ``context``, on failure)."""
+        try:
+            return db.execute(sql, params).fetchone()
+        except sqlite3.Error as exc:
+            raise self._error(exc, **context) from exc
+
     def undelivered(
         self, db: sqlite3.Connection, *, limit: int, from_seq: int
     ) -> list[JournalEntry]:
         """Up to ``limit`` unacknowledged entries with ``seq >= from_seq``, in ``seq`` order."""
-        try:
-            rows = db.execute(
-                f"SELECT {self.columns} FROM entries WHERE delivered_at IS NULL AND seq >= ? "
-                "ORDER BY seq LIMIT ?",
-                (from_seq, limit),
-            ).fetchall()
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+        rows = self._rows(
+            db,
+            f"SELECT {self.columns} FROM entries WHERE delivered_at IS NULL AND seq >= ? "
+            "ORDER BY seq LIMIT ?",
+            (from_seq, limit),
+        )
         return [row_to_entry(row) for row in rows]
 
     def undelivered_count(self, db: sqlite3.Connection) -> int:
         """How many entries the broker has not acknowledged yet."""
-        try:
-            row = db.execute("SELECT COUNT(*) FROM entries WHERE delivered_at IS NULL").fetchone()
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+        row = self._row(db, "SELECT COUNT(*) FROM entries WHERE delivered_at IS NULL")
         return int(row[0])
 
     def get(self, db: sqlite3.Connection, seq: int) -> JournalEntry | None:
         """The entry ``seq``, or ``None`` if there is none."""
-        try:
-            row = db.execute(f"SELECT {self.columns} FROM entries WHERE seq = ?", (seq,)).fetchone()
-        except sqlite3.Error as exc:
-            raise self._error(exc, seq=seq) from exc
+        row = self._row(db, f"SELECT {self.columns} FROM entries WHERE seq = ?", (seq,), seq=seq)
         return None if row is None else row_to_entry(row)
 
     def entries(
@@ -90,20 +100,21 @@ class EntryReader:
         """Entries with ``seq >= from_seq`` (of one round if given), read in pages of ``page``."""
         after = from_seq - 1
         while True:
-            try:
-                if round_id is None:
-                    rows = db.execute(
-                        f"SELECT {self.columns} FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
-                        (after, page),
-                    ).fetchall()
-                else:
-                    rows = db.execute(
-                        f"SELECT {self.columns} FROM entries WHERE round_id = ? AND seq > ? "
-                        "ORDER BY seq LIMIT ?",
-                        (round_id, after, page),
-                    ).fetchall()
-            except sqlite3.Error as exc:
-                raise self._error(exc, seq=after + 1) from exc
+            if round_id is None:
+                rows = self._rows(
+                    db,
+                    f"SELECT {self.columns} FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (after, page),
+                    seq=after + 1,
+                )
+            else:
+                rows = self._rows(
+                    db,
+                    f"SELECT {self.columns} FROM entries WHERE round_id = ? AND seq > ? "
+                    "ORDER BY seq LIMIT ?",
+                    (round_id, after, page),
+                    seq=after + 1,
+                )
             for row in rows:
                 entry = row_to_entry(row)
                 after = entry.seq
@@ -115,24 +126,19 @@ class EntryReader:
         self, db: sqlite3.Connection, kind: str, *, before_seq: int
     ) -> JournalEntry | None:
         """The most recent entry of ``kind`` with ``seq < before_seq``, or ``None``."""
-        try:
-            row = db.execute(
-                f"SELECT {self.columns} FROM entries WHERE kind = ? AND seq < ? "
-                "ORDER BY seq DESC LIMIT 1",
-                (kind, before_seq),
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+        row = self._row(
+            db,
+            f"SELECT {self.columns} FROM entries WHERE kind = ? AND seq < ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (kind, before_seq),
+        )
         return None if row is None else row_to_entry(row)
 
     def last_round_id(self, db: sqlite3.Connection) -> str | None:
         """The round id of the most recent ``round_opened`` entry, if any."""
-        try:
-            row = db.execute(
-                "SELECT round_id FROM entries WHERE kind = 'round_opened' ORDER BY seq DESC LIMIT 1"
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+        row = self._row(
+            db, "SELECT round_id FROM entries WHERE kind = 'round_opened' ORDER BY seq DESC LIMIT 1"
+        )
         return None if row is None else row[0]
 
     def verify(

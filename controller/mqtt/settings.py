@@ -7,9 +7,11 @@ the one reconnect back-off (:mod:`controller.mqtt.connection` uses it for every 
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import ssl
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +125,19 @@ class MqttSettings(BaseModel):
         return any(address.tls for address in self.addresses)
 
 
+@contextlib.contextmanager
+def _usable(what: str, field: str, file: Path | None) -> Iterator[None]:
+    """Turn a TLS file that cannot be read or used into a :class:`ConfigError` naming it.
+
+    Raises:
+        ConfigError: The block failed with an ``OSError`` or ``ssl.SSLError``.
+    """
+    try:
+        yield
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{what} cannot be used: {exc}", field=field, file=str(file)) from exc
+
+
 def tls_context(settings: MqttSettings) -> ssl.SSLContext:
     """The TLS context for ``mqtts://`` URLs: verify the broker, optionally present a cert.
 
@@ -132,27 +147,19 @@ def tls_context(settings: MqttSettings) -> ssl.SSLContext:
     Raises:
         ConfigError: A CA, certificate or key file that cannot be read or used.
     """
-    try:
+    with _usable(f"mqtt.ca_file {settings.ca_file}", "mqtt.ca_file", settings.ca_file):
         context = ssl.create_default_context(
             cafile=str(settings.ca_file) if settings.ca_file is not None else None
         )
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"mqtt.ca_file {settings.ca_file} cannot be used: {exc}",
-            field="mqtt.ca_file",
-            file=str(settings.ca_file),
-        ) from exc
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if settings.cert_file is not None:
         key = settings.key_file if settings.key_file is not None else settings.cert_file
-        try:
+        with _usable(
+            f"mqtt.cert_file {settings.cert_file} / key_file {key}",
+            "mqtt.cert_file",
+            settings.cert_file,
+        ):
             context.load_cert_chain(str(settings.cert_file), str(key))
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"mqtt.cert_file {settings.cert_file} / key_file {key} cannot be used: {exc}",
-                field="mqtt.cert_file",
-                file=str(settings.cert_file),
-            ) from exc
     if settings.tls_insecure:
         context.check_hostname = False
     return context

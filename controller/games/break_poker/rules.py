@@ -114,10 +114,7 @@ def low_hand_key(cards: Sequence[Card]) -> LowKey:
     Raises:
         RulesError: Not two cards.
     """
-    if len(cards) != 2:
-        raise RulesError(
-            f"a low hand has 2 cards, got {len(cards)}", cards=[str(card) for card in cards]
-        )
+    _check_count(cards, 2, "low")
     return low_key(cards[0].rank, cards[1].rank)
 
 
@@ -127,11 +124,21 @@ def high_hand_key(cards: Sequence[Card]) -> HighKey:
     Raises:
         RulesError: Not three cards.
     """
-    if len(cards) != 3:
-        raise RulesError(
-            f"a high hand has 3 cards, got {len(cards)}", cards=[str(card) for card in cards]
-        )
+    _check_count(cards, 3, "high")
     return high_key(cards[0].rank, cards[1].rank, cards[2].rank)
+
+
+def _check_count(cards: Sequence[Card], count: int, hand: str) -> None:
+    """Refuse a ``hand`` (``low``, ``high``) that is not ``count`` cards.
+
+    Raises:
+        RulesError: Not ``count`` cards.
+    """
+    if len(cards) != count:
+        raise RulesError(
+            f"a {hand} hand has {count} cards, got {len(cards)}",
+            cards=[str(card) for card in cards],
+        )
 
 
 def _canonical(cards: Iterable[Card]) -> tuple[Card, ...]:

@@ -20,11 +20,11 @@ from controller.analysis import (
     BetReport,
     Method,
     chunk_sizes,
+    exact_or_sampled,
     exact_row,
     iterate_with_progress,
     sampled_bet,
 )
-from controller.errors import RulesError
 from controller.games.teen_patti.rules import (
     _ACE,
     _LEVEL_SHIFT,
@@ -418,8 +418,12 @@ def analyze(*, method: Method, samples: int, seed: int, progress: bool) -> Analy
     Raises:
         RulesError: Monte Carlo with fewer than two samples.
     """
-    if method is Method.EXACT:
-        return _exact_report(progress)
-    if samples < 2:
-        raise RulesError("Monte Carlo needs at least 2 samples", game=GAME_ID, samples=samples)
-    return _monte_carlo_report(samples, seed, progress)
+    return exact_or_sampled(
+        GAME_ID,
+        method=method,
+        samples=samples,
+        seed=seed,
+        progress=progress,
+        exact=_exact_report,
+        monte_carlo=_monte_carlo_report,
+    )

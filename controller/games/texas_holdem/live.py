@@ -272,28 +272,20 @@ class HoldemLiveRound(RevealsHands):
         assert step.seat is not None
         action = _parse_action(decision, step, window)
         name = ACTION_NAMES[action.kind]
+
+        def refused(reason: str) -> IllegalAction:
+            return IllegalAction(name, reason, game=rules.GAME_ID, window=window, seat=step.seat)
+
         if name not in step.options:
-            raise IllegalAction(
-                name,
-                f"{name} is not possible now; options: {list(step.options)}",
-                game=rules.GAME_ID,
-                window=window,
-                seat=step.seat,
-            )
+            raise refused(f"{name} is not possible now; options: {list(step.options)}")
         try:
             after = self.state.apply(action)
         except IllegalAction as exc:
-            raise IllegalAction(
-                name, exc.reason, game=rules.GAME_ID, window=window, seat=step.seat
-            ) from exc
+            raise refused(exc.reason) from exc
         amount = after.seat(action.seat).committed - self.state.seat(action.seat).committed
         if "amount" in decision and decision["amount"] != amount:
-            raise IllegalAction(
-                name,
-                f"amount {decision['amount']!r} does not match the {amount} chips it puts in",
-                game=rules.GAME_ID,
-                window=window,
-                seat=step.seat,
+            raise refused(
+                f"amount {decision['amount']!r} does not match the {amount} chips it puts in"
             )
         normalised: dict[str, Any] = {"action": name, "seat": step.seat, "amount": amount}
         if action.kind is ActionKind.BET:
