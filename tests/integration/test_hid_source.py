@@ -126,6 +126,7 @@ async def test_unplug_is_connection_lost_then_replug_reads_again(
         backend.replug()
         await source.open()
         try:
+            assert backend.detaches == 2  # the kernel took the replugged device again
             sim.screen("expect", "S0", slot_index=0)
             read = await source.next_read()
             assert isinstance(read, CardRead) and read.value == "As"
