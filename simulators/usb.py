@@ -45,6 +45,10 @@ VENDOR_ID = 0x1209
 """pid.codes' shared vendor id, used by the simulator (see ``docs/drivers.md``)."""
 PRODUCT_ID = 0x7AB1
 """The simulated scanner's product id (a placeholder until our hardware has its own)."""
+HID_POS_PRODUCT_ID = 0x7AB2
+"""The simulated HID POS scanner's product id (in ``drivers/hid_scanners.toml``)."""
+HID_KBD_PRODUCT_ID = 0x7AB3
+"""The simulated keyboard-mode scanner's product id (in ``drivers/hid_scanners.toml``)."""
 PRODUCT = "tablectl card scanner"
 MANUFACTURER = "tablectl"
 EP_IN = 0x81
@@ -143,7 +147,7 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
 
     Args:
         vendor_id: idVendor.
-        product_id: idProduct.
+        product_id: idProduct (``None``: :data:`PRODUCT_ID`, or the HID simulators' ids).
         serial: The serial-number string.
         product: The product string (``tablectl devices`` recognises ``tablectl``).
         hid: ``"pos"`` or ``"kbd"``: a HID barcode scanner with an interrupt IN endpoint;
@@ -158,13 +162,14 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
         self,
         *,
         vendor_id: int = VENDOR_ID,
-        product_id: int = PRODUCT_ID,
+        product_id: int | None = None,
         serial: str = "SIM0001",
         product: str = PRODUCT,
         hid: Literal["pos", "kbd"] | None = None,
     ) -> None:
         self.vendor_id = vendor_id
-        self.product_id = product_id
+        hid_ids = {None: PRODUCT_ID, "pos": HID_POS_PRODUCT_ID, "kbd": HID_KBD_PRODUCT_ID}
+        self.product_id = product_id if product_id is not None else hid_ids[hid]
         self.strings = {1: MANUFACTURER, 2: product, 3: serial}
         self.on_host_bytes: Callable[[bytes], None] | None = None
         self.dropped_bytes = 0
