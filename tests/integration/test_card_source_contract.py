@@ -406,7 +406,7 @@ async def test_hid_contract(kind: Literal["pos", "kbd"], fault: str) -> None:
     went in, in order; every unknown code a misread naming it; unplugs recovered."""
     backend = SimulatedUsbBackend(hid=kind)
     sim = HidScannerSimulator(backend, load_profile("barcode-crlf"), CARDS, **HID_FAULTS[fault])
-    url = f"hid{kind}://{VENDOR_ID:04x}:{PRODUCT_ID:04x}?profile=barcode-crlf"
+    url = f"hid{kind}://{VENDOR_ID:04x}:{backend.product_id:04x}?profile=barcode-crlf"
     async with asyncio.timeout(30):
         source = SupervisedCardSource(url, SETTINGS, usb_backend=backend)
         await source.open()
