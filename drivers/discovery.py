@@ -5,12 +5,24 @@ note when no libusb backend is installed). A USB device is a scanner when its VI
 :data:`KNOWN_SCANNERS` or its product string mentions ``tablectl``; a serial port is listed
 with the USB device behind it when there is one (USB-serial adapters). Each line ends with
 the URL to put in the table config's ``[device] url``.
+
+USB HID barcode scanners are recognised by the VID:PID table shipped as data
+(``drivers/hid_scanners.toml``, :func:`hid_scanner_table`): each is listed with the driver
+URL of its mode (``hidpos://`` or ``hidkbd://``) and the device profile it suggests.
 """
 
 from __future__ import annotations
 
+import contextlib
+import tomllib
 from dataclasses import dataclass
-from typing import Any
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from drivers.profile import ProfileError, resolve_profile_path
 
 KNOWN_SCANNERS: dict[tuple[int, int], str] = {
     (0x1209, 0x7AB1): "tablectl card scanner (simulator and reference firmware)",
@@ -19,6 +31,77 @@ KNOWN_SCANNERS: dict[tuple[int, int], str] = {
 
 PRODUCT_MARK = "tablectl"
 """A USB product string containing this (case-insensitive) marks our firmware."""
+
+
+HID_SCANNERS_FILE = "hid_scanners.toml"
+"""The shipped table of USB HID scanners (in the ``drivers`` package)."""
+
+
+class HidScannerModel(BaseModel):
+    """One line of the HID scanner table: a model, its mode and the profile it suggests."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    vid: int = Field(ge=0, le=0xFFFF)
+    pid: int = Field(ge=0, le=0xFFFF)
+    name: str = Field(min_length=1)
+    mode: Literal["pos", "kbd"]
+    profile: str = Field(min_length=1)
+
+
+class _HidScannerTable(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scanner: list[HidScannerModel] = Field(default_factory=list)
+
+
+def hid_scanner_table(path: Path | None = None) -> dict[tuple[int, int], HidScannerModel]:
+    """The HID scanners we know, by ``(VID, PID)``.
+
+    Args:
+        path: The table's file (``None``: the one shipped with tablectl).
+
+    Raises:
+        ProfileError: Unreadable, not TOML, a bad field, a VID:PID twice or a profile that
+            does not exist (the file, the field and the reason).
+    """
+    if path is None:
+        path = Path(str(resources.files("drivers").joinpath(HID_SCANNERS_FILE)))
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        table = _HidScannerTable.model_validate(data)
+    except OSError as exc:
+        raise ProfileError(
+            "cannot read the HID scanner table", file=str(path), detail=str(exc)
+        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(
+            "the HID scanner table is not valid TOML", file=str(path), detail=str(exc)
+        ) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ProfileError(
+            "invalid HID scanner table", file=str(path),
+            field=".".join(str(part) for part in first["loc"]), detail=first["msg"],
+        ) from exc  # fmt: skip
+    models: dict[tuple[int, int], HidScannerModel] = {}
+    for index, model in enumerate(table.scanner):
+        ids = (model.vid, model.pid)
+        where = f"scanner.{index}"
+        if ids in models:
+            raise ProfileError(
+                "invalid HID scanner table", file=str(path), field=where,
+                detail=f"{model.vid:04x}:{model.pid:04x} is listed twice",
+            )  # fmt: skip
+        try:
+            resolve_profile_path(model.profile)
+        except ProfileError as exc:
+            raise ProfileError(
+                "invalid HID scanner table", file=str(path), field=f"{where}.profile",
+                detail=f"{exc.message}: {model.profile!r}",
+            ) from exc  # fmt: skip
+        models[ids] = model
+    return models
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +113,14 @@ class FoundDevice:
         kind: ``"serial"`` or ``"usb"``.
         description: What the system says it is.
         known: Whether it is a known scanner (rather than any serial port).
+        profile: The device profile suggested (HID scanners), ``None`` otherwise.
     """
 
     url: str
     kind: str
     description: str
     known: bool
+    profile: str | None = None
 
 
 def list_serial_ports() -> list[FoundDevice]:
@@ -79,9 +164,13 @@ def list_usb_scanners(backend: Any = None) -> tuple[list[FoundDevice], str | Non
         )
     except usb.core.USBError as exc:
         return [], f"USB devices could not be listed: {exc}"
+    hid_models = hid_scanner_table()
     found = []
     for device in devices:
         ids = (int(device.idVendor), int(device.idProduct))
+        if ids in hid_models:
+            found.append(_hid_found(device, hid_models[ids]))
+            continue
         product = serial = None
         try:
             product = usb.util.get_string(device, device.iProduct)
@@ -98,12 +187,30 @@ def list_usb_scanners(backend: Any = None) -> tuple[list[FoundDevice], str | Non
     return found, None
 
 
+def _hid_found(device: Any, model: HidScannerModel) -> FoundDevice:
+    import usb.core
+    import usb.util
+
+    serial = None  # no permission to open it: the first device of that VID:PID
+    with contextlib.suppress(usb.core.USBError, ValueError, NotImplementedError):
+        serial = usb.util.get_string(device, device.iSerialNumber)
+    url = f"hid{model.mode}://{model.vid:04x}:{model.pid:04x}?profile={model.profile}"
+    if serial:
+        url += f"&serial={serial}"
+    mode = "HID POS" if model.mode == "pos" else "keyboard mode"
+    description = f"{model.name} ({mode})" + (f", serial {serial}" if serial else "")
+    return FoundDevice(url, "usb-hid", description, True, model.profile)
+
+
 def render(serial_ports: list[FoundDevice], usb: list[FoundDevice], note: str | None) -> str:
     """The listing ``tablectl devices`` prints."""
     lines = []
     for device in [*usb, *serial_ports]:
         mark = "scanner" if device.known else "port   "
-        lines.append(f"{mark}  {device.url:<44}  {device.description}")
+        line = f"{mark}  {device.url:<44}  {device.description}"
+        if device.profile is not None:
+            line += f"; suggested profile: {device.profile}"
+        lines.append(line)
     if not lines:
         lines.append("no serial port and no USB scanner found")
     if note:

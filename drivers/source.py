@@ -11,7 +11,10 @@ URLs (see ``docs/protocol.md``):
 * ``usb://VID:PID[?serial=SN]``: a USB scanner with a bulk IN and a bulk OUT endpoint that
   carry the same framed byte stream (pyusb; see ``docs/drivers.md``);
 * ``profile+serial:///dev/ttyUSB0?profile=NAME[&baud=9600]``: a line-oriented reader described
-  by a device profile (a shipped name or a ``.toml`` path; ``drivers/profile.py``).
+  by a device profile (a shipped name or a ``.toml`` path; ``drivers/profile.py``);
+* ``hidpos://VID:PID?profile=NAME`` / ``hidkbd://VID:PID?profile=NAME``: a USB HID barcode
+  scanner (HID POS or keyboard mode) read with pyusb, codes mapped by the profile's code table
+  (``drivers/hid.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drivers.codec import LedColor
 from drivers.errors import UnsupportedUrl
+from drivers.hid import HID_SCHEMES, HidSpec, parse_hid_url
 
 if TYPE_CHECKING:
     from usb.backend import IBackend
@@ -330,7 +334,7 @@ def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
     return ProfileSpec(path, path, baud, profile)
 
 
-def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec | ProfileSpec:
+def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec | ProfileSpec | HidSpec:
     """Resolve a card-source URL.
 
     Raises:
@@ -348,9 +352,12 @@ def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec | Prof
         return _parse_usb(url, parts.netloc, parts.path, parts.query)
     if scheme == "profile+serial":
         return _parse_profile(url, parts.path, parts.netloc, parts.query)
+    for hid in HID_SCHEMES:
+        if scheme == hid:
+            return parse_hid_url(url, hid, parts.netloc, parts.path, parts.query)
     raise UnsupportedUrl(
         "unknown card-source URL scheme"
-        " (serial://, socket://, usb://, profile+serial:// or a /dev path)",
+        " (serial://, socket://, usb://, profile+serial://, hidpos://, hidkbd:// or a /dev path)",
         url=url,
         detail=scheme or "no scheme",
     )
@@ -361,11 +368,13 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "socket": ("drivers.serial_source", "SerialCardSource"),
     "usb": ("drivers.usb_source", "UsbCardSource"),
     "profile+serial": ("drivers.profile_source", "ProfileCardSource"),
+    "hidpos": ("drivers.hid_source", "HidCardSource"),
+    "hidkbd": ("drivers.hid_source", "HidCardSource"),
 }
 """The driver of each URL kind: ``(module, class)``, imported only when a URL of that kind is
 opened (so this module does not import the drivers that import it, and ``tablectl --help``
 stays fast). The class is called as ``cls(url, spec, settings)``, and for ``usb`` also with
-``backend=``."""
+``backend=`` (and so do ``hidpos`` and ``hidkbd``)."""
 
 
 def open_card_source(
@@ -386,6 +395,7 @@ def open_card_source(
     spec = parse_url(url, effective.baud)
     module_name, class_name = BACKENDS[spec.kind]
     backend_class = getattr(importlib.import_module(module_name), class_name)
-    options: dict[str, object] = {"backend": usb_backend} if spec.kind == "usb" else {}
+    takes_backend = spec.kind in ("usb", *HID_SCHEMES)
+    options: dict[str, object] = {"backend": usb_backend} if takes_backend else {}
     source: CardSource = backend_class(url, spec, effective, **options)
     return source

@@ -12,6 +12,13 @@ bytes over its bulk endpoints. Bulk IN returns what the device side wrote
 handle opened before fails with ``ENODEV`` as libusb's do (``LIBUSB_ERROR_NO_DEVICE``).
 :meth:`SimulatedUsbBackend.replug` brings it back at a new bus address.
 
+With ``hid="pos"`` or ``hid="kbd"`` the device is a USB HID barcode scanner instead: one HID
+interface (class 3; a boot keyboard for ``kbd``) with one interrupt IN endpoint, bound to the
+kernel's HID driver until the host detaches it, and reports queued one per interrupt read
+(:meth:`SimulatedUsbBackend.device_report`). :class:`HidScannerSimulator` deals a card table's
+codes through it as a HID POS or keyboard-mode scanner does (``drivers/hid.py`` has the
+report layouts).
+
 pyusb calls the backend from the driver's worker threads while the simulator writes from the
 event loop's thread: every piece of state is behind one lock.
 """
@@ -19,19 +26,29 @@ event loop's thread: every piece of state is behind one lock.
 from __future__ import annotations
 
 import array
+import asyncio
 import errno
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import usb.backend
 import usb.core
+
+from drivers.hid import encode_keyboard, encode_pos
+from drivers.profile import LoadedProfile
 
 VENDOR_ID = 0x1209
 """pid.codes' shared vendor id, used by the simulator (see ``docs/drivers.md``)."""
 PRODUCT_ID = 0x7AB1
 """The simulated scanner's product id (a placeholder until our hardware has its own)."""
+HID_POS_PRODUCT_ID = 0x7AB2
+"""The simulated HID POS scanner's product id (in ``drivers/hid_scanners.toml``)."""
+HID_KBD_PRODUCT_ID = 0x7AB3
+"""The simulated keyboard-mode scanner's product id (in ``drivers/hid_scanners.toml``)."""
 PRODUCT = "tablectl card scanner"
 MANUFACTURER = "tablectl"
 EP_IN = 0x81
@@ -130,9 +147,11 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
 
     Args:
         vendor_id: idVendor.
-        product_id: idProduct.
+        product_id: idProduct (``None``: :data:`PRODUCT_ID`, or the HID simulators' ids).
         serial: The serial-number string.
         product: The product string (``tablectl devices`` recognises ``tablectl``).
+        hid: ``"pos"`` or ``"kbd"``: a HID barcode scanner with an interrupt IN endpoint;
+            ``None``: the framed scanner on bulk endpoints.
 
     Attributes:
         on_host_bytes: Called with every bulk OUT payload (from a driver thread).
@@ -143,12 +162,14 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
         self,
         *,
         vendor_id: int = VENDOR_ID,
-        product_id: int = PRODUCT_ID,
+        product_id: int | None = None,
         serial: str = "SIM0001",
         product: str = PRODUCT,
+        hid: Literal["pos", "kbd"] | None = None,
     ) -> None:
         self.vendor_id = vendor_id
-        self.product_id = product_id
+        hid_ids = {None: PRODUCT_ID, "pos": HID_POS_PRODUCT_ID, "kbd": HID_KBD_PRODUCT_ID}
+        self.product_id = product_id if product_id is not None else hid_ids[hid]
         self.strings = {1: MANUFACTURER, 2: product, 3: serial}
         self.on_host_bytes: Callable[[bytes], None] | None = None
         self.dropped_bytes = 0
@@ -158,6 +179,10 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
         self._address = 5
         self._in = bytearray()
         self._claimed_by: _Handle | None = None
+        self.hid = hid
+        self.kernel_driver_active = hid is not None
+        self.detaches = 0
+        self._reports: deque[bytes] = deque()
 
     # ------------------------------------------------------------------ device side
 
@@ -175,6 +200,15 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
             self._in += data
             self._lock.notify_all()
 
+    def device_report(self, report: bytes) -> None:
+        """The HID device queues one input report (dropped when no host claims it)."""
+        with self._lock:
+            if not self._present or self._claimed_by is None:
+                self.dropped_bytes += len(report)
+                return
+            self._reports.append(report)
+            self._lock.notify_all()
+
     def pending_in(self) -> int:
         """Bytes waiting on the bulk IN endpoint."""
         return len(self._in)
@@ -185,6 +219,7 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
             self._present = False
             self._claimed_by = None
             self._in.clear()
+            self._reports.clear()
             self._lock.notify_all()
 
     def replug(self) -> None:
@@ -194,6 +229,8 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
             self._generation += 1
             self._address = self._address % 127 + 1
             self._in.clear()
+            self._reports.clear()
+            self.kernel_driver_active = self.hid is not None  # the kernel binds it again
 
     # ------------------------------------------------------------------ IBackend
 
@@ -225,6 +262,12 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
     ) -> _InterfaceDescriptor:
         if (intf, alt, config) != (0, 0, 0):
             raise IndexError("interface index out of range")
+        if self.hid is not None:
+            boot = 1 if self.hid == "kbd" else 0
+            return _InterfaceDescriptor(
+                bNumEndpoints=1, bInterfaceClass=3, bInterfaceSubClass=boot,
+                bInterfaceProtocol=boot,
+            )  # fmt: skip
         return _InterfaceDescriptor()
 
     def get_endpoint_descriptor(  # noqa: D102
@@ -232,6 +275,13 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
     ) -> _EndpointDescriptor:
         if (intf, alt, config) != (0, 0, 0) or ep not in (0, 1):
             raise IndexError("endpoint index out of range")
+        if self.hid is not None:
+            if ep != 0:
+                raise IndexError("endpoint index out of range")
+            size = 8 if self.hid == "kbd" else 64
+            return _EndpointDescriptor(
+                bEndpointAddress=EP_IN, bmAttributes=0x03, wMaxPacketSize=size, bInterval=1
+            )
         return _EndpointDescriptor(bEndpointAddress=EP_IN if ep == 0 else EP_OUT)
 
     def open_device(self, dev: _DeviceId) -> _Handle:  # noqa: D102
@@ -256,15 +306,31 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
             return dev_handle.configuration
 
     def is_kernel_driver_active(self, dev_handle: _Handle, intf: int) -> bool:  # noqa: D102
-        return False
+        with self._lock:
+            self._check(dev_handle)
+            return self.kernel_driver_active
+
+    def detach_kernel_driver(self, dev_handle: _Handle, intf: int) -> None:  # noqa: D102
+        with self._lock:
+            self._check(dev_handle)
+            self.kernel_driver_active = False
+            self.detaches += 1
+
+    def attach_kernel_driver(self, dev_handle: _Handle, intf: int) -> None:  # noqa: D102
+        with self._lock:
+            self._check(dev_handle)
+            self.kernel_driver_active = self.hid is not None
 
     def claim_interface(self, dev_handle: _Handle, intf: int) -> None:  # noqa: D102
         with self._lock:
             self._check(dev_handle)
+            if self.kernel_driver_active:
+                raise usb.core.USBError("Resource busy", _LIBUSB_ERROR_BUSY, errno.EBUSY)
             if self._claimed_by is not None and self._claimed_by is not dev_handle:
                 raise usb.core.USBError("Resource busy", _LIBUSB_ERROR_BUSY, errno.EBUSY)
             self._claimed_by = dev_handle
             self._in.clear()  # what nobody read before belongs to nobody
+            self._reports.clear()
 
     def release_interface(self, dev_handle: _Handle, intf: int) -> None:  # noqa: D102
         with self._lock:
@@ -305,6 +371,27 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
                     )
                 self._lock.wait(left)
 
+    def intr_read(  # noqa: D102
+        self, dev_handle: _Handle, ep: int, intf: int, buff: array.array[int], timeout: int
+    ) -> int:
+        deadline = time.monotonic() + (timeout / 1000 if timeout else 3600.0)
+        with self._lock:
+            while True:
+                self._check(dev_handle)
+                if ep != EP_IN or self.hid is None:
+                    raise usb.core.USBError("Pipe error", _LIBUSB_ERROR_PIPE, errno.EPIPE)
+                if self._reports:
+                    report = self._reports.popleft()
+                    size = min(len(buff), len(report))
+                    buff[:size] = array.array("B", report[:size])
+                    return size
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise usb.core.USBTimeoutError(
+                        "Operation timed out", _LIBUSB_ERROR_TIMEOUT, errno.ETIMEDOUT
+                    )
+                self._lock.wait(left)
+
     def ctrl_transfer(  # noqa: D102, PLR0917 - pyusb's signature
         self,
         dev_handle: _Handle,
@@ -330,3 +417,98 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
             data[:size] = array.array("B", descriptor[:size])
             return size
         raise usb.core.USBError("Pipe error", _LIBUSB_ERROR_PIPE, errno.EPIPE)  # a stall
+
+
+@dataclass
+class HidStats:
+    """What a :class:`HidScannerSimulator` did."""
+
+    codes_sent: int = 0
+    unknown_codes: int = 0
+    unplugs: int = 0
+
+
+class HidScannerSimulator:
+    """A HID barcode scanner (POS or keyboard mode) dealing cards through its profile's codes.
+
+    The dealer (the test) scans when the table's event feed shows a cue: :meth:`screen`
+    with ``"expect"`` scans the next card, with ``"rescan"`` scans the card in hand again.
+
+    Args:
+        backend: The simulated device (``hid="pos"`` or ``"kbd"``).
+        profile: The device profile whose code table gives each card's code.
+        cards: The cards to deal, in order.
+        unknown_at: Indices of cards whose first scan sends a code the table does not know.
+        unplug_every: Pull the cable as every n-th card is scanned (that scan is lost).
+        unplug_seconds: How long the cable stays out.
+    """
+
+    def __init__(
+        self,
+        backend: SimulatedUsbBackend,
+        profile: LoadedProfile,
+        cards: Sequence[str],
+        *,
+        unknown_at: frozenset[int] = frozenset(),
+        unplug_every: int | None = None,
+        unplug_seconds: float = 0.15,
+    ) -> None:
+        if backend.hid is None:
+            raise ValueError("a HID scanner simulator needs a backend with hid='pos' or 'kbd'")
+        self.backend = backend
+        self.loaded = profile
+        self.profile = profile.profile
+        self.cards = list(cards)
+        missing = [card for card in self.cards if profile.table.code_of(card) is None]
+        if missing:
+            raise ValueError(f"cards not in code table {profile.table.name!r}: {missing}")
+        self.unknown_at = unknown_at
+        self.unplug_every = unplug_every
+        self.unplug_seconds = unplug_seconds
+        self.stats = HidStats()
+        self.drawn: list[str] = []
+        self._index = -1
+        self._spoiled: set[int] = set()
+        self._pulled: set[int] = set()
+
+    def screen(self, cue: str, slot_name: str, *, round_no: int = 1, slot_index: int = 0) -> None:
+        """The dealer reads a cue on the event feed and scans."""
+        if cue == "expect" and slot_index > self._index:
+            self._index = slot_index
+        if self._index < 0 or self._index >= len(self.cards):
+            return
+        self._scan(self._index)
+
+    def _scan(self, index: int) -> None:
+        card = self.cards[index]
+        code = self.loaded.table.code_of(card)
+        assert code is not None
+        if self.unplug_every and (index + 1) % self.unplug_every == 0 and index not in self._pulled:
+            self._pulled.add(index)
+            self.stats.unplugs += 1
+            self.backend.unplug()
+            asyncio.get_running_loop().call_later(self.unplug_seconds, self.backend.replug)
+            return
+        if index in self.unknown_at and index not in self._spoiled:
+            self._spoiled.add(index)
+            code = self._unknown(code)
+            self.stats.unknown_codes += 1
+        elif card not in self.drawn:
+            self.drawn.append(card)
+        self.send_code(code)
+
+    def send_code(self, code: str) -> None:
+        """Scan a code: its reports go to the host."""
+        reports = encode_pos(code.encode()) if self.backend.hid == "pos" else encode_keyboard(code)
+        for report in reports:
+            self.backend.device_report(report)
+        self.stats.codes_sent += 1
+
+    def _unknown(self, code: str) -> str:
+        """A code the pattern accepts but the table does not know."""
+        regex = self.profile.regex
+        for char in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+            candidate = code[:-1] + char
+            if self.loaded.table.card_of(candidate) is None and regex.fullmatch(candidate):
+                return candidate
+        raise ValueError(f"no unknown code close to {code!r} fits the profile's pattern")

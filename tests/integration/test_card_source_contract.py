@@ -15,7 +15,7 @@ import dataclasses
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -25,7 +25,7 @@ from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread
 from drivers.supervisor import SupervisedCardSource
 from simulators.line_device import LineDeviceSimulator, LineFaults
 from simulators.scanner import FaultPlan, ScannerSimulator
-from simulators.usb import PRODUCT_ID, VENDOR_ID
+from simulators.usb import PRODUCT_ID, VENDOR_ID, HidScannerSimulator, SimulatedUsbBackend
 
 SETTINGS = DriverSettings(
     open_timeout=2.0,
@@ -385,6 +385,48 @@ async def test_profile_contract(profile: str, fault: str) -> None:
         assert expected_activity[fault] > 0
     if fault == "unplug":
         assert source.losses >= 1 and source.reconnects == source.losses
+
+
+# ---------------------------------------------------------------------- USB HID scanners
+
+HID_FAULTS: dict[str, dict[str, Any]] = {
+    "clean": {},
+    "unknown-code": {"unknown_at": frozenset({1, 4, 5})},
+    "unplug": {"unplug_every": 4, "unplug_seconds": 0.15},
+    "everything": {"unknown_at": frozenset({2, 6}), "unplug_every": 3, "unplug_seconds": 0.1},
+}
+"""What can go wrong with a HID scanner: a code the table does not know, the cable pulled
+(a HID scanner has no checksum, no position and no no-read record)."""
+
+
+@pytest.mark.parametrize("fault", list(HID_FAULTS))
+@pytest.mark.parametrize("kind", ["pos", "kbd"])
+async def test_hid_contract(kind: Literal["pos", "kbd"], fault: str) -> None:
+    """HID POS and keyboard-mode scanners through pyusb and the supervisor: the cards that
+    went in, in order; every unknown code a misread naming it; unplugs recovered."""
+    backend = SimulatedUsbBackend(hid=kind)
+    sim = HidScannerSimulator(backend, load_profile("barcode-crlf"), CARDS, **HID_FAULTS[fault])
+    url = f"hid{kind}://{VENDOR_ID:04x}:{backend.product_id:04x}?profile=barcode-crlf"
+    async with asyncio.timeout(30):
+        source = SupervisedCardSource(url, SETTINGS, usb_backend=backend)
+        await source.open()
+        try:
+            out, _ = await play_line(source, sim, len(CARDS))  # type: ignore[arg-type]
+        finally:
+            await source.close()
+
+    assert out.cards == sim.drawn == CARDS
+    causes = [m.cause for m in out.misreads]
+    assert causes == ["unknown_code"] * sim.stats.unknown_codes
+    assert all("ean13-standard" in m.detail for m in out.misreads)
+    assert out.statuses[0] == "connected"
+    away = [s for s in out.statuses if s in ("lost", "recovered")]
+    assert away == ["lost", "recovered"] * sim.stats.unplugs
+    assert source.losses == source.reconnects == sim.stats.unplugs
+    if fault == "clean":
+        assert out.misreads == [] and out.bounces == 0 and source.losses == 0
+    else:
+        assert sim.stats.unknown_codes + sim.stats.unplugs > 0
 
 
 @pytest.mark.hardware

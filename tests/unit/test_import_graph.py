@@ -32,7 +32,7 @@ def test_import_contracts_are_kept() -> None:
 
 
 def test_every_driver_backend_names_a_class() -> None:
-    assert set(BACKENDS) == {"serial", "socket", "usb", "profile+serial"}
+    assert set(BACKENDS) == {"serial", "socket", "usb", "profile+serial", "hidpos", "hidkbd"}
     for module_name, class_name in BACKENDS.values():
         assert isinstance(getattr(importlib.import_module(module_name), class_name), type)
 
