@@ -293,9 +293,12 @@ class ArchiveConsumer:
             try:
                 while True:
                     getter = asyncio.ensure_future(queue.get())
-                    await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        getter.cancel()
+                    try:
+                        await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        if not getter.done():
+                            getter.cancel()
+                    if getter.cancelled():
                         reader.result()  # the broker connection's error
                         return  # pragma: no cover (the message stream never ends)
                     # What arrived while the last batch was stored is the next batch.
