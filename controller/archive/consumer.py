@@ -196,9 +196,9 @@ class ArchiveConsumer:
                 to_seq=gap.hi,
                 missing=len(missing),
             )
-            await self.store.raise_alert(gap.table, "gap", detail)
-            if gap.gap_id is not None:
-                await self.store.mark_gap(gap.gap_id, "alerted", missing)
+            await self.store.raise_alert(
+                gap.table, "gap", detail, gap_id=gap.gap_id, missing=missing
+            )
 
     async def _replay(self, gap: Gap) -> None:
         config = self.settings.gaps

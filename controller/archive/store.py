@@ -267,13 +267,29 @@ class ArchiveStore:
                 (list(missing) or None, gap_id),
             )
 
-    async def raise_alert(self, table: str | None, kind: str, detail: str) -> None:
-        """Keep an alert."""
+    async def raise_alert(
+        self,
+        table: str | None,
+        kind: str,
+        detail: str,
+        *,
+        gap_id: int | None = None,
+        missing: Sequence[int] = (),
+    ) -> None:
+        """Keep an alert; with ``gap_id``, also stamp that gap alerted, ``missing`` kept.
+
+        Both in one transaction: a reader never sees the alert without its gap's stamp.
+        """
         async with self.conn.transaction():
             await self.conn.execute(
                 "INSERT INTO alerts (table_id, kind, detail) VALUES (%s, %s, %s)",
                 (table, kind, detail),
             )
+            if gap_id is not None:
+                await self.conn.execute(
+                    "UPDATE gaps SET alerted_at = now(), missing = %s WHERE id = %s",
+                    (list(missing) or None, gap_id),
+                )
 
 
 def _conflict(entry: Entry) -> Rejected:
