@@ -19,7 +19,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -33,6 +33,9 @@ from controller.mqtt.settings import backoff_seconds, client_options, tls_contex
 from controller.pitcli import Target, send_command
 
 log = structlog.get_logger("archive")
+
+BATCH_MAX = 2000
+"""At most this many waiting messages are stored in one transaction (docs/archive.md)."""
 
 
 class ArchiveConsumer:
@@ -78,9 +81,53 @@ class ArchiveConsumer:
         Raises:
             psycopg.OperationalError: The database is gone (not this message's fault).
         """
-        found = classify(topic, payload, self.keys)
+        return (await self.handle_batch([(topic, payload)]))[0]
+
+    async def handle_batch(self, messages: Sequence[tuple[str, bytes]]) -> list[str]:
+        """Classify and store messages (``(topic, payload)``), entries in one transaction.
+
+        What became of each message, in order (:attr:`counts` keys). If the database refuses
+        the batch, its entries are stored one by one, so only the message at fault is
+        rejected (``store_error``).
+
+        Raises:
+            psycopg.OperationalError: The database is gone (not a message's fault).
+        """
+        found = [classify(topic, payload, self.keys) for topic, payload in messages]
+        outcomes: list[str] = [""] * len(found)
+        entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry)]
+        for i, item in enumerate(found):
+            if not isinstance(item, Entry):
+                outcomes[i] = await self._guarded(messages[i], item)
+        if entries:
+            await self._store_entries(messages, entries, outcomes)
+        self.counts.update(outcomes)
+        return outcomes
+
+    async def _store_entries(
+        self,
+        messages: Sequence[tuple[str, bytes]],
+        entries: list[tuple[int, Entry]],
+        outcomes: list[str],
+    ) -> None:
         try:
-            outcome = await self._store(found)
+            stored = await self.store.store_entries([e for _, e in entries])
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error:
+            for i, entry in entries:
+                outcomes[i] = await self._guarded(messages[i], entry)
+        else:
+            for (i, _), outcome in zip(entries, stored, strict=True):
+                outcomes[i] = outcome
+        for i, entry in entries:
+            if not outcomes[i].startswith("rejected:"):
+                await self._track(entry)
+
+    async def _guarded(self, message: tuple[str, bytes], found: Entry | Status | Rejected) -> str:
+        topic, payload = message
+        try:
+            return await self._store(found)
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:
@@ -93,9 +140,7 @@ class ArchiveConsumer:
                 Rejected(topic, table, seq, "store_error", f"database: {exc}", payload)
             )
             log.error("message not stored", topic=topic, seq=seq, error=str(exc))
-            outcome = "rejected:store_error"
-        self.counts[outcome] += 1
-        return outcome
+            return "rejected:store_error"
 
     async def _store(self, found: Entry | Status | Rejected) -> str:
         if isinstance(found, Rejected):
@@ -107,9 +152,7 @@ class ArchiveConsumer:
         if isinstance(found, Status):
             await self.store.store_status(found)
             return "status"
-        outcome = await self.store.store_entry(found)
-        await self._track(found)
-        return outcome
+        return await self.store.store_entry(found)
 
     async def _track(self, entry: Entry) -> None:
         in_order = entry.topic.endswith("/events")
@@ -153,9 +196,9 @@ class ArchiveConsumer:
                 to_seq=gap.hi,
                 missing=len(missing),
             )
-            await self.store.raise_alert(gap.table, "gap", detail)
-            if gap.gap_id is not None:
-                await self.store.mark_gap(gap.gap_id, "alerted", missing)
+            await self.store.raise_alert(
+                gap.table, "gap", detail, gap_id=gap.gap_id, missing=missing
+            )
 
     async def _replay(self, gap: Gap) -> None:
         config = self.settings.gaps
@@ -245,8 +288,32 @@ class ArchiveConsumer:
                 await client.subscribe(f"{prefix}/+/{suffix}", qos=1)
             self.subscribed.set()
             log.info("archive subscribed", url=address.url)
-            async for message in client.messages:
-                await self.handle(str(message.topic), bytes(message.payload))
+            queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+            reader = asyncio.create_task(self._read(client, queue), name="archive-read")
+            try:
+                while True:
+                    getter = asyncio.ensure_future(queue.get())
+                    try:
+                        await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        if not getter.done():
+                            getter.cancel()
+                    if getter.cancelled():
+                        reader.result()  # the broker connection's error
+                        return  # pragma: no cover (the message stream never ends)
+                    # What arrived while the last batch was stored is the next batch.
+                    batch = [getter.result()]
+                    while len(batch) < BATCH_MAX and not queue.empty():
+                        batch.append(queue.get_nowait())
+                    await self.handle_batch(batch)
+            finally:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
+
+    @staticmethod
+    async def _read(client: Any, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
+        async for message in client.messages:
+            queue.put_nowait((str(message.topic), bytes(message.payload)))
 
 
 def _ranges(values: list[int]) -> str:

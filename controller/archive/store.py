@@ -1,10 +1,11 @@
 """The archive's PostgreSQL side: store entries exactly once, fold rounds, record the rest.
 
 One :class:`ArchiveStore` wraps one psycopg 3 async connection. :meth:`ArchiveStore.store_entry`
-is idempotent on ``(table, session, seq)``: the key goes into ``entry_keys`` with
-``INSERT ... ON CONFLICT DO NOTHING``, and only a new key writes the entry into its monthly
-partition of ``events`` and refolds its round (``controller.journal.fold.RoundFold``, the fold
-the journal's recall and verifier use) into ``rounds``, all in one transaction. A copy whose
+and :meth:`ArchiveStore.store_entries` (a batch, one transaction) are idempotent on
+``(table, session, seq)``: the keys go into ``entry_keys`` with ``INSERT ... ON CONFLICT DO
+NOTHING``, and only new keys write their entries into their monthly partitions of ``events``
+(``COPY``) and refold their rounds (``controller.journal.fold.RoundFold``, the fold the
+journal's recall and verifier use) into ``rounds``, once per round and batch. A copy whose
 content differs from the stored one (same key, another digest) is stored as rejected.
 """
 
@@ -16,7 +17,7 @@ from datetime import UTC
 from typing import Any, Literal
 
 import psycopg
-from psycopg.types.json import Json, Jsonb
+from psycopg.types.json import Jsonb
 
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, Rejected, Status
@@ -66,63 +67,104 @@ class ArchiveStore:
         Raises:
             psycopg.Error: The database refused it (nothing of it was written).
         """
+        return (await self.store_entries([entry]))[0]
+
+    async def store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
+        """Store a batch in one transaction; each entry's outcome, in order.
+
+        The same rules as :meth:`store_entry`, for many entries at once: the keys go in with
+        one ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING RETURNING``, the new
+        entries into ``events`` with ``COPY``, and each round touched is refolded once. A
+        key repeated inside the batch counts as arriving after its first copy (``duplicate``
+        or ``conflict``, as if stored one by one).
+
+        Raises:
+            psycopg.Error: The database refused the batch (nothing of it was written).
+        """
+        if not entries:
+            return []
         try:
-            return await self._store_entry(entry)
+            return await self._store_entries(entries)
         except psycopg.Error:
-            # A partition made in the rolled-back transaction is gone with it.
             self._partitions.clear()
             raise
 
-    async def _store_entry(self, entry: Entry) -> Stored:
+    async def _store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
+        first: dict[tuple[str, int, int], Entry] = {}
+        for entry in entries:
+            first.setdefault((entry.table, entry.session, entry.seq), entry)
+        keys = list(first.values())
+        outcomes: list[Stored] = []
         async with self.conn.transaction():
             cursor = await self.conn.execute(
                 "INSERT INTO entry_keys (table_id, session, seq, at, digest)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING seq",
-                (entry.table, entry.session, entry.seq, entry.at, entry.digest),
-            )
-            if await cursor.fetchone() is None:
-                return await self._known(entry)
-            await self._ensure_partition(entry)
-            await self.conn.execute(
-                "INSERT INTO events (table_id, session, seq, at, round_id, kind, topic, delayed,"
-                " replayed, signed, envelope) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                " SELECT * FROM unnest(%s::text[], %s::integer[], %s::bigint[],"
+                " %s::timestamptz[], %s::text[]) ON CONFLICT DO NOTHING"
+                " RETURNING table_id, session, seq",
                 (
-                    entry.table,
-                    entry.session,
-                    entry.seq,
-                    entry.at,
-                    entry.round_id,
-                    entry.kind,
-                    entry.topic,
-                    entry.delayed,
-                    entry.replayed,
-                    entry.signed,
-                    Json(entry.envelope),
+                    [e.table for e in keys],
+                    [e.session for e in keys],
+                    [e.seq for e in keys],
+                    [e.at for e in keys],
+                    [e.digest for e in keys],
                 ),
             )
-            if entry.round_id is not None:
-                await self._refold(entry.table, entry.round_id)
-        return "new"
-
-    async def _known(self, entry: Entry) -> Stored:
-        cursor = await self.conn.execute(
-            "SELECT digest FROM entry_keys WHERE table_id = %s AND session = %s AND seq = %s",
-            (entry.table, entry.session, entry.seq),
-        )
-        row = await cursor.fetchone()
-        if row is not None and row[0] == entry.digest:
-            return "duplicate"
-        await self._insert_rejected(
-            Rejected(
-                entry.topic,
-                entry.table,
-                entry.seq,
-                "conflict",
-                f"seq {entry.seq} (session {entry.session}) is archived with other content",
-                json.dumps(entry.envelope).encode(),
-            )
-        )
-        return "conflict"
+            new = {(str(r[0]), int(r[1]), int(r[2])) for r in await cursor.fetchall()}
+            old = [key for key in first if key not in new]
+            stored: dict[tuple[str, int, int], str] = {}
+            if old:
+                cursor = await self.conn.execute(
+                    "SELECT k.table_id, k.session, k.seq, k.digest FROM entry_keys k"
+                    " JOIN unnest(%s::text[], %s::integer[], %s::bigint[]) AS o(t, s, q)"
+                    " ON k.table_id = o.t AND k.session = o.s AND k.seq = o.q",
+                    ([k[0] for k in old], [k[1] for k in old], [k[2] for k in old]),
+                )
+                stored = {
+                    (str(r[0]), int(r[1]), int(r[2])): str(r[3]) for r in await cursor.fetchall()
+                }
+            for key in new:
+                stored[key] = first[key].digest
+            fresh = [first[key] for key in first if key in new]
+            for entry in fresh:
+                await self._ensure_partition(entry)
+            if fresh:
+                async with (
+                    self.conn.cursor() as cur,
+                    cur.copy(
+                        "COPY events (table_id, session, seq, at, round_id, kind, topic, delayed,"
+                        " replayed, signed, envelope) FROM STDIN"
+                    ) as copy,
+                ):
+                    for entry in fresh:
+                        await copy.write_row(
+                            (
+                                entry.table,
+                                entry.session,
+                                entry.seq,
+                                entry.at,
+                                entry.round_id,
+                                entry.kind,
+                                entry.topic,
+                                entry.delayed,
+                                entry.replayed,
+                                entry.signed,
+                                json.dumps(entry.envelope),
+                            )
+                        )
+            claimed: set[tuple[str, int, int]] = set()
+            for entry in entries:
+                key = (entry.table, entry.session, entry.seq)
+                if key in new and key not in claimed and first[key] is entry:
+                    claimed.add(key)
+                    outcomes.append("new")
+                elif stored.get(key) == entry.digest:
+                    outcomes.append("duplicate")
+                else:
+                    await self._insert_rejected(_conflict(entry))
+                    outcomes.append("conflict")
+            rounds = sorted({(e.table, e.round_id) for e in fresh if e.round_id is not None})
+            await self._refold_many(rounds)
+        return outcomes
 
     async def _ensure_partition(self, entry: Entry) -> None:
         month = entry.at.astimezone(UTC).strftime("%Y_%m")
@@ -131,41 +173,24 @@ class ArchiveStore:
             self._partitions.add(month)
 
     async def _refold(self, table: str, round_id: str) -> None:
+        await self._refold_many([(table, round_id)])
+
+    async def _refold_many(self, rounds: Sequence[tuple[str, str]]) -> None:
+        """Refold each ``(table, round)`` from its archived entries: one read, one upsert."""
+        if not rounds:
+            return
         cursor = await self.conn.execute(
-            "SELECT kind, envelope->'data', at, seq, delayed FROM events"
-            " WHERE table_id = %s AND round_id = %s ORDER BY seq",
-            (table, round_id),
+            "SELECT e.table_id, e.round_id, e.kind, e.envelope->'data', e.at, e.seq, e.delayed"
+            " FROM events e JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
+            " ON e.table_id = r.t AND e.round_id = r.rid ORDER BY e.table_id, e.round_id, e.seq",
+            ([t for t, _ in rounds], [r for _, r in rounds]),
         )
-        rows = await cursor.fetchall()
-        fold = RoundFold.replay(round_id, ((row[0], row[1]) for row in rows))
-        opened = next((row[2] for row in rows if row[0] == "round_opened"), None)
-        final = next((row for row in rows if row[0] in {"round_result", "round_voided"}), None)
-        await self.conn.execute(
-            "INSERT INTO rounds (table_id, round_id, round_no, game, state, outcome, opened_at,"
-            " finished_at, result_seq, delayed, result, bets, entries, updated_at)"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s, now())"
-            " ON CONFLICT (table_id, round_id) DO UPDATE SET round_no = EXCLUDED.round_no,"
-            " game = EXCLUDED.game, state = EXCLUDED.state, outcome = EXCLUDED.outcome,"
-            " opened_at = EXCLUDED.opened_at, finished_at = EXCLUDED.finished_at,"
-            " result_seq = EXCLUDED.result_seq, delayed = EXCLUDED.delayed,"
-            " result = EXCLUDED.result, bets = EXCLUDED.bets, entries = EXCLUDED.entries,"
-            " updated_at = now()",
-            (
-                table,
-                round_id,
-                fold.round_no,
-                fold.game,
-                fold.state,
-                fold.outcome,
-                opened,
-                None if final is None else final[2],
-                None if final is None else final[3],
-                False if final is None else final[4],
-                None if fold.result is None else Jsonb(dict(fold.result)),
-                None if fold.bets is None else Jsonb(fold.bets),
-                len(rows),
-            ),
-        )
+        by_round: dict[tuple[str, str], list[Any]] = {key: [] for key in rounds}
+        for row in await cursor.fetchall():
+            by_round[(str(row[0]), str(row[1]))].append(row[2:])
+        params = [_round_row(t, r, rows) for (t, r), rows in by_round.items()]
+        async with self.conn.cursor() as cur:
+            await cur.executemany(_UPSERT_ROUND, params)
 
     # -- the rest --------------------------------------------------------------------------
 
@@ -242,13 +267,76 @@ class ArchiveStore:
                 (list(missing) or None, gap_id),
             )
 
-    async def raise_alert(self, table: str | None, kind: str, detail: str) -> None:
-        """Keep an alert."""
+    async def raise_alert(
+        self,
+        table: str | None,
+        kind: str,
+        detail: str,
+        *,
+        gap_id: int | None = None,
+        missing: Sequence[int] = (),
+    ) -> None:
+        """Keep an alert; with ``gap_id``, also stamp that gap alerted, ``missing`` kept.
+
+        Both in one transaction: a reader never sees the alert without its gap's stamp.
+        """
         async with self.conn.transaction():
             await self.conn.execute(
                 "INSERT INTO alerts (table_id, kind, detail) VALUES (%s, %s, %s)",
                 (table, kind, detail),
             )
+            if gap_id is not None:
+                await self.conn.execute(
+                    "UPDATE gaps SET alerted_at = now(), missing = %s WHERE id = %s",
+                    (list(missing) or None, gap_id),
+                )
+
+
+def _conflict(entry: Entry) -> Rejected:
+    """The rejection of a copy of an archived key with other content."""
+    return Rejected(
+        entry.topic,
+        entry.table,
+        entry.seq,
+        "conflict",
+        f"seq {entry.seq} (session {entry.session}) is archived with other content",
+        json.dumps(entry.envelope).encode(),
+    )
+
+
+_UPSERT_ROUND = (
+    "INSERT INTO rounds (table_id, round_id, round_no, game, state, outcome, opened_at,"
+    " finished_at, result_seq, delayed, result, bets, entries, updated_at)"
+    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s, now())"
+    " ON CONFLICT (table_id, round_id) DO UPDATE SET round_no = EXCLUDED.round_no,"
+    " game = EXCLUDED.game, state = EXCLUDED.state, outcome = EXCLUDED.outcome,"
+    " opened_at = EXCLUDED.opened_at, finished_at = EXCLUDED.finished_at,"
+    " result_seq = EXCLUDED.result_seq, delayed = EXCLUDED.delayed,"
+    " result = EXCLUDED.result, bets = EXCLUDED.bets, entries = EXCLUDED.entries,"
+    " updated_at = now()"
+)
+
+
+def _round_row(table: str, round_id: str, rows: Sequence[Any]) -> tuple[Any, ...]:
+    """The ``rounds`` row of a round from its entries ``(kind, data, at, seq, delayed)``."""
+    fold = RoundFold.replay(round_id, ((row[0], row[1]) for row in rows))
+    opened = next((row[2] for row in rows if row[0] == "round_opened"), None)
+    final = next((row for row in rows if row[0] in {"round_result", "round_voided"}), None)
+    return (
+        table,
+        round_id,
+        fold.round_no,
+        fold.game,
+        fold.state,
+        fold.outcome,
+        opened,
+        None if final is None else final[2],
+        None if final is None else final[3],
+        False if final is None else final[4],
+        None if fold.result is None else Jsonb(dict(fold.result)),
+        None if fold.bets is None else Jsonb(fold.bets),
+        len(rows),
+    )
 
 
 def _safe(url: str) -> str:

@@ -2,8 +2,9 @@
 
 ``archive run --config archive.toml`` consumes every configured table's topics into
 PostgreSQL until SIGINT/SIGTERM; ``archive migrate`` (``--config`` or ``--database URL``) only
-brings the database schema up to date and prints the versions applied. The library is
-:mod:`controller.archive`.
+brings the database schema up to date and prints the versions applied; ``archive report
+--table T --from --to`` prints a table's rounds, voids, delayed results and per-bet outcome
+counts over a period. The library is :mod:`controller.archive`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``tablectl archive`` (``run``, ``migrate``) to the CLI."""
+    """Add ``tablectl archive`` (``run``, ``migrate``, ``report``) to the CLI."""
     parser = subparsers.add_parser(
         "archive",
         help="the studio archive: every table's entries in PostgreSQL",
@@ -42,6 +44,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     source.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
     source.add_argument("--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
     migrate.set_defaults(func=migrate_command)
+    report = actions.add_parser(
+        "report",
+        help="a table's rounds, voids, delayed results and per-bet outcomes over a period",
+        description="Count a table's rounds opened from --from (included) to --to (excluded): "
+        "results, voids, unfinished rounds, delayed results, and per bet (from the results' "
+        "settlement lines) how many won, lost, pushed or were refunded; list the voids and "
+        "delayed results. Times are ISO-8601 with a zone, or a date (midnight UTC).",
+    )
+    where = report.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
+    where.add_argument("--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
+    report.add_argument("--table", required=True, help="the table id")
+    report.add_argument("--from", dest="start", required=True, metavar="TIME")
+    report.add_argument("--to", dest="end", required=True, metavar="TIME")
+    report.set_defaults(func=report_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -107,4 +124,39 @@ def migrate_command(args: argparse.Namespace) -> int:
         if applied
         else "the archive schema is up to date"
     )
+    return 0
+
+
+def parse_time(text: str, option: str) -> datetime:
+    """``text`` as an aware time: ISO-8601 with a zone, or ``YYYY-MM-DD`` (midnight UTC).
+
+    Raises:
+        ArchiveError: Neither, naming ``option``.
+    """
+    from controller.archive.errors import ArchiveError
+
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ArchiveError(
+            f"{option} {text!r} is not a time (ISO-8601 with a zone, e.g. "
+            "2026-11-25T21:14:00Z, or a date 2026-11-25)",
+            option=option,
+        ) from None
+    if len(text) == 10 and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    if moment.tzinfo is None:
+        raise ArchiveError(f"{option} {text!r} has no time zone (add Z or +HH:MM)", option=option)
+    return moment
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl archive report``."""
+    from controller.archive.config import load_archive_settings
+    from controller.archive.report import format_report, table_report
+
+    start = parse_time(args.start, "--from")
+    end = parse_time(args.end, "--to")
+    url = args.database or load_archive_settings(args.config).database.url
+    print(format_report(asyncio.run(table_report(url, args.table, start, end))))
     return 0

@@ -184,3 +184,62 @@ async def test_what_the_database_refuses_is_rejected_and_the_consumer_goes_on(ar
         await _one(archive_db, "SELECT count(*) FROM rejected WHERE category = 'store_error'") == 2
     )
     assert await _one(archive_db, "SELECT count(*) FROM events") == 1
+
+
+async def test_a_batch_keeps_the_one_by_one_outcomes_and_folds_each_round_once(archive_db):
+    at = "2026-11-25T07:00:0{}Z"
+    opened = envelope(1, "round_opened", at.format(1), {"round_no": 1, "game": "teen-patti-20-20"})
+    closed = envelope(2, "betting_closed", at.format(2), {})
+    voided = envelope(3, "round_voided", at.format(3), {"reason": "dealer error", "refunds": []})
+    other_closed = envelope(2, "betting_closed", at.format(9), {})
+    table_entry = envelope(4, "table_status", at.format(4), {}, None)
+    store = await ArchiveStore.open(archive_db)
+    try:
+        assert await store.store_entry(entry(opened)) == "new"
+        outcomes = await store.store_entries(
+            [
+                entry(opened),  # archived before: duplicate
+                entry(voided, "tables/t1/results"),
+                entry(closed),
+                entry(voided),  # its second copy in the same batch: duplicate
+                entry(other_closed),  # same key as `closed`, in the same batch: conflict
+                entry(table_entry),
+            ]
+        )
+        assert outcomes == ["duplicate", "new", "new", "duplicate", "conflict", "new"]
+        assert await store.store_entries([]) == []
+    finally:
+        await store.close()
+    assert await _one(archive_db, "SELECT count(*) FROM events") == 4
+    assert await _one(archive_db, "SELECT count(*) FROM entry_keys") == 4
+    assert await _one(archive_db, "SELECT at FROM events WHERE seq = 2") == datetime(
+        2026, 11, 25, 7, 0, 2, tzinfo=UTC
+    )
+    assert await _one(archive_db, "SELECT count(*) FROM rejected WHERE category = 'conflict'") == 1
+    async with await psycopg.AsyncConnection.connect(archive_db) as conn:
+        cursor = await conn.execute("SELECT round_id, outcome, entries, result_seq FROM rounds")
+        assert await cursor.fetchall() == [("t1-000001", "void", 3, 3)]
+
+
+async def test_a_refused_message_in_a_batch_is_rejected_alone(archive_db):
+    from controller.archive.config import ArchiveSettings
+    from controller.archive.consumer import ArchiveConsumer
+
+    store = await ArchiveStore.open(archive_db)
+    settings = ArchiveSettings.model_validate({"database": {"url": archive_db}})
+    consumer = ArchiveConsumer(settings, store, KEYS)
+    messages = [
+        envelope(1, "round_opened", "2026-11-25T07:00:00Z", {"round_no": 1, "game": "g"}),
+        envelope(2, "betting_closed", "2026-11-25T07:00:01Z", {"note": "x\u0000"}),
+        envelope(3, "betting_closed", "2026-11-25T07:00:02Z", {}),
+    ]
+    try:
+        outcomes = await consumer.handle_batch(
+            [("tables/t1/events", json.dumps(m).encode()) for m in messages]
+            + [("tables/t1/events", b"not json")]
+        )
+    finally:
+        await store.close()
+    assert outcomes == ["new", "rejected:store_error", "new", "rejected:malformed"]
+    assert consumer.counts == {"new": 2, "rejected:store_error": 1, "rejected:malformed": 1}
+    assert await _one(archive_db, "SELECT count(*) FROM events") == 2

@@ -1,0 +1,188 @@
+"""``tablectl archive report --table T --from --to``: a table's rounds over a period.
+
+The queries read the folded ``rounds`` rows (docs/archive.md): a round belongs to the period
+when it *opened* in ``[from, to)`` (its result time when the archive lacks the opening, e.g. a
+gap a replay filled with the result only). Counted: rounds, results, voids, unfinished rounds,
+delayed results (published late by the table: after an outage or a restart), and, from the
+v2 settlement lines of the results (``bets``: one line per bet id and qualifiers), how many
+times each bet won, lost, pushed or was refunded. A void's refunds are not settlement lines
+and are not counted per bet: the voids are listed with their reasons instead.
+
+:func:`table_report` is the library (the pit console's recall can call it);
+:func:`format_report` the text the command prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from controller.archive.errors import ArchiveError
+from controller.journal.entries import QUALIFIERS
+from controller.messages import utc_text
+
+OUTCOMES = ("win", "lose", "push", "refund")
+"""The settlement outcomes, in the report's column order."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A void or a delayed result in the period.
+
+    Attributes:
+        round_id: The round.
+        finished_at: When the result or void happened at the table.
+        detail: A void's reason; a delayed result's winner.
+    """
+
+    round_id: str
+    finished_at: datetime | None
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TableReport:
+    """A table's rounds in ``[start, end)``.
+
+    Attributes:
+        table: The table id.
+        start: The period's start (inclusive).
+        end: Its end (exclusive).
+        rounds: Rounds in the period.
+        results: Of which settled with a result.
+        voids: Of which voided.
+        unfinished: Of which with neither (still running, or their result is missing).
+        delayed: Results and voids published late (``delayed``).
+        bets: Per bet (the bet id, then ``name=value`` qualifiers), the count per outcome.
+        void_rounds: The voids, in time order.
+        delayed_rounds: The delayed results and voids, in time order.
+    """
+
+    table: str
+    start: datetime
+    end: datetime
+    rounds: int
+    results: int
+    voids: int
+    unfinished: int
+    delayed: int
+    bets: dict[str, dict[str, int]]
+    void_rounds: list[Finished]
+    delayed_rounds: list[Finished]
+
+
+_IN_PERIOD = (
+    "table_id = %s AND coalesce(opened_at, finished_at) >= %s"
+    " AND coalesce(opened_at, finished_at) < %s"
+)
+
+
+async def table_report(url: str, table: str, start: datetime, end: datetime) -> TableReport:
+    """The report of ``table``'s rounds opened in ``[start, end)`` (aware times).
+
+    Raises:
+        ArchiveError: ``start`` is not before ``end``, or the archive cannot be read.
+    """
+    if start >= end:
+        raise ArchiveError(
+            f"the report's --from ({utc_text(start)}) must be before --to ({utc_text(end)})",
+            table=table,
+        )
+    period = (table, start, end)
+    try:
+        async with await psycopg.AsyncConnection.connect(url) as conn:
+            cursor = await conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE outcome = 'result'),"
+                " count(*) FILTER (WHERE outcome = 'void'),"
+                " count(*) FILTER (WHERE outcome IS NULL),"
+                " count(*) FILTER (WHERE outcome IS NOT NULL AND delayed)"
+                f" FROM rounds WHERE {_IN_PERIOD}",
+                period,
+            )
+            counts = await cursor.fetchone()
+            cursor = await conn.execute(
+                "SELECT line->>'bet', line->>'position', line->>'path', line->>'setting',"
+                " line->>'outcome', count(*) FROM rounds,"
+                " jsonb_array_elements(CASE WHEN jsonb_typeof(bets) = 'array' THEN bets"
+                " ELSE '[]'::jsonb END) AS line"
+                f" WHERE outcome = 'result' AND {_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5",
+                period,
+            )
+            lines = await cursor.fetchall()
+            cursor = await conn.execute(
+                "SELECT round_id, finished_at, outcome, delayed, result->>'winner',"
+                " (SELECT envelope->'data'->>'reason' FROM events e"
+                "  WHERE e.table_id = rounds.table_id AND e.seq = rounds.result_seq LIMIT 1)"
+                f" FROM rounds WHERE outcome IS NOT NULL AND (outcome = 'void' OR delayed)"
+                f" AND {_IN_PERIOD} ORDER BY finished_at, round_id",
+                period,
+            )
+            finished = await cursor.fetchall()
+    except psycopg.Error as exc:
+        raise ArchiveError(f"cannot read the archive: {exc}", table=table) from exc
+    if counts is None:  # pragma: no cover (an aggregate always answers)
+        raise ArchiveError("the report's count returned nothing", table=table)
+    return TableReport(
+        table=table,
+        start=start,
+        end=end,
+        rounds=int(counts[0]),
+        results=int(counts[1]),
+        voids=int(counts[2]),
+        unfinished=int(counts[3]),
+        delayed=int(counts[4]),
+        bets=_bets(lines),
+        void_rounds=[_finished(row) for row in finished if row[2] == "void"],
+        delayed_rounds=[_finished(row) for row in finished if row[3]],
+    )
+
+
+def _bets(lines: list[tuple[Any, ...]]) -> dict[str, dict[str, int]]:
+    bets: dict[str, dict[str, int]] = {}
+    for bet, position, path, setting, outcome, count in lines:
+        qualifiers = dict(zip(QUALIFIERS, (position, path, setting), strict=True))
+        name = " ".join(
+            [str(bet), *(f"{key}={value}" for key, value in qualifiers.items() if value)]
+        )
+        row = bets.setdefault(name, dict.fromkeys(OUTCOMES, 0))
+        row[str(outcome)] = row.get(str(outcome), 0) + int(count)
+    return dict(sorted(bets.items()))
+
+
+def _finished(row: tuple[Any, ...]) -> Finished:
+    round_id, finished_at, outcome, _delayed, winner, reason = row
+    detail = f"void: {reason or 'no reason given'}" if outcome == "void" else f"winner {winner}"
+    return Finished(str(round_id), finished_at, detail)
+
+
+def format_report(report: TableReport) -> str:
+    """The report as the command prints it."""
+    out = [
+        f"table {report.table}: rounds opened from {utc_text(report.start)} "
+        f"to {utc_text(report.end)} (end excluded)",
+        f"rounds           {report.rounds}",
+        f"  results        {report.results}",
+        f"  voids          {report.voids}",
+        f"  unfinished     {report.unfinished}",
+        f"delayed results  {report.delayed}",
+    ]
+    if report.bets:
+        width = max(len("bet"), *(len(name) for name in report.bets))
+        out.append("")
+        out.append(f"{'bet':<{width}}  " + "  ".join(f"{o:>6}" for o in OUTCOMES))
+        for name, row in report.bets.items():
+            cells = "  ".join(f"{row.get(o, 0):>6}" for o in OUTCOMES)
+            extra = sorted(set(row) - set(OUTCOMES))
+            more = "".join(f"  {o} {row[o]}" for o in extra)
+            out.append(f"{name:<{width}}  {cells}{more}")
+    for title, rows in (("voids", report.void_rounds), ("delayed", report.delayed_rounds)):
+        if rows:
+            out.append("")
+            out.append(f"{title}:")
+            for item in rows:
+                when = "-" if item.finished_at is None else utc_text(item.finished_at)
+                out.append(f"  {item.round_id}  {when}  {item.detail}")
+    return "\n".join(out)
