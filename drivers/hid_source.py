@@ -31,6 +31,7 @@ from drivers.codec import LedColor
 from drivers.errors import ConnectionLost, DeviceTimeout, DriverError, TransportError
 from drivers.hid import HidSpec, KeyboardDecoder, PosReportDecoder
 from drivers.profile import LineDecoder, load_profile
+from drivers.queued import QueuedReads
 from drivers.source import DriverSettings, Misread, Read
 
 __all__ = ["HidCardSource", "find_interrupt_in"]
@@ -63,7 +64,7 @@ def find_interrupt_in(device: Any) -> tuple[int, Any]:
     raise LookupError("no HID interface with an interrupt IN endpoint")
 
 
-class HidCardSource:
+class HidCardSource(QueuedReads):
     """A HID POS or keyboard-mode barcode scanner, read through its profile's code table.
 
     Args:
@@ -83,7 +84,7 @@ class HidCardSource:
     def __init__(
         self, url: str, spec: HidSpec, settings: DriverSettings, *, backend: Any = None
     ) -> None:
-        self._url = url
+        super().__init__(url, spec.device)
         self._spec = spec
         self._settings = settings
         self._backend = backend
@@ -96,7 +97,6 @@ class HidCardSource:
         self._log = structlog.get_logger(__name__).bind(
             url=url, device=spec.device, profile=self.profile.name
         )
-        self._queue: asyncio.Queue[Read | DriverError] = asyncio.Queue()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._task: asyncio.Task[None] | None = None
         self._usb: Any = None
@@ -108,22 +108,9 @@ class HidCardSource:
         self.detached_kernel_driver = False
 
     @property
-    def url(self) -> str:
-        """The URL the source was built from."""
-        return self._url
-
-    @property
-    def device(self) -> str:
-        """``vvvv:pppp[/SN]``."""
-        return self._spec.device
-
-    @property
     def last_heartbeat_at(self) -> float | None:
         """When the device was claimed (it has no heartbeat); ``None`` while closed."""
         return self._opened_at
-
-    def _error(self, kind: type[DriverError], message: str, detail: str | None = None) -> Any:
-        return kind(message, url=self._url, device=self.device, detail=detail)
 
     # ----------------------------------------------------------------- blocking side
 
@@ -247,9 +234,7 @@ class HidCardSource:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        kept = [item for item in _drain(self._queue) if not isinstance(item, DriverError)]
-        for item in kept:
-            self._queue.put_nowait(item)
+        self.keep_reads()
         if executor is None:
             return
         if device is not None:
@@ -273,13 +258,7 @@ class HidCardSource:
             ConnectionLost: The scanner was unplugged.
             TransportError: The source is not open.
         """
-        if self._executor is None and self._queue.empty():
-            raise self._error(TransportError, "card source is not open")
-        item = await self._queue.get()
-        if isinstance(item, DriverError):
-            self._queue.put_nowait(item)
-            raise item
-        return item
+        return await self.take(is_open=self._executor is not None)
 
     async def _read_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -342,10 +321,3 @@ class HidCardSource:
         """Forget a code half received."""
         self._reports.reset()
         self._lines.reset()
-
-
-def _drain(queue: asyncio.Queue[Read | DriverError]) -> list[Read | DriverError]:
-    items: list[Read | DriverError] = []
-    while not queue.empty():
-        items.append(queue.get_nowait())
-    return items

@@ -28,6 +28,7 @@ import structlog
 from drivers.codec import LedColor
 from drivers.errors import ConnectionLost, DeviceTimeout, DriverError, TransportError
 from drivers.profile import LineDecoder, load_grammar, load_profile
+from drivers.queued import QueuedReads
 from drivers.source import CardRead, DriverSettings, Misread, ProfileSpec, Read
 
 __all__ = ["ProfileCardSource"]
@@ -35,7 +36,7 @@ __all__ = ["ProfileCardSource"]
 _READ_CHUNK = 4096
 
 
-class ProfileCardSource:
+class ProfileCardSource(QueuedReads):
     """A line-oriented reader on a serial port or pty, as its profile describes it.
 
     Args:
@@ -55,7 +56,7 @@ class ProfileCardSource:
     def __init__(
         self, url: str, spec: ProfileSpec, settings: DriverSettings, *, raw_codes: bool = False
     ) -> None:
-        self._url = url
+        super().__init__(url, spec.device)
         self._spec = spec
         self._settings = settings
         if raw_codes:
@@ -69,7 +70,6 @@ class ProfileCardSource:
         self._log = structlog.get_logger(__name__).bind(
             url=url, device=spec.device, profile=self.profile.name
         )
-        self._queue: asyncio.Queue[Read | DriverError] = asyncio.Queue()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task[None] | None = None
@@ -79,22 +79,9 @@ class ProfileCardSource:
         self.skipped_commands = 0
 
     @property
-    def url(self) -> str:
-        """The URL the source was built from."""
-        return self._url
-
-    @property
-    def device(self) -> str:
-        """The device path."""
-        return self._spec.device
-
-    @property
     def last_heartbeat_at(self) -> float | None:
         """When the port was opened (a line device has no heartbeat); ``None`` while closed."""
         return self._opened_at
-
-    def _error(self, kind: type[DriverError], message: str, detail: str | None = None) -> Any:
-        return kind(message, url=self._url, device=self.device, detail=detail)
 
     async def open(self) -> None:
         """Open the port within ``open_timeout``.
@@ -131,9 +118,7 @@ class ProfileCardSource:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        kept = [item for item in _drain(self._queue) if not isinstance(item, DriverError)]
-        for item in kept:
-            self._queue.put_nowait(item)
+        self.keep_reads()
         if writer is None:
             return
         if not writer.transport.is_closing():
@@ -152,13 +137,7 @@ class ProfileCardSource:
             ConnectionLost: The device went away.
             TransportError: The source is not open.
         """
-        if self._writer is None and self._queue.empty():
-            raise self._error(TransportError, "card source is not open")
-        item = await self._queue.get()
-        if isinstance(item, DriverError):
-            self._queue.put_nowait(item)
-            raise item
-        return item
+        return await self.take(is_open=self._writer is not None)
 
     async def _read_loop(self) -> None:
         assert self._reader is not None
@@ -241,10 +220,3 @@ class ProfileCardSource:
     async def reset(self) -> None:
         """A line profile has no reset command: the decoder forgets a partial record."""
         self._decoder.reset()
-
-
-def _drain(queue: asyncio.Queue[Read | DriverError]) -> list[Read | DriverError]:
-    items: list[Read | DriverError] = []
-    while not queue.empty():
-        items.append(queue.get_nowait())
-    return items
