@@ -477,6 +477,22 @@ async def _housekeeping(
         await asyncio.sleep(5.0)
 
 
+def _first_stop_message(orchestrator: Orchestrator) -> str:
+    """What a first stop signal does, as the operator reads it on the terminal."""
+    current = orchestrator.current
+    if current is not None and current.halted:
+        limit = orchestrator.settings.halted_stop_seconds
+        return (
+            f"the round {current.round_id} is halted: waiting for the pit boss (resume/void) "
+            f"for up to {limit:g} s, then exiting with the round left halted "
+            "(again to stop at once)"
+        )
+    return (
+        "stopping after the current round "
+        "(a round still in betting is voided and refunded; again to stop at once)"
+    )
+
+
 def _install_signal_handlers(orchestrator: Orchestrator, signals: _StopSignals) -> None:
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -494,11 +510,7 @@ def _install_signal_handlers(orchestrator: Orchestrator, signals: _StopSignals) 
                 main_task.cancel()
             return
         log.warning("stop requested", signal=name)
-        print(
-            f"\n{name}: stopping after the current round "
-            "(a round still in betting is voided and refunded; again to stop at once)",
-            file=sys.stderr,
-        )
+        print(f"\n{name}: {_first_stop_message(orchestrator)}", file=sys.stderr)
         orchestrator.request_stop()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
