@@ -216,9 +216,8 @@ def match_answer(
         The outcome (accepted or refused, with the reason), or ``None`` when the message
         answers another command (or is not an answer).
     """
-    if prepared.correlation is not None and correlation is not None:
-        if correlation != prepared.correlation:
-            return None
+    if prepared.correlation is not None and correlation not in (None, prepared.correlation):
+        return None
     try:
         envelope = json.loads(payload)
     except (ValueError, TypeError):
