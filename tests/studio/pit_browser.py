@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from playwright.async_api import Browser
 
 CHROMIUM = os.environ.get("TABLECTL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -40,7 +41,7 @@ def artifacts_dir() -> Path:
 
 
 @pytest.fixture
-async def chromium() -> AsyncIterator[object]:
+async def chromium() -> AsyncIterator[Browser]:
     """A launched headless Chromium (a ``playwright.async_api.Browser``), closed after."""
     if not have_chromium():
         pytest.skip(MISSING)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from controller.aio import first_completed
 from controller.broker import BrokerAddress
 from controller.messages import Topics
 from controller.mqtt.connection import Connector
@@ -208,11 +209,13 @@ class PitConsole:
         self._answers: OrderedDict[str, ActionResult] = OrderedDict()
         self._pages: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self.connected = asyncio.Event()
+        self._stop = asyncio.Event()
 
     # -- the connection ------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep the connection (reconnecting with back-off) until ``stop`` is set."""
+        self._stop = stop
         await self._connector.run(self._serve, stop=stop, on_error=self._lost)
 
     def reply_filters(self) -> list[str]:
@@ -231,11 +234,21 @@ class PitConsole:
         self._broadcast({"type": "floor", "floor": self.floor.floor_view()})
         self.log.info("pit console connected", url=address.url)
         try:
-            async for message in client.messages:
-                self._received(str(message.topic), message.payload, message.properties)
+            reader = asyncio.ensure_future(self._read(client))
+            done = await first_completed(reader, self._stop.wait())
+            if reader in done and not reader.cancelled():
+                error = reader.exception()
+                if error is not None:
+                    raise error
         finally:
             self._client = None
             self.connected.clear()
+            if self._stop.is_set():
+                self.floor.set_broker(False, "the console is stopping")
+
+    async def _read(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            self._received(str(message.topic), message.payload, message.properties)
 
     def _lost(self, address: BrokerAddress, exc: Exception) -> bool:
         was_up = self.floor.broker

@@ -30,7 +30,7 @@ async def serving(app: Starlette, *, host: str = "127.0.0.1", port: int = 0) -> 
     import uvicorn
 
     config = uvicorn.Config(
-        app, host=host, port=port, lifespan="on", log_level="warning", ws="websockets"
+        app, host=host, port=port, lifespan="on", log_level="warning", ws="websockets-sansio"
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(), name="pit-uvicorn")
