@@ -179,6 +179,13 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
                 "OFFLINE", timeout=BROWSER_SECONDS
             )
             await shot(page, "offline")
+
+            # Recall of the voided round, from what the console saw (no archive here).
+            await page.fill("#recall-round", voided["round"])
+            await page.click("#recall-go")
+            await expect(page.locator("#recall-text")).to_contain_text(REASON)
+            await expect(page.locator("#recall-result")).to_contain_text("round_voided")
+            await shot(page, "recall")
             await live.finished()
             secure = list(stream.messages)
 
