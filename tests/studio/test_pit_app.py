@@ -8,6 +8,7 @@ action says plainly that it was not sent. The browser and broker tests are in
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from starlette.applications import Starlette
@@ -20,6 +21,7 @@ from controller.studio.pit.errors import PitConfigError
 from controller.studio.pit.passwords import hash_password
 from controller.studio.pit.settings import load_pit_settings, pit_settings
 
+ROOT = Path(__file__).resolve().parents[2]
 FAST = {"n": 2**10, "r": 8, "p": 1}
 SECRET = "x" * 40
 
@@ -187,3 +189,22 @@ def test_settings_errors_name_the_field(tmp_path):
         load_pit_settings(file, section="pit")
     with pytest.raises(PitConfigError, match=r"has no \[other\] table"):
         load_pit_settings(file, section="other")
+
+
+def test_the_example_config_loads_once_its_placeholders_are_replaced(tmp_path):
+    example = (ROOT / "config" / "studio-pit-example.toml").read_text()
+    written = tmp_path / "as-shipped.toml"
+    written.write_text(example)
+    with pytest.raises(PitConfigError, match="session_secret"):
+        load_pit_settings(written, section="pit")
+    filled = example.replace('session_secret = "REPLACE"', f'session_secret = "{SECRET}"')
+    written.write_text(filled)
+    with pytest.raises(PitConfigError, match=r"users\.0\.password_hash"):
+        load_pit_settings(written, section="pit")
+    stored = hash_password("pw", **FAST)
+    filled = filled.replace("REPLACE: python -m controller.studio.pit.passwords", stored)
+    written.write_text(filled)
+    loaded = load_pit_settings(written, section="pit")
+    assert [(u.name, u.role) for u in loaded.users] == [("alice", "pitboss"), ("sam", "observer")]
+    assert loaded.tables == ["tp-01", "tp-02"] and loaded.https_only
+    assert loaded.mqtt.urls == ["mqtts://broker.studio:8883"]

@@ -163,16 +163,17 @@ def pit_settings(data: dict[str, Any], *, origin: str = "pit settings") -> PitSe
     """Checked settings from a mapping (a TOML table).
 
     Raises:
-        PitConfigError: A field that is wrong, named with ``origin``.
+        PitConfigError: Every field that is wrong, named, with ``origin``.
     """
     try:
         return PitSettings.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top)"
-        raise PitConfigError(
-            f"{origin}: field {where!r}: {first['msg']}", file=origin, field=where
-        ) from exc
+        fields = [
+            (".".join(str(part) for part in error["loc"]) or "(top)", error["msg"])
+            for error in exc.errors()
+        ]
+        said = "; ".join(f"field {where!r}: {msg}" for where, msg in fields)
+        raise PitConfigError(f"{origin}: {said}", file=origin, field=fields[0][0]) from exc
 
 
 def load_pit_settings(path: str | Path, *, section: str | None = None) -> PitSettings:
