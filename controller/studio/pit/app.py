@@ -283,16 +283,21 @@ class PitHandlers:
         lock = asyncio.Lock()
 
         async def send(message: dict[str, Any]) -> None:
-            async with lock:
+            async with lock, asyncio.timeout(self.settings.page_send_timeout):
                 await websocket.send_json(message)
 
         csrf = websocket.session.get("csrf")
         async with self.console.updates() as queue:
-            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            try:
                 async with asyncio.TaskGroup() as group:
                     pusher = group.create_task(self._push(websocket, queue, send), name="pit-push")
                     await self._read(websocket, user, csrf, send, group)
                     pusher.cancel()
+            except* (WebSocketDisconnect, RuntimeError, TimeoutError) as gone:
+                # The page went away (or stopped reading) while something was being sent.
+                self.log.info(
+                    "pit console: page gone", user=user.name, why=repr(gone.exceptions[0])
+                )
 
     async def _push(
         self, websocket: WebSocket, queue: asyncio.Queue[dict[str, Any] | None], send: Send_

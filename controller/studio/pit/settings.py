@@ -102,6 +102,8 @@ class PitSettings(BaseModel):
         mqtt: The broker and the pit role's credential (``pitboss``).
         tables: The tables shown; ``None``: every table that publishes on the broker.
         command_timeout: Seconds a pit action waits for the table's answer.
+        page_send_timeout: Seconds a page may take to take one update (else it is dropped;
+            it reconnects and reads the floor again).
         archive_url: The studio archive (``postgresql://...``) for recall; ``None``: recall
             from what the console saw since it started.
         archive_timeout: Seconds a recall from the archive may take.
@@ -121,6 +123,7 @@ class PitSettings(BaseModel):
     mqtt: MqttSettings
     tables: list[str] | None = None
     command_timeout: float = Field(default=10.0, gt=0)
+    page_send_timeout: float = Field(default=10.0, gt=0)
     archive_url: SecretStr | None = None
     archive_timeout: float = Field(default=10.0, gt=0)
     public_keys: dict[str, Path] = Field(default_factory=dict)
