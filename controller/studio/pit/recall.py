@@ -109,6 +109,7 @@ class SeenRounds:
                 kind=str(envelope.get("kind")),
                 happened_at=_time(envelope.get("at")),
                 body=dict(data) if isinstance(data, Mapping) else {},
+                delivered_at=datetime.now(UTC),  # as the archive: when it was received
             )
         if envelope.get("kind") in RESULT_KINDS and seq not in seen.results:
             seen.results[seq] = dict(envelope)
