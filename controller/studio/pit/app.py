@@ -32,7 +32,7 @@ import hmac
 import secrets
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import structlog
 from starlette.applications import Starlette
@@ -269,9 +269,11 @@ class PitHandlers:
         origin = websocket.headers.get("origin")
         if origin is None:
             return True  # not a browser: the session cookie alone decides
-        host = websocket.headers.get("host", "")
-        scheme = "https" if websocket.url.scheme == "wss" else "http"
-        return origin == f"{scheme}://{host}"
+        # Host only: behind a TLS proxy the scheme seen here is not the page's.
+        parsed = urlsplit(origin)
+        return parsed.scheme in ("http", "https") and parsed.netloc == websocket.headers.get(
+            "host", ""
+        )
 
     async def socket(self, websocket: WebSocket) -> None:
         """Push the floor to a signed-in page; take its actions and recalls."""
