@@ -17,7 +17,8 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/tablectl run --simulate --show $(RUN_ARGS)
 
-## make test: the whole suite. Installs Mosquitto and PostgreSQL with apt-get when missing.
+## make test: the whole suite. Installs Mosquitto, PostgreSQL and Chromium with apt-get when
+## missing (Chromium: Debian's package, driven by playwright; no browser is downloaded).
 test: $(STAMP)
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
 	  echo "mosquitto not found: installing it with apt-get"; \
@@ -25,6 +26,9 @@ test: $(STAMP)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  echo "postgresql not found: installing it with apt-get (the archive's tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+	@[ -x /usr/bin/chromium ] || { \
+	  echo "chromium not found: installing it with apt-get (the studio pages' browser tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -1,0 +1,1 @@
+"""The studio service: web pages for the people at the tables (issue #14)."""
