@@ -136,12 +136,13 @@ class MetricsSettings(BaseModel):
 
     Attributes:
         host: The address to listen on (loopback by default; the studio network's to scrape).
-        port: The TCP port (0: any free one, logged); ``None``: no endpoint.
+        port: The TCP port (9465 suggested; the tables' default is 9464); ``None``: no
+            endpoint (as a table's ``[metrics]``).
     """
 
     model_config = ConfigDict(extra="forbid")
     host: str = "127.0.0.1"
-    port: int | None = Field(default=9465, ge=0, le=65535)
+    port: int | None = Field(default=None, ge=1, le=65535)
 
 
 class ArchiveSettings(BaseModel):

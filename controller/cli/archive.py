@@ -90,6 +90,7 @@ def run_command(args: argparse.Namespace) -> int:
     from controller.archive.consumer import ArchiveConsumer
     from controller.archive.errors import ArchiveError
     from controller.archive.ingest import TableKeys
+    from controller.archive.metrics import ArchiveMetrics
     from controller.archive.store import ArchiveStore
 
     settings = load_archive_settings(args.config)
@@ -98,6 +99,9 @@ def run_command(args: argparse.Namespace) -> int:
     async def main() -> None:
         store = await ArchiveStore.open(settings.database.url)
         consumer = ArchiveConsumer(settings, store, keys)
+        metrics = ArchiveMetrics()
+        metrics.watch_consumer(consumer)
+        server = metrics.serve(settings.metrics)  # [metrics] port: /metrics
         task = asyncio.create_task(consumer.run(), name="archive")
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -112,6 +116,8 @@ def run_command(args: argparse.Namespace) -> int:
                 f"meanwhile for this client id): {exc}"
             ) from exc
         finally:
+            if server is not None:
+                server.shutdown()
             await store.close()
             counts = ", ".join(f"{key} {value}" for key, value in sorted(consumer.counts.items()))
             print(f"archive stopped: {counts or 'nothing received'}")
