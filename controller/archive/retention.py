@@ -547,7 +547,9 @@ class RetentionRun:
         exports: list[tuple[Item, Export]] = []
         try:
             async with self.conn.transaction():
-                await self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                await self.conn.execute(
+                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                )
                 await self.conn.execute("SET LOCAL TimeZone TO 'UTC'")
                 for item in part.items:
                     path = manifest.next_path(item.table)

@@ -333,3 +333,28 @@ def test_archive_retain_command(archive_db, tmp_path):
     assert "exported, partition dropped" in done.stdout
     with psycopg.connect(archive_db) as conn:
         assert conn.execute("SELECT count(*) FROM events").fetchone() == (0,)
+
+
+async def test_a_running_archive_stores_a_late_entry_of_a_dropped_month(archive_db, tmp_path):
+    from controller.archive.config import ArchiveSettings
+    from controller.archive.consumer import ArchiveConsumer
+
+    entries = [e for e in _generate() if e.table == "demo-1"]
+    await _load(archive_db, entries[:-3])
+    settings = ArchiveSettings.model_validate({"database": {"url": archive_db}})
+    store = await ArchiveStore.open(archive_db)
+    try:
+        consumer = ArchiveConsumer(settings, store, KEYS)
+        # The running archive has written into January (and remembers its partition).
+        january = _round("demo-1", 900, 900, datetime(2026, 1, 25, tzinfo=UTC))
+        first = [(e.topic, json.dumps(e.envelope).encode()) for e in january[:1]]
+        assert await consumer.handle_batch(first) == ["new"]
+        partitions = await retain(archive_db, SETTINGS, tmp_path / "export", now=NOW)
+        assert "events_2026_01" in [p.name for p in partitions]
+        assert (await _rows(archive_db, "SELECT to_regclass('events_2026_01')"))[0][0] is None
+        # A late January entry: the partition is made again and the entry stored, not lost.
+        late = [(e.topic, json.dumps(e.envelope).encode()) for e in january[1:]]
+        assert await consumer.handle_batch(late) == ["new", "new"]
+    finally:
+        await store.close()
+    assert (await _rows(archive_db, "SELECT count(*) FROM events_2026_01"))[0][0] == 2
