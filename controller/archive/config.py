@@ -121,8 +121,9 @@ class RetentionSettings(BaseModel):
     Attributes:
         export_dir: Where the CSV files and manifests go (relative: to the config file).
         classes: Name → its tables and period. A table in no class is kept for ever.
-        lock_timeout_seconds: How long dropping a whole partition waits for the ingest's
-            locks before it falls back to deleting the rows.
+        lock_timeout_seconds: How long dropping a whole partition keeps trying to lock
+            ``events`` between the ingest's transactions (``NOWAIT``, every 50 ms) before it
+            falls back to deleting the rows.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -15,9 +15,9 @@ no class is never deleted. For each due (table, month):
    removes exactly the rows the snapshot exported (an entry that arrives meanwhile, a late
    replay of that month, is not in the snapshot and stays for the next run). When every table
    in a partition is due, the partition is **dropped whole** instead (``DETACH`` + ``DROP``,
-   under a lock on ``events`` bounded by ``lock_timeout_seconds``, after checking that it
-   holds exactly the rows exported); if the lock is not had in time or rows arrived, the rows
-   are deleted table by table as above.
+   under a lock on ``events`` taken ``NOWAIT`` between the ingest's transactions, tried for
+   ``lock_timeout_seconds``, after checking that it holds exactly the rows exported); if the
+   lock is not had in time or rows arrived, the rows are deleted table by table as above.
 
 ``rounds`` rows are folds of ``events``: a round whose entries are all gone loses its row.
 ``entry_keys`` is kept (keys and digests only, no game content), so a late copy of a deleted
@@ -27,6 +27,7 @@ not in a verified file named by the manifest; a failure at any step rolls the mo
 
 from __future__ import annotations
 
+import asyncio
 import calendar
 import csv
 import fnmatch
@@ -34,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -542,8 +544,7 @@ class RetentionRun:
 
     async def _drop(self, part: Partition) -> bool:
         """Export every table, then drop the partition whole; False: fall back to deleting."""
-        folder = self.export_dir / part.name
-        manifest = Manifest(folder, part.name)
+        manifest = Manifest(self.export_dir / part.name, part.name)
         exports: list[tuple[Item, Export]] = []
         try:
             async with self.conn.transaction():
@@ -555,37 +556,51 @@ class RetentionRun:
                     path = manifest.next_path(item.table)
                     export = await export_rows(self.conn, part.name, item.table, path)
                     exports.append((item, export))
-            async with self.conn.transaction():
-                millis = int(self.settings.lock_timeout_seconds * 1000)
-                await self.conn.execute(
-                    sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(millis))
-                )
-                await self.conn.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
-                if await self._counts(part.name) != {i.table: e.rows for i, e in exports}:
-                    log.warning("rows arrived since the export", partition=part.name)
-                    raise _Fallback
-                await self.conn.execute(
-                    sql.SQL("ALTER TABLE events DETACH PARTITION {}").format(
-                        sql.Identifier(part.name)
-                    )
-                )
-                await self.conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(part.name)))
-                for item, export in exports:
-                    await self._forget_rounds(item.table, export.rounds)
-                    manifest.add(item, export, "partition dropped", self.now)
-                manifest.write()
-        except _Fallback:
-            return False
-        except psycopg.errors.LockNotAvailable:
-            log.warning("partition busy: deleting its rows instead", partition=part.name)
-            return False
+            dropped = await self._drop_exported(part, exports, manifest)
         except (RetentionError, psycopg.Error) as exc:
             log.error("dropping the partition failed", partition=part.name, error=str(exc))
+            return False
+        if not dropped:
             return False
         for item, export in exports:
             self._done(item, export, "exported, partition dropped")
         log.info("partition dropped", partition=part.name, tables=len(exports))
         return True
+
+    async def _drop_exported(
+        self, part: Partition, exports: list[tuple[Item, Export]], manifest: Manifest
+    ) -> bool:
+        """Drop the partition if it holds exactly the exported rows; False: it did not.
+
+        ``LOCK ... NOWAIT``, tried again every 50 ms for ``lock_timeout_seconds``: the lock
+        is taken only between the ingest's transactions, never queued behind one (a queued
+        ``ACCESS EXCLUSIVE`` request would hold up every new ingest transaction, and could
+        close a deadlock cycle with two archive instances writing the same keys).
+        """
+        deadline = time.monotonic() + self.settings.lock_timeout_seconds
+        while True:
+            try:
+                async with self.conn.transaction():
+                    await self.conn.execute("SET LOCAL lock_timeout = '1s'")
+                    await self.conn.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE NOWAIT")
+                    if await self._counts(part.name) != {i.table: e.rows for i, e in exports}:
+                        log.warning("rows arrived since the export", partition=part.name)
+                        return False
+                    name = sql.Identifier(part.name)
+                    await self.conn.execute(
+                        sql.SQL("ALTER TABLE events DETACH PARTITION {}").format(name)
+                    )
+                    await self.conn.execute(sql.SQL("DROP TABLE {}").format(name))
+                    for item, export in exports:
+                        await self._forget_rounds(item.table, export.rounds)
+                        manifest.add(item, export, "partition dropped", self.now)
+                    manifest.write()
+                return True
+            except psycopg.errors.LockNotAvailable:
+                if time.monotonic() >= deadline:
+                    log.warning("partition busy: deleting its rows instead", partition=part.name)
+                    return False
+                await asyncio.sleep(0.05)
 
     async def _delete(self, part: Partition, item: Item) -> None:
         """Export one table's rows of a month and delete exactly them, in one snapshot."""
@@ -646,10 +661,6 @@ class RetentionRun:
             rows=export.rows,
             sha256=export.sha256,
         )
-
-
-class _Fallback(Exception):
-    """Rows arrived between the export and the drop: delete table by table instead."""
 
 
 def _would(part: Partition, item: Item) -> str:

@@ -358,3 +358,23 @@ async def test_a_running_archive_stores_a_late_entry_of_a_dropped_month(archive_
     finally:
         await store.close()
     assert (await _rows(archive_db, "SELECT count(*) FROM events_2026_01"))[0][0] == 2
+
+
+async def test_a_busy_partition_is_not_dropped_but_its_rows_deleted(archive_db, tmp_path):
+    entries = [e for e in _generate() if e.table == "demo-1"]
+    await _load(archive_db, entries)
+    busy = RetentionSettings.model_validate({**SETTINGS.model_dump(), "lock_timeout_seconds": 0.3})
+    # Another session holds a read of `events` open (as an ingest transaction would).
+    async with await psycopg.AsyncConnection.connect(archive_db) as reader:
+        await reader.execute("SELECT count(*) FROM events")
+        partitions = await retain(archive_db, busy, tmp_path / "export", now=NOW)
+        await reader.rollback()
+    outcomes = {p.name: {i.outcome for i in p.items} for p in partitions}
+    assert outcomes == {_month(e): {"exported, rows deleted"} for e in entries if _due(e)}
+    assert (await _rows(archive_db, "SELECT count(*) FROM events"))[0][0] == len(
+        [e for e in entries if not _due(e)]
+    )
+    # The partitions stay (empty): nothing was dropped while the ingest held the table.
+    assert (await _rows(archive_db, "SELECT to_regclass('events_2026_01')"))[0][0] is not None
+    manifest = json.loads((tmp_path / "export" / "events_2026_01" / "manifest.json").read_text())
+    assert [f["deleted"] for f in manifest["files"]] == ["rows deleted"]
