@@ -70,7 +70,8 @@ def _entries(table: str, month: int, count: int) -> list[Entry]:
 
 async def _load(db: str, tables: int, count: int) -> tuple[int, float, list[Entry]]:
     store = await ArchiveStore.open(db)
-    total, seconds, sample = 0, 0.0, []
+    total, seconds = 0, 0.0
+    sample: list[Entry] = []
     try:
         for month in (1, 2):
             for n in range(tables):
