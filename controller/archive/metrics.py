@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import start_http_server as _start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
     from controller.archive.consumer import ArchiveConsumer
+
+log = structlog.get_logger("archive.metrics")
 
 REJECTION_REASONS = (
     "malformed",
@@ -143,7 +146,17 @@ class ArchiveMetrics:
     def batch_stored(
         self, found: Sequence[Entry | Status | Rejected], outcomes: Sequence[str]
     ) -> None:
-        """Count a stored batch: what each message was and what became of it."""
+        """Count a stored batch: what each message was and what became of it.
+
+        Never raises (it runs inside the consumer's loop): a fault here is logged, the batch
+        is stored all the same.
+        """
+        try:
+            self._count(found, outcomes)
+        except Exception as exc:  # a metric must never stop the archive
+            log.error("archive metrics: batch not counted", error=repr(exc))
+
+    def _count(self, found: Sequence[Entry | Status | Rejected], outcomes: Sequence[str]) -> None:
         now = self.clock()
         newest: dict[str, float] = {}
         for item, outcome in zip(found, outcomes, strict=True):

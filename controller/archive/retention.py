@@ -703,7 +703,8 @@ async def retain(
     """Connect to the archive at ``url`` and run retention once (see the module's text).
 
     Raises:
-        ArchiveError: The database cannot be reached.
+        ArchiveError: The database cannot be reached, or failed outside a month's work
+            (which is reported in the month's outcome instead).
         RetentionError: Another run holds the lock.
     """
     moment = (now or datetime.now(UTC)).astimezone(UTC)
@@ -712,4 +713,7 @@ async def retain(
     except psycopg.Error as exc:
         raise ArchiveError(f"cannot connect to the archive database: {exc}") from exc
     async with conn:
-        return await RetentionRun(conn, settings, export_dir, moment).run(dry_run=dry_run)
+        try:
+            return await RetentionRun(conn, settings, export_dir, moment).run(dry_run=dry_run)
+        except psycopg.Error as exc:  # e.g. a database the archive never migrated
+            raise ArchiveError(f"retention stopped: {exc}") from exc

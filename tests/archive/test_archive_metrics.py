@@ -216,3 +216,10 @@ def test_archive_run_serves_metrics_on_its_port(mosquitto, archive_db, tmp_path)
         out, err = process.communicate(timeout=15)
     assert process.returncode == 0, err.decode()
     assert "new 1" in out.decode() and "rejected:malformed 1" in out.decode()
+
+
+def test_a_fault_in_the_metrics_hook_never_reaches_the_consumer():
+    metrics = ArchiveMetrics()
+    # Outcomes that do not match the messages (a bug elsewhere): logged, not raised.
+    metrics.batch_stored([], ["new"])
+    assert b"tablectl_archive_entries_total{" not in metrics.render()

@@ -378,3 +378,19 @@ async def test_a_busy_partition_is_not_dropped_but_its_rows_deleted(archive_db, 
     assert (await _rows(archive_db, "SELECT to_regclass('events_2026_01')"))[0][0] is not None
     manifest = json.loads((tmp_path / "export" / "events_2026_01" / "manifest.json").read_text())
     assert [f["deleted"] for f in manifest["files"]] == ["rows deleted"]
+
+
+async def test_one_run_at_a_time_and_a_database_never_migrated(
+    archive_db, postgres_cluster, tmp_path
+):
+    from controller.archive.errors import ArchiveError
+    from controller.archive.retention import RETENTION_LOCK
+
+    await _load(archive_db, [e for e in _generate() if e.table == "demo-1"])
+    async with await psycopg.AsyncConnection.connect(archive_db, autocommit=True) as other:
+        await other.execute("SELECT pg_advisory_lock(%s)", (RETENTION_LOCK,))
+        with pytest.raises(RetentionError, match="another retention run is in progress"):
+            await retain(archive_db, SETTINGS, tmp_path / "export", now=NOW)
+    empty = postgres_cluster.create_database("never_migrated")
+    with pytest.raises(ArchiveError, match='retention stopped: relation "events" does not exist'):
+        await retain(empty, SETTINGS, tmp_path / "export", now=NOW)
