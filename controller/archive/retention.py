@@ -311,11 +311,11 @@ async def export_rows(
     Raises:
         RetentionError: The file cannot be written, or it does not hold the rows.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER true)").format(_rows_query(partition))
     digest = hashlib.sha256()
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with partial.open("wb") as out:
             async with conn.cursor() as cur, cur.copy(query, (table,)) as copy:
                 async for chunk in copy:
@@ -331,7 +331,12 @@ async def export_rows(
             f"cannot write the export {path}: {exc.strerror or exc}", file=str(path), table=table
         ) from exc
     expected, rounds, first, last = await _database_digest(conn, partition, table)
-    found = _file_digest(path)
+    try:
+        found = _file_digest(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise RetentionError(
+            f"cannot read the export {path} back: {exc}", file=str(path), table=table
+        ) from exc
     if (found.rows, found.hash.hexdigest()) != (expected.rows, expected.hash.hexdigest()):
         raise RetentionError(
             f"export {path} does not hold the database's rows ({found.rows} rows in the file, "
@@ -557,7 +562,7 @@ class RetentionRun:
                     export = await export_rows(self.conn, part.name, item.table, path)
                     exports.append((item, export))
             dropped = await self._drop_exported(part, exports, manifest)
-        except (RetentionError, psycopg.Error) as exc:
+        except (RetentionError, psycopg.Error, OSError) as exc:
             log.error("dropping the partition failed", partition=part.name, error=str(exc))
             return False
         if not dropped:
@@ -625,7 +630,7 @@ class RetentionRun:
                 await self._forget_rounds(item.table, export.rounds)
                 manifest.add(item, export, "rows deleted", self.now)
                 manifest.write()
-        except (RetentionError, psycopg.Error) as exc:
+        except (RetentionError, psycopg.Error, OSError) as exc:
             item.outcome = f"failed, nothing deleted: {exc}"
             log.error("retention failed", partition=part.name, table=item.table, error=str(exc))
             return

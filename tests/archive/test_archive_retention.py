@@ -394,3 +394,14 @@ async def test_one_run_at_a_time_and_a_database_never_migrated(
     empty = postgres_cluster.create_database("never_migrated")
     with pytest.raises(ArchiveError, match='retention stopped: relation "events" does not exist'):
         await retain(empty, SETTINGS, tmp_path / "export", now=NOW)
+
+
+async def test_an_export_folder_that_cannot_be_written_deletes_nothing(archive_db, tmp_path):
+    entries = [e for e in _generate() if e.table == "demo-1"]
+    await _load(archive_db, entries)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the export folder should be")
+    partitions = await retain(archive_db, SETTINGS, blocker / "export", now=NOW)
+    outcomes = [i.outcome for p in partitions for i in p.items]
+    assert outcomes and all(o.startswith("failed, nothing deleted: cannot write") for o in outcomes)
+    assert (await _rows(archive_db, "SELECT count(*) FROM events"))[0][0] == len(entries)
