@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import contextlib
 import csv
 import fnmatch
 import hashlib
@@ -535,7 +536,9 @@ class RetentionRun:
                 await self._partition(part)
             return partitions
         finally:
-            await self.conn.execute("SELECT pg_advisory_unlock(%s)", (RETENTION_LOCK,))
+            # A connection that broke has released its session lock already.
+            with contextlib.suppress(psycopg.Error):
+                await self.conn.execute("SELECT pg_advisory_unlock(%s)", (RETENTION_LOCK,))
 
     async def _partition(self, part: Partition) -> None:
         for item in part.items:
