@@ -34,6 +34,9 @@ from controller.pitcli import Target, send_command
 
 log = structlog.get_logger("archive")
 
+BatchHook = Callable[[Sequence[Entry | Status | Rejected], Sequence[str]], None]
+"""What :attr:`ArchiveConsumer.on_batch` is called with: the messages classified, outcomes."""
+
 BATCH_MAX = 2000
 """At most this many waiting messages are stored in one transaction (docs/archive.md)."""
 
@@ -50,6 +53,8 @@ class ArchiveConsumer:
     Attributes:
         counts: ``new``, ``duplicate``, ``conflict``, ``status``, ``rejected:<category>``,
             ``replay_requested``, ``gap_alert``, ``gap_filled``.
+        on_batch: Called after each stored batch with what each message was and what became
+            of it (the metrics' hook, :mod:`controller.archive.metrics`); must not raise.
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class ArchiveConsumer:
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
         self._replays: set[asyncio.Task[None]] = set()
+        self.on_batch: BatchHook | None = None
 
     async def load_state(self) -> None:
         """Read each table's highest archived ``seq`` (so a restart does not see old gaps)."""
@@ -102,6 +108,8 @@ class ArchiveConsumer:
         if entries:
             await self._store_entries(messages, entries, outcomes)
         self.counts.update(outcomes)
+        if self.on_batch is not None:
+            self.on_batch(found, outcomes)
         return outcomes
 
     async def _store_entries(

@@ -4,7 +4,9 @@
 PostgreSQL until SIGINT/SIGTERM; ``archive migrate`` (``--config`` or ``--database URL``) only
 brings the database schema up to date and prints the versions applied; ``archive report
 --table T --from --to`` prints a table's rounds, voids, delayed results and per-bet outcome
-counts over a period. The library is :mod:`controller.archive`.
+counts over a period; ``archive retain`` exports each retention class's due months to CSV,
+verifies the files and deletes what they hold (``--dry-run``: only shows it). The library is
+:mod:`controller.archive`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.add_argument("--from", dest="start", required=True, metavar="TIME")
     report.add_argument("--to", dest="end", required=True, metavar="TIME")
     report.set_defaults(func=report_command)
+    retain = actions.add_parser(
+        "retain",
+        help="export each retention class's old months to CSV, verify, then delete them",
+        description="For every table in a [retention.classes.*] class, the months of entries "
+        "older than the class keeps are exported (one CSV file per table and month, a "
+        "manifest.json and SHA256SUMS per month), each file read back and checked against "
+        "the database (rows, content digest), and only then deleted (a month every table of "
+        "which is due: its partition dropped whole). Tables in no class are kept.",
+    )
+    retain.add_argument("--config", type=Path, required=True, metavar="FILE", help="archive.toml")
+    retain.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show what would be exported and deleted; change nothing",
+    )
+    retain.set_defaults(func=retain_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -72,6 +90,7 @@ def run_command(args: argparse.Namespace) -> int:
     from controller.archive.consumer import ArchiveConsumer
     from controller.archive.errors import ArchiveError
     from controller.archive.ingest import TableKeys
+    from controller.archive.metrics import ArchiveMetrics
     from controller.archive.store import ArchiveStore
 
     settings = load_archive_settings(args.config)
@@ -80,6 +99,9 @@ def run_command(args: argparse.Namespace) -> int:
     async def main() -> None:
         store = await ArchiveStore.open(settings.database.url)
         consumer = ArchiveConsumer(settings, store, keys)
+        metrics = ArchiveMetrics()
+        metrics.watch_consumer(consumer)
+        server = metrics.serve(settings.metrics)  # [metrics] port: /metrics
         task = asyncio.create_task(consumer.run(), name="archive")
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -94,6 +116,8 @@ def run_command(args: argparse.Namespace) -> int:
                 f"meanwhile for this client id): {exc}"
             ) from exc
         finally:
+            if server is not None:
+                server.shutdown()
             await store.close()
             counts = ", ".join(f"{key} {value}" for key, value in sorted(consumer.counts.items()))
             print(f"archive stopped: {counts or 'nothing received'}")
@@ -160,3 +184,24 @@ def report_command(args: argparse.Namespace) -> int:
     url = args.database or load_archive_settings(args.config).database.url
     print(format_report(asyncio.run(table_report(url, args.table, start, end))))
     return 0
+
+
+def retain_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl archive retain``: 0, or 1 when a month could not be pruned."""
+    from controller.archive.config import load_archive_settings
+    from controller.archive.retention import format_run, retain
+    from controller.logs import configure_logging
+
+    configure_logging()  # log lines to standard error; the plan or outcome to standard output
+    settings = load_archive_settings(args.config)
+    export_dir = settings.retention.export_dir
+    if not export_dir.is_absolute():
+        export_dir = args.config.parent / export_dir
+    now = datetime.now(UTC)
+    partitions = asyncio.run(
+        retain(settings.database.url, settings.retention, export_dir, now=now, dry_run=args.dry_run)
+    )
+    for line in format_run(partitions, now, export_dir):
+        print(line)
+    failed = any(item.outcome.startswith("failed") for part in partitions for item in part.items)
+    return 1 if failed else 0
