@@ -104,6 +104,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="S",
         help="seconds the simulated dealer takes per card",
     )
+    studio = parser.add_argument_group("studio (with --simulate: docs/studio.md)")
+    studio.add_argument(
+        "--no-studio",
+        action="store_true",
+        help="do not start the studio (dealer screen, stream overlay) beside the table",
+    )
+    studio.add_argument(
+        "--studio-port",
+        type=int,
+        default=8080,
+        metavar="PORT",
+        help="the studio's port on 127.0.0.1 (default 8080; a free one when it is taken)",
+    )
+    studio.add_argument(
+        "--studio-secure-delay",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the overlay's secure-delay mode holds the secure feed back this long "
+        "(default 10; 0: no secure-delay mode)",
+    )
     parser.set_defaults(func=run_command)
 
 
@@ -266,7 +287,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             show=args.show,
             broker_urls_given=bool(settings.mqtt.urls),
             install_signal_handlers=True,
-            companions=_simulated_betting(settings, seed),
+            companions={**_simulated_betting(settings, seed), **_studio(args, settings)},
         )
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
@@ -293,3 +314,42 @@ def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companio
         )
 
     return {"simulated-betting": betting}
+
+
+def _studio(args: argparse.Namespace, settings: TableSettings) -> dict[str, Companion]:
+    """The studio beside a simulated table (``--no-studio``: none), on the table's broker."""
+    if args.no_studio:
+        return {}
+    if not 0 <= args.studio_port <= 65535:
+        raise ConfigError("--studio-port must be 0-65535", field="--studio-port")
+    if args.studio_secure_delay < 0:
+        raise ConfigError("--studio-secure-delay must be 0 or more", field="--studio-secure-delay")
+    table_id = settings.table_id
+
+    async def studio(mqtt: MqttSettings, stop: asyncio.Event) -> None:
+        import structlog
+
+        from controller.studio.config import HttpSettings, SecureSettings, StudioSettings
+        from controller.studio.errors import StudioError
+        from controller.studio.server import StudioAddress, run_studio
+
+        delay = args.studio_secure_delay
+        studio_settings = StudioSettings(
+            http=HttpSettings(host="127.0.0.1", port=args.studio_port),
+            # A client id of its own (not the table's): two `make run` on one broker coexist.
+            mqtt=mqtt.model_copy(update={"client_id": None}),
+            tables=[table_id],
+            secure=SecureSettings(delay_seconds=delay) if delay > 0 else None,
+        )
+
+        def ready(address: StudioAddress) -> None:
+            dealer, overlay = address.pages(table_id)
+            secure = f" {overlay}?mode=secure-delay" if delay > 0 else ""
+            print(f"studio: {dealer} {overlay}{secure}", file=sys.stderr, flush=True)
+
+        try:
+            await run_studio(studio_settings, stop, on_ready=ready, fallback_to_free_port=True)
+        except StudioError as exc:  # the table plays on without its studio
+            structlog.get_logger("studio").warning("studio not started", error=str(exc))
+
+    return {"studio": studio}
