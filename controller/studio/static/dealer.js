@@ -127,6 +127,7 @@ function render(message) {
   offsetMs = message.server_time * 1000 - Date.now();
   const view = message.view;
   const round = view.round;
+  body.dataset.round = round.id || "";
   $("round").textContent = round.no ? `round ${round.no}` : "";
   $("state").dataset.state = round.state;
   $("state").textContent = round.halted ? "HALTED" : STATES[round.state] || round.state;

@@ -99,6 +99,7 @@ function renderResult(round) {
 function render(message) {
   last = message;
   const round = message.view.round;
+  body.dataset.round = round.id || "";
   $("game").textContent = round.game || "";
   $("round").textContent = round.no ? `round ${round.no}` : "";
   $("state").dataset.state = round.state;
