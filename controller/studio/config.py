@@ -1,6 +1,8 @@
 """The studio's config (``studio.toml``): where it listens, its brokers and roles, its tables.
 
 ```toml
+tables = ["tp-01", "th-02"]    # the tables to show; empty or absent: every table seen
+
 [http]
 host = "0.0.0.0"
 port = 8080
@@ -10,8 +12,6 @@ urls = ["mqtts://broker.studio:8883"]
 username = "viewer"            # the studio's own role: public topics only
 password = "..."
 ca_file = "/etc/tablectl/ca.crt"
-
-tables = ["tp-01", "th-02"]    # the tables to show; empty or absent: every table seen
 
 [secure]                       # only for the overlay's secure-delay mode
 delay_seconds = 30.0

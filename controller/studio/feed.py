@@ -196,7 +196,11 @@ class DelayLine:
             due, topic, payload = self._held[0]
             wait = due - self.clock()
             if wait > 0:
-                await asyncio.sleep(wait)
+                # A message held meanwhile wakes the line early; the head is looked at again.
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
                 continue
             self._held.popleft()
             self.sink(topic, payload)

@@ -50,7 +50,8 @@ async def running_studio(settings: StudioSettings) -> AsyncIterator[StudioAddres
     stop = asyncio.Event()
     ready: asyncio.Future[StudioAddress] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(run_studio(settings, stop, on_ready=ready.set_result), name="studio")
-    done, _ = await asyncio.wait({ready, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    waiting: set[asyncio.Future[Any]] = {ready, task}
+    done, _ = await asyncio.wait(waiting, timeout=10, return_when=asyncio.FIRST_COMPLETED)
     if task in done:
         task.result()  # raises what stopped it
     assert ready in done, "the studio did not start within 10 s"
