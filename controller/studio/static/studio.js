@@ -50,12 +50,24 @@ export function nowMs() {
   return performance.timeOrigin + performance.now();
 }
 
-/** After the next frame is painted, stamp each card element newly shown (data-painted-at). */
+const PAINTS_KEPT = 5000;
+
+/**
+ * In the frame after rendering, stamp each card element newly shown (data-painted-at, epoch
+ * ms on the machine's clock), and keep the stamps in window.studioPaints (the last 5000:
+ * bench/studio_overlay.py reads them).
+ */
 export function stampPainted(elements) {
   if (!elements.length) return;
+  const round = document.body.dataset.round || "";
   requestAnimationFrame(() => {
-    const at = nowMs().toFixed(3);
-    for (const el of elements) el.dataset.paintedAt = at;
+    const at = nowMs();
+    const paints = (window.studioPaints ||= []);
+    for (const el of elements) {
+      el.dataset.paintedAt = at.toFixed(3);
+      paints.push({ round, slot: el.dataset.slot, card: el.dataset.card, at });
+    }
+    if (paints.length > PAINTS_KEPT) paints.splice(0, paints.length - PAINTS_KEPT);
   });
 }
 
