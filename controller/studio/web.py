@@ -200,7 +200,8 @@ async def _serve_socket(
 ) -> None:
     """Send a page the table's state, then each update, until it goes or the studio stops."""
     table = str(websocket.path_params["table"])
-    await websocket.accept()
+    async with asyncio.timeout(send_timeout):
+        await websocket.accept()
     box = floor.follow(table)
     reader = asyncio.ensure_future(_drain(websocket))
     stopper = asyncio.ensure_future(stopping.wait())
@@ -224,7 +225,8 @@ async def _serve_socket(
             with contextlib.suppress(BaseException):
                 await task
         with contextlib.suppress(Exception):
-            await websocket.close(code=1001 if stopping.is_set() else 1000)
+            async with asyncio.timeout(send_timeout):
+                await websocket.close(code=1001 if stopping.is_set() else 1000)
 
 
 async def _next(box: Mailbox, ping_seconds: float) -> dict[str, Any]:

@@ -75,6 +75,7 @@ async def running_table(
     game_options: dict[str, Any] | None = None,
     betting: dict[str, Any] | None = None,
     mqtt: dict[str, Any] | None = None,
+    round_settings: dict[str, Any] | None = None,
 ) -> AsyncIterator[asyncio.Task[list[RoundSummary]]]:
     """A simulated table; yields its task (it ends after ``rounds``; cancelled on the way out).
 
@@ -94,7 +95,7 @@ async def running_table(
                 **(mqtt or {}),
             },
             journal={"path": journal},
-            rounds={"betting_seconds": 0.3, "pause_seconds": 0.5},
+            rounds={"betting_seconds": 0.3, "pause_seconds": 0.5, **(round_settings or {})},
         )
         companions = {}
         if betting is not None:

@@ -58,6 +58,26 @@ function renderPrompt(round) {
   show($("next"), Boolean(next) && !round.halted);
 }
 
+const FINISHED = new Set(["idle", "settled", "voided"]);
+
+function renderTable(view) {
+  // The table waits (a gate: broker, betting system) between rounds; a scanner is lost.
+  const status = view.table_state;
+  const waiting = Boolean(status && status.state === "waiting" && FINISHED.has(view.round.state));
+  show($("waiting"), waiting);
+  $("waiting").dataset.reason = waiting ? status.detail || "" : "";
+  $("waiting").textContent = waiting ? `WAITING — ${status.detail || "the table waits"}` : "";
+  const lost = Object.entries(view.devices || {}).find(([, d]) => d.state === "lost");
+  show($("device"), Boolean(lost));
+  $("device").dataset.state = lost ? "lost" : "";
+  $("device").textContent = lost ? "SCANNER LOST \u2014 check the cable" : "";
+  if (lost && lost[1].detail) {
+    const detail = document.createElement("small");
+    detail.textContent = lost[1].detail;
+    $("device").appendChild(detail);
+  }
+}
+
 function renderDecision(round) {
   const d = round.decision;
   const el = $("decision");
@@ -132,6 +152,7 @@ function render(message) {
   $("state").dataset.state = round.state;
   $("state").textContent = round.halted ? "HALTED" : STATES[round.state] || round.state;
   renderPrompt(round);
+  renderTable(view);
   renderDecision(round);
   renderCards(round);
   renderResult(round);
