@@ -85,7 +85,8 @@ function renderDecision(round) {
   el.dataset.window = d ? d.window : "";
   el.dataset.kind = d ? d.kind : "";
   if (!d) return;
-  const seat = d.seat ? ` \u2014 seat ${d.seat}` : "";
+  const seatName = d.seat && /^seat/i.test(d.seat) ? d.seat : `seat ${d.seat}`;
+  const seat = d.seat ? ` \u2014 ${seatName}` : "";
   const options = (d.options || []).join(" / ");
   el.innerHTML = "";
   const title = document.createElement("div");
