@@ -103,7 +103,7 @@ class _Server:
             await stop.wait()
             self.server.should_exit = True
 
-        watcher = asyncio.ensure_future(stopper())
+        watcher = asyncio.create_task(stopper(), name="studio-http-stop")
         try:
             await self.server.serve(sockets=[sock])
         finally:

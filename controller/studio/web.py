@@ -203,16 +203,17 @@ async def _serve_socket(
     async with asyncio.timeout(send_timeout):
         await websocket.accept()
     box = floor.follow(table)
-    reader = asyncio.ensure_future(_drain(websocket))
-    stopper = asyncio.ensure_future(stopping.wait())
+    name = f"page-{floor.name}-{table}-{id(box):x}"
+    reader = asyncio.create_task(_drain(websocket), name=f"{name}-reader")
+    stopper = asyncio.create_task(stopping.wait(), name=f"{name}-stop")
+    getter: asyncio.Task[dict[str, Any]] | None = None
     try:
         while True:
-            getter = asyncio.ensure_future(_next(box, ping_seconds))
+            getter = asyncio.create_task(_next(box, ping_seconds), name=f"{name}-next")
             done, _ = await asyncio.wait(
                 {getter, reader, stopper}, return_when=asyncio.FIRST_COMPLETED
             )
             if getter not in done:
-                getter.cancel()
                 break
             async with asyncio.timeout(send_timeout):
                 await websocket.send_text(json.dumps(getter.result(), separators=(",", ":")))
@@ -220,7 +221,9 @@ async def _serve_socket(
         log.info("page socket closed", table=table, mode=floor.name, reason=type(exc).__name__)
     finally:
         floor.leave(table, box)
-        for task in (reader, stopper):
+        for task in (reader, stopper, getter):
+            if task is None:
+                continue
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
