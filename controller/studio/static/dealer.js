@@ -157,7 +157,9 @@ function render(message) {
   renderDecision(round);
   renderCards(round);
   renderResult(round);
-  $("line").textContent = view.line || "";
+  // A delayed message is not live (docs/mqtt.md): the table is catching up after an outage.
+  body.dataset.delayed = String(view.delayed);
+  $("line").textContent = (view.delayed ? "[delayed: catching up] " : "") + (view.line || "");
   linkBanner(document, body, link, message);
   tick();
 }
