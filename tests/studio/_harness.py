@@ -124,6 +124,7 @@ async def running_table(
 OBSERVE_CARDS = """
 () => {
   window.__cards = [];
+  window.__equity = [];
   const log = () => {
     const round = document.body.dataset.round || "";
     const at = performance.timeOrigin + performance.now();
@@ -131,13 +132,17 @@ OBSERVE_CARDS = """
       const card = el.dataset.card;
       if (card) window.__cards.push({at, round, slot: el.dataset.slot, card});
     }
+    const equity = document.getElementById("equity");
+    if (equity && !equity.hidden) window.__equity.push(equity.dataset.street);
   };
   const all = {subtree: true, childList: true, attributes: true};
   new MutationObserver(log).observe(document.body, all);
   log();
 }
 """
-"""Installed in a page: every card value shown, each time the DOM changes (``window.__cards``)."""
+"""Installed in a page: every card value shown, each time the DOM changes (``window.__cards``).
+
+Also ``window.__equity``: the street of every win-probability box the page shows."""
 
 
 async def wait_for(predicate: Any, seconds: float, what: str) -> None:

@@ -8,7 +8,8 @@ then checks against the table's own messages:
 
 * a public frame or a public overlay shows a hidden card only after the entry that revealed
   it (``cards_revealed`` or the result) was journalled;
-* no public frame carries a secure equity or a secure card;
+* no public frame carries a secure equity or a secure card, and the public overlay shows no
+  win probability (Hold'em's are secure) while the secure-delay overlay does;
 * the secure-delay socket and overlay show each hidden card, never before the delay has
   passed since its secure entry was journalled.
 """
@@ -182,6 +183,10 @@ async def test_overlay_hides_hidden_cards_until_reveal_and_delays_the_secure_fee
             await asyncio.sleep(DELAY + 1.0)  # the delayed floor catches up
             public_log = await public.evaluate("window.__cards")
             secure_log = await secure.evaluate("window.__cards")
+            # Hold'em's win probabilities are secure (computed from hole cards): only the
+            # secure-delay overlay shows them.
+            assert await public.evaluate("window.__equity") == []
+            assert "preflop" in await secure.evaluate("window.__equity")
             for task in tasks:
                 task.cancel()
 

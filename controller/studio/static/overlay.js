@@ -53,34 +53,41 @@ function renderHands(round) {
   stampPainted(fresh);
 }
 
-function latestStreet(byStreet) {
-  const order = ["preflop", "flop", "turn", "river"];
-  const streets = Object.keys(byStreet || {});
-  streets.sort((a, b) => order.indexOf(a) - order.indexOf(b));
-  return streets.length ? streets[streets.length - 1] : null;
-}
+const STREETS = ["preflop", "flop", "turn", "river"];
 
 function renderEquity(round) {
+  // The latest street's win probabilities, each seat's earlier streets beside them.
   const el = $("equity");
   const secure = round.secure_equity || {};
   const source = Object.keys(secure).length ? secure : round.equity || {};
-  const street = latestStreet(source);
+  const streets = STREETS.filter((name) => source[name]);
+  const street = streets.length ? streets[streets.length - 1] : null;
   el.hidden = !street;
   el.dataset.street = street || "";
   el.innerHTML = "";
   if (!street) return;
-  const data = source[street];
   const head = document.createElement("div");
   head.className = "title";
   head.textContent = `win probability \u2014 ${street}`;
   el.appendChild(head);
-  for (const [who, value] of Object.entries(data.seats || {})) {
+  for (const [who, value] of Object.entries(source[street].seats || {})) {
     const row = document.createElement("div");
     row.className = "who";
     row.dataset.who = who;
     row.dataset.win = String(value.win);
     const tie = value.tie ? ` (tie ${percent(value.tie)})` : "";
-    row.textContent = `${who} ${percent(value.win)}${tie}`;
+    const before = streets
+      .slice(0, -1)
+      .filter((name) => (source[name].seats || {})[who])
+      .map((name) => `${name} ${percent(source[name].seats[who].win)}`);
+    const win = document.createElement("b");
+    win.textContent = percent(value.win);
+    row.append(`${who} `, win, tie);
+    if (before.length) {
+      const history = document.createElement("small");
+      history.textContent = `  (${before.join(", ")})`;
+      row.append(history);
+    }
     el.appendChild(row);
   }
 }

@@ -35,9 +35,19 @@ export function cardElement(doc, item, big) {
   if (item.secure) el.dataset.secure = "true";
   const g = glyph(item.card);
   if (g.red) el.classList.add("red");
-  el.innerHTML = item.card
-    ? `<span class="rank">${g.rank}</span><span class="suit">${g.suit}</span>`
-    : `<span class="back"></span>`;
+  // Built node by node: what a table publishes is never parsed as HTML.
+  const part = (name, text) => {
+    const span = doc.createElement("span");
+    span.className = name;
+    span.textContent = text;
+    el.appendChild(span);
+  };
+  if (item.card) {
+    part("rank", g.rank);
+    part("suit", g.suit);
+  } else {
+    part("back", "");
+  }
   const label = doc.createElement("span");
   label.className = "slot";
   label.textContent = item.slot;
