@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,11 @@ MAILBOX_SIZE = 64
 """Updates a page may have waiting; past it the oldest are dropped (each carries the full view)."""
 
 
+def encode(message: dict[str, Any]) -> str:
+    """A message to the pages as compact JSON text."""
+    return json.dumps(message, separators=(",", ":"))
+
+
 class Mailbox:
     """The updates waiting for one page (each a full view: dropping old ones loses nothing).
 
@@ -49,18 +55,18 @@ class Mailbox:
     """
 
     def __init__(self, size: int = MAILBOX_SIZE) -> None:
-        self._items: collections.deque[dict[str, Any]] = collections.deque(maxlen=size)
+        self._items: collections.deque[str] = collections.deque(maxlen=size)
         self._ready = asyncio.Event()
         self.dropped = 0
 
-    def put(self, message: dict[str, Any]) -> None:
-        """Add an update (the oldest is dropped when full)."""
+    def put(self, message: str) -> None:
+        """Add an update, as sent (JSON text); the oldest is dropped when full."""
         if len(self._items) == self._items.maxlen:
             self.dropped += 1
         self._items.append(message)
         self._ready.set()
 
-    async def get(self) -> dict[str, Any]:
+    async def get(self) -> str:
         """The next update (waits for one)."""
         while not self._items:
             self._ready.clear()
@@ -136,7 +142,7 @@ class Floor:
     def follow(self, table: str) -> Mailbox:
         """A mailbox for a new page of ``table``, holding the current state first."""
         box = Mailbox()
-        box.put(self.message(table))
+        box.put(encode(self.message(table)))
         self._pages[table].add(box)
         return box
 
@@ -155,9 +161,9 @@ class Floor:
     def _tell(self, table: str, view: TableView) -> None:
         boxes = self._pages.get(table)
         if boxes:
-            message = self.message(table)
+            text = encode(self.message(table))  # once, for every page of the table
             for box in boxes:
-                box.put(message)
+                box.put(text)
 
 
 class DelayLine:

@@ -42,6 +42,8 @@ CHANNELS: dict[str, Channel] = {
 
 _KEEP_DECISIONS = 12
 _KEEP_ALERTS = 5
+_KEEP_RESULTS = 2000
+"""Result seqs remembered per table to drop repeats (the newest are kept)."""
 
 
 def parse_topic(topic: str, prefix: str) -> tuple[str, Channel] | None:
@@ -252,6 +254,8 @@ class TableView:
         if not isinstance(seq, int) or seq in self._results_seen:
             return False
         self._results_seen.add(seq)
+        if len(self._results_seen) > _KEEP_RESULTS:  # a long-running studio stays bounded
+            self._results_seen = set(sorted(self._results_seen)[-_KEEP_RESULTS // 2 :])
         if _text(envelope.get("round")) != self.fold.round_id:
             return False  # a replayed result of an earlier round
         self.extras.settlement = data.get("bets")

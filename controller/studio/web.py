@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import hmac
 import html
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -206,7 +205,7 @@ async def _serve_socket(
     name = f"page-{floor.name}-{table}-{id(box):x}"
     reader = asyncio.create_task(_drain(websocket), name=f"{name}-reader")
     stopper = asyncio.create_task(stopping.wait(), name=f"{name}-stop")
-    getter: asyncio.Task[dict[str, Any]] | None = None
+    getter: asyncio.Task[str] | None = None
     try:
         while True:
             getter = asyncio.create_task(_next(box, ping_seconds), name=f"{name}-next")
@@ -216,7 +215,7 @@ async def _serve_socket(
             if getter not in done:
                 break
             async with asyncio.timeout(send_timeout):
-                await websocket.send_text(json.dumps(getter.result(), separators=(",", ":")))
+                await websocket.send_text(getter.result())
     except (WebSocketDisconnect, TimeoutError, RuntimeError, OSError) as exc:
         log.info("page socket closed", table=table, mode=floor.name, reason=type(exc).__name__)
     finally:
@@ -232,13 +231,17 @@ async def _serve_socket(
                 await websocket.close(code=1001 if stopping.is_set() else 1000)
 
 
-async def _next(box: Mailbox, ping_seconds: float) -> dict[str, Any]:
+PING = '{"type":"ping"}'
+"""Sent after ``http.ping_seconds`` without an update (the page ignores it)."""
+
+
+async def _next(box: Mailbox, ping_seconds: float) -> str:
     """The next update, or a ping after ``ping_seconds`` without one."""
     try:
         async with asyncio.timeout(ping_seconds):
             return await box.get()
     except TimeoutError:
-        return {"type": "ping"}
+        return PING
 
 
 async def _drain(websocket: WebSocket) -> None:

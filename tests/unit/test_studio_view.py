@@ -112,8 +112,8 @@ def test_a_floor_sends_the_state_first_and_drops_what_is_not_its_table():
     box = floor.follow("t")
     floor.handle("tables/other/events", env("round_opened", 1, OPENED))
     floor.handle("tables/t/events", env("round_opened", 1, OPENED))
-    first = box._items.popleft()
-    second = box._items.popleft()
+    first = json.loads(box._items.popleft())
+    second = json.loads(box._items.popleft())
     assert first["view"]["round"]["id"] is None
     assert second["view"]["round"]["no"] == 1
     assert "other" not in floor.views
@@ -122,8 +122,8 @@ def test_a_floor_sends_the_state_first_and_drops_what_is_not_its_table():
 def test_a_mailbox_keeps_the_newest_updates():
     box = Mailbox(size=2)
     for n in range(5):
-        box.put({"n": n})
-    assert [m["n"] for m in box._items] == [3, 4] and box.dropped == 3
+        box.put(str(n))
+    assert list(box._items) == ["3", "4"] and box.dropped == 3
 
 
 async def test_the_delay_line_hands_nothing_on_before_its_time():
