@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from playwright.async_api import Browser
 
 from tests.support.browser import MISSING, chromium, have_chromium
 
-pytestmark = pytest.mark.hil
-
 
 @pytest.fixture
-async def browser() -> AsyncIterator[object]:
+async def browser() -> AsyncIterator[Browser]:
     """A headless Chromium (``/usr/bin/chromium``); the test fails plainly without one."""
     if not have_chromium():
         pytest.fail(MISSING, pytrace=False)
