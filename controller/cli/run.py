@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from controller.app import Companion
     from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
+    from controller.studio.pit.settings import PitSettings
 
 SIM_TABLE_ID = "sim-1"
 
@@ -103,6 +105,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.4,
         metavar="S",
         help="seconds the simulated dealer takes per card",
+    )
+    studio = parser.add_argument_group("studio (with --simulate: docs/studio.md)")
+    studio.add_argument(
+        "--no-studio",
+        action="store_true",
+        help="do not start the studio (dealer screen, stream overlay) beside the table",
+    )
+    studio.add_argument(
+        "--studio-port",
+        type=int,
+        default=8080,
+        metavar="PORT",
+        help="the studio's port on 127.0.0.1 (default 8080; a free one when it is taken)",
+    )
+    studio.add_argument(
+        "--studio-secure-delay",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the overlay's secure-delay mode holds the secure feed back this long "
+        "(default 10; 0: no secure-delay mode)",
     )
     parser.set_defaults(func=run_command)
 
@@ -266,7 +289,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             show=args.show,
             broker_urls_given=bool(settings.mqtt.urls),
             install_signal_handlers=True,
-            companions=_simulated_betting(settings, seed),
+            companions={**_simulated_betting(settings, seed), **_studio(args, settings)},
         )
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
@@ -293,3 +316,70 @@ def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companio
         )
 
     return {"simulated-betting": betting}
+
+
+def _studio(args: argparse.Namespace, settings: TableSettings) -> dict[str, Companion]:
+    """The studio beside a simulated table (``--no-studio``: none), on the table's broker."""
+    if args.no_studio:
+        return {}
+    if not 0 <= args.studio_port <= 65535:
+        raise ConfigError("--studio-port must be 0-65535", field="--studio-port")
+    if args.studio_secure_delay < 0:
+        raise ConfigError("--studio-secure-delay must be 0 or more", field="--studio-secure-delay")
+    table_id = settings.table_id
+    password = secrets.token_urlsafe(9)
+
+    async def studio(mqtt: MqttSettings, stop: asyncio.Event) -> None:
+        import structlog
+
+        from controller.studio.config import HttpSettings, SecureSettings, StudioSettings
+        from controller.studio.errors import StudioError
+        from controller.studio.server import StudioAddress, run_studio
+
+        delay = args.studio_secure_delay
+        studio_settings = StudioSettings(
+            http=HttpSettings(host="127.0.0.1", port=args.studio_port),
+            # A client id of its own (not the table's): two `make run` on one broker coexist.
+            mqtt=mqtt.model_copy(update={"client_id": None}),
+            tables=[table_id],
+            secure=SecureSettings(delay_seconds=delay) if delay > 0 else None,
+            pit=await _demo_pit(mqtt, table_id, password),
+        )
+
+        def ready(address: StudioAddress) -> None:
+            dealer, overlay = address.pages(table_id)
+            secure = f" {overlay}?mode=secure-delay" if delay > 0 else ""
+            print(f"studio: {dealer} {overlay}{secure}", file=sys.stderr, flush=True)
+            print(
+                f"pit console: {address.url}/pit/ (sign in as {DEMO_PIT_USER!r}, "
+                f"password {password!r}, made for this run)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        try:
+            await run_studio(studio_settings, stop, on_ready=ready, fallback_to_free_port=True)
+        except StudioError as exc:  # the table plays on without its studio
+            structlog.get_logger("studio").warning("studio not started", error=str(exc))
+
+    return {"studio": studio}
+
+
+DEMO_PIT_USER = "pit"
+"""The simulated table's pit-console user (its password is made for each run and printed)."""
+
+
+async def _demo_pit(mqtt: MqttSettings, table_id: str, password: str) -> PitSettings:
+    """The pit console of a simulated table: one ``pitboss`` user, a fresh password."""
+    from controller.studio.pit.passwords import hash_password
+    from controller.studio.pit.settings import PitSettings
+
+    stored = await asyncio.to_thread(hash_password, password)
+    return PitSettings.model_validate(
+        {
+            "users": [{"name": DEMO_PIT_USER, "role": "pitboss", "password_hash": stored}],
+            "session_secret": secrets.token_urlsafe(32),
+            "mqtt": mqtt.model_copy(update={"client_id": None}),
+            "tables": [table_id],
+        }
+    )

@@ -202,7 +202,7 @@ def test_the_example_config_loads_once_its_placeholders_are_replaced(tmp_path):
     with pytest.raises(PitConfigError, match=r"users\.0\.password_hash"):
         load_pit_settings(written, section="pit")
     stored = hash_password("pw", **FAST)
-    filled = filled.replace("REPLACE: python -m controller.studio.pit.passwords", stored)
+    filled = filled.replace("REPLACE: tablectl studio --hash-password", stored)
     written.write_text(filled)
     loaded = load_pit_settings(written, section="pit")
     assert [(u.name, u.role) for u in loaded.users] == [("alice", "pitboss"), ("sam", "observer")]

@@ -31,7 +31,7 @@ from simulators.scanner import CardFault, FaultPlan
 from simulators.table import Simulation
 from tests.integration._live_helpers import TABLE, Live, Peer, acl_broker, live_table
 from tests.integration._secure_broker import ROLE_PASSWORDS, SecureBroker
-from tests.studio.pit_browser import artifacts_dir
+from tests.support.browser import artifacts_dir
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
 
@@ -149,12 +149,11 @@ async def _void_from_the_page(page: Page, live: Live) -> dict[str, Any]:
     return {"round": round_id, "voided": voided}
 
 
-async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path, chromium):
+async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path, browser):
     async with (
         serving(build_pit_app(console_settings(broker))) as url,
         _table(broker, tmp_path) as live,
     ):
-        browser = chromium
         page = await browser.new_page()
         frames = _frames(page)
         async with _stream_peer(broker) as stream:
@@ -257,11 +256,11 @@ async def test_a_click_twice_is_one_command_even_at_the_server(broker, tmp_path)
     assert received[:2] == ["resume-alice-same-click-1", "resume-alice-sentinel-2"]
 
 
-async def test_the_page_shows_a_lost_connection_and_recovers_by_itself(broker, tmp_path, chromium):
+async def test_the_page_shows_a_lost_connection_and_recovers_by_itself(broker, tmp_path, browser):
     settings = console_settings(broker)
     app = build_pit_app(settings)
     async with serving(app) as url:
-        page = await chromium.new_page()
+        page = await browser.new_page()
         await sign_in(page, url, "sam", "pw-s")
         await expect(page.locator("#broker")).to_have_text("connected", timeout=BROWSER_SECONDS)
         assert await page.locator("button.void").count() == 0, "an observer has no actions"

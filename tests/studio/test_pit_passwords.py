@@ -6,7 +6,7 @@ import pytest
 
 from controller.studio.pit.errors import PasswordHashError
 from controller.studio.pit.login import LoginThrottle
-from controller.studio.pit.passwords import hash_password, main, parse_hash, verify_password
+from controller.studio.pit.passwords import hash_password, parse_hash, verify_password
 from controller.studio.pit.settings import LoginSettings
 
 FAST = {"n": 2**10, "r": 8, "p": 1}
@@ -53,13 +53,31 @@ def test_an_empty_password_cannot_be_hashed():
         hash_password("")
 
 
-def test_the_command_prints_a_hash_of_stdin(monkeypatch, capsys):
-    import io
+def test_tablectl_studio_hash_password_prints_a_hash_of_stdin():
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("s3cret\n"))
-    assert main(["--stdin"]) == 0
-    printed = capsys.readouterr().out.strip()
-    assert verify_password("s3cret", printed)
+    tablectl = Path(sys.executable).with_name("tablectl")
+    done = subprocess.run(
+        [str(tablectl), "studio", "--hash-password", "--stdin"],
+        input="s3cret\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert verify_password("s3cret", done.stdout.strip())
+    empty = subprocess.run(
+        [str(tablectl), "studio", "--hash-password", "--stdin"],
+        input="\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert empty.returncode == 1 and "must not be empty" in empty.stderr
 
 
 class Clock:

@@ -15,14 +15,11 @@ Make a hash for the config file::
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
-import getpass
 import hashlib
 import hmac
 import secrets
-import sys
 from dataclasses import dataclass
 
 from controller.studio.pit.errors import PasswordHashError
@@ -139,32 +136,3 @@ def verify_password(password: str, stored: str | ScryptHash) -> bool:
     parsed = parse_hash(stored) if isinstance(stored, str) else stored
     derived = _derive(password, parsed, len(parsed.key))
     return hmac.compare_digest(derived, parsed.key)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m controller.studio.pit.passwords``: print a hash for a config file."""
-    parser = argparse.ArgumentParser(
-        prog="python -m controller.studio.pit.passwords",
-        description="Print an scrypt hash of a password for the pit console's [[users]].",
-    )
-    parser.add_argument(
-        "--stdin", action="store_true", help="read the password from standard input"
-    )
-    args = parser.parse_args(argv)
-    if args.stdin:
-        password = sys.stdin.read().rstrip("\r\n")
-    else:
-        password = getpass.getpass("password: ")
-        if getpass.getpass("again: ") != password:
-            print("the two passwords differ", file=sys.stderr)
-            return 1
-    try:
-        print(hash_password(password))
-    except PasswordHashError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,16 +1,14 @@
 """The pit console on its own: uvicorn serving :func:`build_pit_app` (tests, a lone console).
 
 :func:`serving` runs the server as a named task inside the caller's event loop and yields its
-address once it accepts connections (``port=0``: a free port). :func:`main` is
-``python -m controller.studio.pit.runner --config pit.toml [--host H --port P]``.
+address once it accepts connections (``port=0``: a free port). The console is served
+for real by ``tablectl studio`` when ``studio.toml`` has a ``[pit]`` section.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import sys
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -48,31 +46,3 @@ async def serving(app: Starlette, *, host: str = "127.0.0.1", port: int = 0) -> 
         with contextlib.suppress(asyncio.CancelledError):
             async with asyncio.timeout(STARTUP_SECONDS):
                 await task
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the pit console alone until interrupted."""
-    import uvicorn
-
-    from controller.errors import TablectlError
-    from controller.studio.pit.app import build_pit_app
-    from controller.studio.pit.settings import load_pit_settings
-
-    parser = argparse.ArgumentParser(prog="python -m controller.studio.pit.runner")
-    parser.add_argument("--config", required=True, help="pit settings (TOML)")
-    parser.add_argument("--section", help="the TOML table holding them (e.g. pit)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8470)
-    args = parser.parse_args(argv)
-    try:
-        settings = load_pit_settings(args.config, section=args.section)
-    except TablectlError as exc:
-        print(f"pit console: {exc}", file=sys.stderr)
-        return 2
-    print(f"pit console: http://{args.host}:{args.port}/", flush=True)
-    uvicorn.run(build_pit_app(settings), host=args.host, port=args.port, log_level="warning")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
