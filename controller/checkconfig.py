@@ -161,7 +161,7 @@ async def _check_profile_device(
     from drivers.profile import ProfileError, load_profile
 
     try:
-        loaded = load_profile(spec.profile)
+        loaded = load_profile(spec.profile, spec.codes)
     except ProfileError as exc:
         return Check("device", "FAIL", f"{url}: {exc}")
     port = await _check_serial(

@@ -74,7 +74,7 @@ class DeviceSettings(BaseModel):
         try:
             spec = parse_url(url)
             assert isinstance(spec, ProfileSpec)
-            load_profile(spec.profile)
+            load_profile(spec.profile, spec.codes)
         except DriverError as exc:
             raise ValueError(str(exc)) from exc
         return url

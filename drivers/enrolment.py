@@ -89,6 +89,7 @@ def write_code_table(table: CodeTable, path: Path) -> None:
     lines = [
         "# Written by tablectl enrol: device code -> card, in the order the cards were scanned.",
         f"name = {_quote(table.name)}",
+        *([f"codes_per_card = {table.codes_per_card}"] if table.codes_per_card > 1 else []),
         "",
         "[codes]",
         *(f"{_quote(code)} = {_quote(card)}" for code, card in table.codes.items()),

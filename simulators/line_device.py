@@ -277,7 +277,9 @@ class LineDeviceSimulator:
 
     def _card_record(self, frame: CardFrame) -> bytes:
         profile, faults, rng = self.profile, self.line_faults, self._profile_rng
-        code = self.loaded.table.code_of(frame.value)
+        # A card the set holds twice (a Mahjong tile) has a tag a copy: the n-th one drawn
+        # carries the n-th code (rescans of it, the same).
+        code = self.loaded.table.code_of(frame.value, self.drawn.count(frame.value) - 1)
         assert code is not None
         position = frame.position or ""
         faulty = False
