@@ -11,7 +11,8 @@ the slot they name.
 A card must come from the reader bound to the slot the table waits for. A card read by
 another reader is refused, never guessed: it comes out as ``Misread("position", "... read
 from the wrong position ...")`` naming both readers; the orchestrator journals it and asks
-for a rescan, which goes to the right reader. Device states name their reader (``DeviceStatus.device``).
+for a rescan, which goes to the right reader. Device states name their reader
+(``DeviceStatus.device``).
 """
 
 from __future__ import annotations
@@ -270,9 +271,10 @@ class MultiReaderSource:
         await self._reader_for(slot_name).source.expect(round_no, slot_index, slot_name)
 
     async def request_rescan(self, slot_name: str, reason: str) -> None:
-        """Ask for the card again at the slot's reader (after a wrong position too: the cue
-        goes where the card must be scanned; the wrong reader is not told to reject, which
-        would tell the dealer to put the card aside).
+        """Ask for the card again at the slot's reader.
+
+        After a wrong position too: the cue goes where the card must be scanned (the wrong
+        reader is not told to reject, which would tell the dealer to put the card aside).
 
         Raises:
             MultiReaderError: No reader is bound to the slot.

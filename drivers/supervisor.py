@@ -45,7 +45,7 @@ State = Literal["closed", "connected", "away", "probing"]
 CONNECTED = "connected"
 LOST = "lost"
 RECOVERED = "recovered"
-AWAY = "away"
+AWAY: Literal["away"] = "away"
 
 
 def backoff_delay(
