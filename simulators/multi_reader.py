@@ -198,10 +198,14 @@ class MultiReaderSimulator(LineDeviceSimulator):
             return
         transport.write(data)
 
-    async def _unplug(self, seconds: float) -> None:
-        """The cable of the reader of the card being dealt is pulled for ``seconds``."""
+    def _pull_cable(self, seconds: float) -> None:
+        """The cable of the reader of the card being dealt is out from now, for ``seconds``."""
+        self.stats.unplugs += 1
         name = self.reader_of(self._cued_slot)
         port, self._ports[name] = self._ports.get(name), None
+        self._spawn(self._unplug_reader(name, port, seconds))
+
+    async def _unplug_reader(self, name: str, port: PtyPort | None, seconds: float) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._links[name].unlink()
         if port is not None:
