@@ -119,11 +119,17 @@ async def test_mahjong_tiles_enrol_each_copy_and_refuse_a_tag_twice_or_unread() 
     assert any(line == "[1/20] scan 1p (copy 1 of 2)" for line in said)
     duplicate = [line for line in said if "already enrolled" in line]
     assert duplicate == [
-        f"  refused: tag {first_1p} is already enrolled as 1p; put it aside and scan 2p (copy 1 of 2)"
+        f"  refused: tag {first_1p} is already enrolled as 1p; "
+        "put it aside and scan 2p (copy 1 of 2)"
     ]
     unread = [line for line in said if line.startswith("  no tag read")]
     assert len(unread) == 1 and "ERR" not in unread[0] and "READ" in unread[0]
     assert sim.rejected == ["1p"]
+
+
+async def enrol_and_write(source: ProfileCardSource, said: list[str], out: Path) -> None:
+    table = await enrol(source, ["As", "Kd", "7h"], deck="d", say=said.append, tag_timeout=0.2)
+    write_code_table(table, out)
 
 
 async def test_a_card_without_a_tag_is_asked_for_again_and_nothing_is_written(
@@ -141,11 +147,7 @@ async def test_a_card_without_a_tag_is_asked_for_again_and_nothing_is_written(
         await source.open()
         try:
             with pytest.raises(TimeoutError):
-                async with asyncio.timeout(1.0):
-                    table = await enrol(
-                        source, ["As", "Kd", "7h"], deck="d", say=said.append, tag_timeout=0.2
-                    )
-                    write_code_table(table, out)
+                await asyncio.wait_for(enrol_and_write(source, said, out), timeout=1.0)
         finally:
             await source.close()
     asked = [line for line in said if "no tag read in 0.2 s: is 7h tagged?" in line]
