@@ -111,8 +111,10 @@ async def test_run_simulate_with_the_rfid_profile_plays_a_multi_reader_round(mos
 async def test_a_read_lost_while_the_shoe_was_unplugged_is_asked_for_again(mosquitto, tmp_path):
     """The cable is pulled as the 3rd and the 6th card are read: their records are lost.
 
-    After ``recovered`` the table journals ``rescan_requested`` (cause ``away``) and cues the shoe to rescan,
-    and the round completes (before, it waited for a card that would never come)."""
+    After ``recovered`` the table journals ``rescan_requested`` (cause ``away``) and cues the
+    shoe to rescan, and the round completes (before, it waited for a card that would never
+    come).
+    """
     script = ["As", "Kd", "Ah", "Kc", "Ad", "Kh"]
     sim = LineDeviceSimulator(
         load_profile("line-shoe"), cards=script,
