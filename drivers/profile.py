@@ -30,8 +30,8 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 from drivers.errors import DriverError
@@ -191,29 +191,28 @@ class CodeTable(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
-    codes: dict[str, str] = Field(min_length=1)
     codes_per_card: int = Field(default=1, ge=1, le=8)
+    codes: dict[str, str] = Field(min_length=1)
 
     @field_validator("codes")
     @classmethod
-    def _cards_are_notation(cls, codes: dict[str, str]) -> dict[str, str]:
+    def _codes_a_card(cls, codes: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        most = info.data.get("codes_per_card", 1)
+        seen: dict[str, list[str]] = {}
         for code, card in codes.items():
             if not code or not card or not card.isascii() or len(card) > 8:
                 raise ValueError(f"code {code!r}: a card is 1-8 ASCII characters, not {card!r}")
-        return codes
-
-    @model_validator(mode="after")
-    def _codes_a_card(self) -> CodeTable:
-        seen: dict[str, list[str]] = {}
-        for code, card in self.codes.items():
             seen.setdefault(card, []).append(code)
-            if len(seen[card]) > self.codes_per_card:
-                listed = ", ".join(repr(c) for c in seen[card])
-                raise ValueError(
-                    f"card {card!r} has {len(seen[card])} codes ({listed}); "
-                    f"codes_per_card is {self.codes_per_card}"
-                )
-        return self
+            if len(seen[card]) <= most:
+                continue
+            if most == 1:
+                first = seen[card][0]
+                raise ValueError(f"card {card!r} has two codes: {first!r} and {code!r}")
+            listed = ", ".join(repr(c) for c in seen[card])
+            raise ValueError(
+                f"card {card!r} has {len(seen[card])} codes ({listed}); codes_per_card is {most}"
+            )
+        return codes
 
     def card_of(self, code: str) -> str | None:
         """The card a code stands for, ``None`` if the table does not know it."""
