@@ -10,8 +10,9 @@ URLs (see ``docs/protocol.md``):
 * ``socket://host:port``: the same protocol over TCP (pyserial's socket handler);
 * ``usb://VID:PID[?serial=SN]``: a USB scanner with a bulk IN and a bulk OUT endpoint that
   carry the same framed byte stream (pyusb; see ``docs/drivers.md``);
-* ``profile+serial:///dev/ttyUSB0?profile=NAME[&baud=9600]``: a line-oriented reader described
-  by a device profile (a shipped name or a ``.toml`` path; ``drivers/profile.py``);
+* ``profile+serial:///dev/ttyUSB0?profile=NAME[&baud=9600][&codes=FILE]``: a line-oriented
+  reader described by a device profile (a shipped name or a ``.toml`` path;
+  ``drivers/profile.py``), ``codes`` an enrolled deck's code table replacing the profile's;
 * ``hidpos://VID:PID?profile=NAME`` / ``hidkbd://VID:PID?profile=NAME``: a USB HID barcode
   scanner (HID POS or keyboard mode) read with pyusb, codes mapped by the profile's code table
   (``drivers/hid.py``).
