@@ -152,25 +152,29 @@ class Desk:
         self.append(
             DeviceStatusData.model_construct(device=device, state=read.state, detail=read.detail)
         )
-        if self.metrics is not None:
-            if read.state in LOST_STATES:
-                self.metrics.set_device_connected(False)
-            elif read.state in BACK_STATES:
-                self.metrics.set_device_connected(True)
-                if read.state == "recovered":
-                    self.metrics.device_reconnected()
         if read.state in LOST_STATES:
             self._away.add(device)
+            self._device_metrics(read.state)
             self.wait.device_lost(asyncio.get_running_loop().time())
             return False
-        if read.state in BACK_STATES:
-            if device not in self._away:
-                return False
-            self._away.discard(device)
-            if self._away:
-                return True  # this one is back; the table still waits for the others
-            return self.wait.device_back()
-        return False
+        if read.state not in BACK_STATES:
+            return False
+        was_away = device in self._away
+        self._away.discard(device)
+        self._device_metrics(read.state)
+        if not was_away:
+            return False
+        if self._away:
+            return True  # this one is back; the table still waits for the others
+        return self.wait.device_back()
+
+    def _device_metrics(self, state: str) -> None:
+        """The table's device is connected when none of its devices is away."""
+        if self.metrics is None:
+            return
+        self.metrics.set_device_connected(not self._away)
+        if state == "recovered":
+            self.metrics.device_reconnected()
 
     async def out_of_turn(self, read: Read, reason: str) -> None:
         """A read while no card is expected: refuse cards, record device states."""
