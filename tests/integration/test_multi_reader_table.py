@@ -10,6 +10,8 @@ again (``rescan_requested``, cause ``away``) instead of waiting for ever.
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +215,60 @@ def test_one_card_source_form_only(tmp_path):
     single = tmp_path / "single.toml"
     single.write_text('table_id = "t"\n[device]\nurl = "/dev/null"\n')
     assert load_settings(single).device is not None  # the single [device] form still works
+
+
+async def _when_round_opens(journal: Path) -> None:
+    """Return once the table has journalled ``round_opened`` (its device is open by then)."""
+    while True:
+        try:
+            with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as db:
+                opened = db.execute(
+                    "SELECT count(*) FROM entries WHERE kind = 'round_opened'"
+                ).fetchone()[0]
+        except sqlite3.OperationalError:  # not created yet
+            opened = 0
+        if opened:
+            return
+        await asyncio.sleep(0.02)
+
+
+async def test_a_tile_read_again_after_the_away_rescan_is_not_taken_for_its_copy(tmp_path):
+    """Mahjong tiles on an RFID reader whose cable is out when the first tile is cued: the cue
+    goes again after ``recovered``, the dealer places the tile, and the ``away`` rescan reads
+    it a second time. The set holds each tile twice, so a second 7p read after the next cue
+    would pass for the other 7p: after an ``away`` rescan it is a bounce, and the next slot
+    gets the next tile."""
+    script = ["7p", "2p", "wd", "5p"]
+    sim = LineDeviceSimulator(
+        load_profile("rfid-ntag", "codes/rfid-demo-tiles.toml"), cards=script, deal_delay=0.05
+    )
+    journal = tmp_path / "j.sqlite"
+    async with asyncio.timeout(60), sim.serve_pty() as path:
+        settings = load_settings(
+            None,
+            table_id="mj-away",
+            game="mahjong-pai-gow",
+            game_options={"positions": 2, "bank_seconds": 0.1},
+            device={
+                "url": f"profile+serial://{path}?profile=rfid-ntag&codes=codes/rfid-demo-tiles.toml",
+                "driver": {"backoff_min": 0.05, "backoff_max": 0.2},
+            },
+            journal={"path": journal},
+            rounds={"betting_seconds": 0.3, "pause_seconds": 0, "wait_for_broker": False},
+        )
+        table = asyncio.create_task(run_table(settings, rounds=1, broker_urls_given=False))
+        await _when_round_opens(journal)
+        sim._pull_cable(1.0)  # out before the first cue, back after it
+        summaries = await table
+
+    assert len(summaries) == 1
+    with sqlite3.connect(journal) as db:
+        rows = [(kind, json.loads(body)) for kind, body in db.execute(
+            "SELECT kind, body FROM entries ORDER BY seq")]  # fmt: skip
+    dealt = [body["card"] for kind, body in rows if kind == "card_dealt"]
+    assert dealt == script  # the 7p read twice is one 7p; 2p went to the next slot
+    causes = [body["cause"] for kind, body in rows if kind == "rescan_requested"]
+    assert causes == ["away"]
+    assert sim.drawn == script and sim.stats.unplugs == 1
+    reads_of_7p = sim.line_stats.records - len(script)  # one record a card, plus the rescan
+    assert reads_of_7p == 1
