@@ -1,7 +1,7 @@
 """Card-source drivers: reads per second, per-read latency and CPU, against the floor.
 
     .venv/bin/python bench/drivers.py [--count N] [--transports pty,tcp,usb]
-        [--profiles line-shoe,...] [--repeat 3] [--hid pos,kbd] [--hid-count N]
+        [--profiles line-shoe,...] [--repeat 3] [--readers 3] [--hid pos,kbd] [--hid-count N]
 
 For each transport (a real pty, TCP on loopback, the USB driver on the simulated pyusb
 backend) a device thread writes N CARD frames (12 bytes each on the wire), paced at
@@ -20,6 +20,10 @@ the p99s is printed (issue #13 asks for at most 1.5): each comparison runs ``--r
 (the two drivers alternating) and the median ratio is the figure; paced, both drivers get a
 read at the same rate (the longer of a record and a frame at 115,200 baud), so both runs
 last alike on a machine whose stalls decide the p99.
+
+Then a multi-reader table (``--readers``, 3): ``rfid-ntag`` records written round-robin to
+that many readers, each on its own pty, read through one ``MultiReaderSource`` (a supervisor
+and a pump task a reader, one queue), beside one reader and the framed driver.
 
 Then the USB HID scanners (``--hid``, ``pos,kbd``): the device thread queues each code's
 input reports (HID POS: one 64-byte report; keyboard mode: a key-down and a key-up 8-byte
@@ -55,11 +59,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drivers.codec import CardFrame, encode
 from drivers.hid import KEYBOARD_REPORT_SIZE, POS_REPORT_SIZE, encode_keyboard, encode_pos
+from drivers.multi_reader import MultiReaderSource, ReaderBinding
 from drivers.profile import load_profile, render_record, shipped_profiles
-from drivers.source import CardRead, DriverSettings, open_card_source
+from drivers.source import CardRead, DeviceStatus, DriverSettings, open_card_source
 from simulators.usb import EP_IN, PRODUCT_ID, VENDOR_ID, SimulatedUsbBackend
 
 HID_PROFILE = "barcode-crlf"
+MULTI_PROFILE = "rfid-ntag"
 REPORT_SECONDS = 0.001
 """A full-speed interrupt IN endpoint with bInterval 1: one report a millisecond."""
 
@@ -461,6 +467,95 @@ async def profile_rows(profile: str, wire: list[bytes], count: int, repeat: int)
         )
 
 
+async def through_readers(count: int, lines: list[bytes], paced: bool, gap: float) -> Result:
+    """``lines`` written round-robin to ``count`` readers, each on its own pty, read through
+    one :class:`~drivers.multi_reader.MultiReaderSource` (a supervisor and a pump a reader)."""
+    async with contextlib.AsyncExitStack() as stack:
+        ports = [await stack.enter_async_context(pty_port()) for _ in range(count)]
+        readers = [
+            ReaderBinding(
+                f"reader-{index}",
+                f"profile+serial://{port.url.removeprefix('serial://')}"
+                f"?profile={MULTI_PROFILE}&baud={BAUD}",
+                (f"S{index}",),
+                SETTINGS,
+            )
+            for index, port in enumerate(ports)
+        ]
+        source = MultiReaderSource(readers)
+        await source.open()
+        for _ in readers:  # each reader's "connected"
+            assert isinstance(await source.next_read(), DeviceStatus)
+        written = [0]
+
+        def write(data: bytes) -> None:
+            ports[written[0] % count].write(data)
+            written[0] += 1
+
+        device = Device(write, lines, paced, lambda data: gap)
+        arrived: dict[int, float] = {}
+        cpu0, t0 = time.process_time(), time.monotonic()
+        device.start()
+        try:
+            for _ in range(len(lines)):
+                read = await source.next_read()
+                now = time.monotonic()
+                assert isinstance(read, CardRead), read
+                arrived[_item_of(read, count)] = now
+        finally:
+            await source.close()
+        elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
+        device.thread.join(5)
+    assert sorted(arrived) == list(range(len(lines)))  # every record once
+    latencies = [arrived[item] - sent for item, sent in enumerate(device.sent_at)]
+    return Result(len(lines), elapsed, cpu, latencies)
+
+
+def _item_of(read: CardRead, readers: int) -> int:
+    """Which record a read is: readers keep their own order (``device_seq`` counts a
+    reader's records), not one another's; reader r's k-th record is item r + k·readers."""
+    value = VALUES.index(read.value)
+    for reader in range(readers):
+        item = reader + read.device_seq * readers
+        if item % 52 == value:
+            return item
+    raise AssertionError(f"no reader wrote {read!r} as its record {read.device_seq}")
+
+
+async def multi_rows(count: int, reads: int, wire: list[bytes], repeat: int) -> None:
+    """A multi-reader table of ``count`` RFID readers beside one reader and the framed driver."""
+    lines = records(MULTI_PROFILE, reads)
+    gap = max(len(lines[0]), len(wire[0])) * 10 / BAUD
+    every = functools.partial(_constant, gap)
+    for paced in (True, False):
+        runs = []
+        for _ in range(repeat):
+            multi = await through_readers(count, lines, paced, gap)
+            async with pty_port() as port:
+                url = f"profile+serial://{port.url.removeprefix('serial://')}"
+                one = await through_driver(
+                    port, lines, paced, url=f"{url}?profile={MULTI_PROFILE}&baud={BAUD}",
+                    seconds=every,
+                )  # fmt: skip
+            async with pty_port() as port:
+                framed = await through_driver(port, wire, paced, seconds=every)
+            runs.append((multi, one, framed))
+        ratios = [multi.p99 / framed.p99 for multi, _, framed in runs]
+        multi, one, framed = runs[ratios.index(statistics.median_low(ratios))]
+        print(
+            f"{count} {MULTI_PROFILE} readers on {count} ptys (MultiReaderSource), "
+            f"{'paced' if paced else 'unpaced'}, records round-robin:"
+        )
+        print(multi.line("multi-reader"))
+        print(one.line("one reader"))
+        print(framed.line("framed driver"))
+        shown = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+        print(
+            f"  p99 ratio multi/framed: {statistics.median(ratios):.2f} median of {repeat} "
+            f"(runs: {shown}) (limit 1.5)"
+        )
+
+
 async def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -473,6 +568,9 @@ async def main() -> None:
         "--repeat", type=int, default=3, help="runs of each profile comparison (default 3)"
     )
     parser.add_argument("--hid", default="pos,kbd", help="HID scanner modes ('' for none)")
+    parser.add_argument(
+        "--readers", type=int, default=3, help="readers of the multi-reader row (0: none)"
+    )
     parser.add_argument(
         "--hid-count",
         type=int,
@@ -497,6 +595,8 @@ async def main() -> None:
             print(raw.line("floor (raw)"))
     for profile in filter(None, args.profiles.split(",")):
         await profile_rows(profile, wire, args.count, args.repeat)
+    if args.readers:
+        await multi_rows(args.readers, args.count, wire, args.repeat)
     hid_wire = frames(args.hid_count)
     await hid_rows(list(filter(None, args.hid.split(","))), args.hid_count, hid_wire, args.repeat)
 
