@@ -73,23 +73,24 @@ class DeviceSettings(BaseModel):
 
 
 def check_profile_url(url: str) -> str:
-    """A ``profile+serial://`` URL's device profile (and its code table) must load.
+    """A device profile a URL names (and its code table) must load.
 
-    A malformed profile or code table stops the controller at start (the file, the field and
-    the reason).
+    ``profile+serial://``, ``hidpos://`` and ``hidkbd://`` name one. A malformed profile or
+    code table stops the controller at start (the file, the field and the reason).
 
     Raises:
         ValueError: The profile or its code table does not load (why, where).
     """
-    if not url.lower().startswith("profile+serial:"):
+    if not url.lower().startswith(("profile+serial:", "hidpos:", "hidkbd:")):
         return url
     from drivers.errors import DriverError
+    from drivers.hid import HidSpec
     from drivers.profile import load_profile
     from drivers.source import ProfileSpec, parse_url
 
     try:
         spec = parse_url(url)
-        assert isinstance(spec, ProfileSpec)
+        assert isinstance(spec, ProfileSpec | HidSpec)
         load_profile(spec.profile, spec.codes)
     except DriverError as exc:
         raise ValueError(str(exc)) from exc

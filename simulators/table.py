@@ -186,11 +186,11 @@ async def _hid_scanner(game_id: str, sim: Simulation) -> AsyncIterator[Simulated
 
     assert sim.profile is not None
     assert sim.hid is not None
-    loaded = load_profile(sim.profile)  # a HID URL names no code table of its own
+    loaded = load_profile(sim.profile, sim.codes)
     backend = SimulatedUsbBackend(hid=sim.hid)
     scanner = HidScannerSimulator(backend, loaded, [])
     deck = [str(piece) for piece in deck_for_game(game_id)]
-    url = f"hid{sim.hid}://{VENDOR_ID:04x}:{backend.product_id:04x}?profile={sim.profile}"
+    url = f"hid{sim.hid}://{VENDOR_ID:04x}:{backend.product_id:04x}?{_profile_query(sim)}"
     task = asyncio.create_task(
         scanner.free_run(max(sim.deal_delay, 0.05), deck, sim.seed), name="hid-sim-dealer"
     )

@@ -236,3 +236,15 @@ def test_a_profile_url_may_name_an_enrolled_deck(tmp_path: Path) -> None:
     bad.write_text('name = "x"\n[codes]\n"zz" = "As"\n')  # not a UID the pattern reads
     with pytest.raises(ProfileError, match=r"records\.card"):
         load_profile("rfid-ntag", str(bad))
+
+
+def test_a_hid_url_may_name_an_enrolled_deck_and_a_bad_one_stops_the_config() -> None:
+    from controller.errors import ConfigError
+    from controller.settings import load_settings
+    from drivers.hid import HidSpec
+
+    spec = parse_url("hidpos://05e0:1200?profile=barcode-crlf&codes=codes/ean13-standard.toml")
+    assert isinstance(spec, HidSpec) and spec.codes == "codes/ean13-standard.toml"
+    with pytest.raises(ConfigError, match=r"no shipped device profile") as caught:
+        load_settings(None, table_id="t", device={"url": "hidkbd://05e0:1200?profile=nope"})
+    assert caught.value.context["field"] == "device.url"
