@@ -304,7 +304,7 @@ def card_source_for(settings: TableSettings, *, usb_backend: Any = None) -> Card
     from drivers.multi_reader import MultiReaderSource, ReaderBinding
 
     assert settings.devices is not None
-    slots = reader_bindings(settings.game, settings.devices)
+    slots = reader_bindings(settings.game, settings.devices, settings.game_options)
     readers = [
         ReaderBinding(name, reader.url, slots[name], reader.driver)
         for name, reader in zip(slots, settings.devices, strict=True)

@@ -122,8 +122,15 @@ class ReaderSettings(BaseModel):
         return check_profile_url(url)
 
 
-def reader_bindings(game: str, readers: list[ReaderSettings]) -> dict[str, tuple[str, ...]]:
+def reader_bindings(
+    game: str, readers: list[ReaderSettings], game_options: Mapping[str, Any] | None = None
+) -> dict[str, tuple[str, ...]]:
     """Each reader's name and the slots it reads (hand names expanded), checked whole.
+
+    The slots are those a table of the game with ``game_options`` can deal
+    (:meth:`controller.games.spec.GameSpec.plan_for`: Hold'em's seats and burns, Mahjong's
+    positions); options the game refuses fall back to the default plan (the table stops on
+    them anyway, naming them).
 
     Raises:
         ValueError: A position that is no slot or hand of the game, a slot claimed by two
@@ -132,7 +139,11 @@ def reader_bindings(game: str, readers: list[ReaderSettings]) -> dict[str, tuple
     """
     from controller.games.registry import game_spec
 
-    plan = game_spec(game).deal_plan
+    spec = game_spec(game)
+    try:
+        plan = spec.plan_for(spec.options.model_validate(dict(game_options or {})))
+    except ValidationError:
+        plan = spec.deal_plan
     slot_names = [slot.name for slot in plan.slots]
     by_hand = {hand: [s.name for s in plan.slots if s.hand == hand] for hand in plan.hands}
     owner: dict[str, str] = {}
@@ -318,7 +329,7 @@ class TableSettings(BaseSettings):
         game = info.data.get("game")
         if value is None or game is None:
             return value
-        reader_bindings(game, value)
+        reader_bindings(game, value, info.data.get("game_options"))
         return value
 
     @model_validator(mode="after")

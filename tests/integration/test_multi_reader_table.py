@@ -272,3 +272,28 @@ async def test_a_tile_read_again_after_the_away_rescan_is_not_taken_for_its_copy
     assert sim.drawn == script and sim.stats.unplugs == 1
     reads_of_7p = sim.line_stats.records - len(script)  # one record a card, plus the rescan
     assert reads_of_7p == 1
+
+
+def test_readers_bind_to_the_slots_the_game_options_make():
+    """Hold'em's slots follow its options: eight seats and burns give seat7, seat8 and the
+    burn slots, which a six-seat table has not; Mahjong's positions likewise."""
+    seats = [{"url": "/dev/null", "positions": [f"seat{n}"]} for n in range(1, 9)]
+    board = [{"url": "/dev/null", "positions": ["board", "burn"]}]
+    settings = load_settings(
+        None, table_id="h", game="texas-holdem", game_options={"seats": 8, "burns": True},
+        devices=seats + board,
+    )  # fmt: skip
+    assert settings.devices is not None and len(settings.devices) == 9
+    with pytest.raises(ConfigError, match=r"'seat7' is no slot or hand of texas-holdem"):
+        load_settings(None, table_id="h", game="texas-holdem", devices=seats + board)
+    with pytest.raises(ConfigError, match=r"no reader reads slot\(s\) B1, B2, B3"):
+        load_settings(
+            None, table_id="h", game="texas-holdem", game_options={"seats": 8, "burns": True},
+            devices=[*seats, {"url": "/dev/null", "positions": ["board"]}],
+        )  # fmt: skip
+    five = [{"url": "/dev/null", "positions": [f"P{n}"]} for n in range(1, 6)]
+    mahjong = load_settings(
+        None, table_id="m", game="mahjong-pai-gow", game_options={"positions": 5},
+        devices=[*five, {"url": "/dev/null", "positions": ["B"]}],
+    )  # fmt: skip
+    assert mahjong.devices is not None and len(mahjong.devices) == 6
