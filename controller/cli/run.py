@@ -96,7 +96,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="NAME",
         help="the simulated device speaks this device profile (drivers/profiles: "
-        "line-shoe, barcode-crlf, or a .toml path) through the profile+serial:// driver",
+        "line-shoe, barcode-crlf, rfid-ntag, or a .toml path) through the profile+serial:// "
+        "driver; a position reader's profile (rfid-ntag) makes a table of one reader a hand",
+    )
+    sim.add_argument(
+        "--codes",
+        default=None,
+        metavar="FILE",
+        help="with --profile: a code table replacing the profile's (an enrolled deck; "
+        "codes/rfid-demo-tiles.toml for mahjong-pai-gow on rfid-ntag)",
+    )
+    sim.add_argument(
+        "--hid",
+        choices=["pos", "kbd"],
+        default=None,
+        help="with --profile: the device is a USB HID scanner (HID POS or keyboard mode) on "
+        "the simulated pyusb backend, read through hidpos:// or hidkbd://",
+    )
+    sim.add_argument(
+        "--wrong-reader-at",
+        default=None,
+        metavar="N[,N...]",
+        help="with a position reader's profile: the N-th card dealt (1-based) is first put "
+        "on the wrong reader (refused: read from the wrong position; rescanned at the right one)",
     )
     add_fault_arguments(sim)
     sim.add_argument(
@@ -242,7 +264,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     from controller.logs import configure_logging
     from controller.settings import load_settings
     from simulators.cli import fault_plan_from_args, scenario_from_args
-    from simulators.table import Simulation, simulated_scanner
+    from simulators.table import Simulation, simulated_devices
 
     game_id = overrides.get("game", "teen-patti-20-20")
     table_id = overrides.get("table_id", SIM_TABLE_ID)
@@ -254,12 +276,17 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         if scenario.game and "game" not in overrides:
             game_id = scenario.game
             overrides["game"] = game_id
+    if (args.hid or args.codes or args.wrong_reader_at) and args.profile is None:
+        raise ConfigError("--hid, --codes and --wrong-reader-at need --profile", field="--profile")
     sim = Simulation(
         seed=seed,
         cards=cards,
         faults=fault_plan_from_args(args, seed=seed, scenario=scenario),
         deal_delay=args.deal_delay,
         profile=args.profile,
+        codes=args.codes,
+        hid=args.hid,
+        wrong_reader_at=_card_numbers(args.wrong_reader_at),
     )
     defaults: dict[str, Any] = {
         "table_id": table_id,
@@ -280,8 +307,8 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # yet; a placeholder stands for it, replaced below.
     load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
     _say_seed(args, seed)
-    async with simulated_scanner(game_id, sim) as url:
-        settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
+    async with simulated_devices(game_id, sim) as devices:
+        settings = load_settings(None, **_merge(merged, devices.settings))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
         summaries = await run_table(
             settings,
@@ -290,9 +317,25 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             broker_urls_given=bool(settings.mqtt.urls),
             install_signal_handlers=True,
             companions={**_simulated_betting(settings, seed), **_studio(args, settings)},
+            usb_backend=devices.usb_backend,
         )
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
+
+
+def _card_numbers(text: str | None) -> tuple[int, ...]:
+    """``--wrong-reader-at 3,7`` (1-based, as people count cards) as 0-based indices."""
+    if not text:
+        return ()
+    numbers = []
+    for part in text.replace(",", " ").split():
+        if not part.isdigit() or int(part) < 1:
+            raise ConfigError(
+                f"--wrong-reader-at takes card numbers from 1, not {part!r}",
+                field="--wrong-reader-at",
+            )
+        numbers.append(int(part) - 1)
+    return tuple(numbers)
 
 
 def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companion]:
