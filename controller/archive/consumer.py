@@ -27,7 +27,7 @@ import structlog
 
 from controller.archive.config import ArchiveSettings
 from controller.archive.gaps import Gap, GapTracker
-from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
+from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
 from controller.archive.store import ArchiveStore
 from controller.mqtt.settings import backoff_seconds, client_options, tls_context
 from controller.pitcli import Target, send_command
@@ -93,7 +93,7 @@ class ArchiveConsumer:
         Raises:
             psycopg.OperationalError: The database is gone (not a message's fault).
         """
-        found = [classify(topic, payload, self.keys) for topic, payload in messages]
+        found = classify_batch(messages, self.keys)
         outcomes: list[str] = [""] * len(found)
         entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry)]
         for i, item in enumerate(found):

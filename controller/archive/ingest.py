@@ -4,20 +4,31 @@ Pure (no I/O): :func:`classify` reads a topic and a payload and answers with an
 :class:`Entry`, a :class:`Status` or a :class:`Rejected` that names the reason. Nothing it is
 given can make it raise: a malformed message, an unknown ``schema_version``, an unknown table,
 a bad signature are all rejections (docs/archive.md, "What is rejected").
+
+Speed (docs/archive.md, "Speed"): payloads are parsed with orjson (the standard library's
+parser takes what orjson refuses, so what is accepted is unchanged); the canonical JSON of
+the digest and of a signature check stays the standard library's (the bytes archived
+digests and signatures were made from); :func:`classify_batch` classifies a payload that
+arrives twice in a batch (a result on ``events`` and on ``results``) once.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from controller.signing import why_invalid
+from controller.signing import ALGORITHM, SIGNATURE_FIELD, why_invalid
 
 SCHEMA_VERSIONS = frozenset({"2"})
 """The contract versions this archive reads (docs/mqtt.md, "Changelog")."""
@@ -45,6 +56,9 @@ class Entry:
         signed: It carried a signature that verified.
         envelope: The whole envelope.
         digest: sha256 over (round, kind, at, data): every copy of the entry agrees on it.
+        raw: The payload's bytes when they are UTF-8 JSON that orjson parsed (what the
+            store keeps as the envelope's text, the message's own spelling); ``b""`` when
+            only the standard library's parser took them (the store re-dumps ``envelope``).
     """
 
     topic: str
@@ -60,6 +74,7 @@ class Entry:
     signed: bool
     envelope: dict[str, Any]
     digest: str
+    raw: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,15 +122,40 @@ class TableKeys:
     prefix: str = "tables"
 
 
+def loads(payload: bytes | str) -> tuple[Any, bool]:
+    """Parse JSON: ``(value, exact)``; ``exact`` when orjson parsed it.
+
+    orjson first (several times faster); what it refuses (NaN, integers beyond 64 bits, a
+    UTF-16 payload) goes to the standard library's parser, so the set of accepted payloads is
+    the one :func:`json.loads` accepts, and its errors are that parser's.
+
+    Raises:
+        ValueError: Not JSON (``json.JSONDecodeError``, or ``UnicodeDecodeError``).
+    """
+    try:
+        return orjson.loads(payload), True
+    except orjson.JSONDecodeError:
+        return json.loads(payload), False
+
+
+def canonical_json(value: Any) -> bytes:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, UTF-8.
+
+    The standard library's spelling on purpose: digests already archived and signatures were
+    made with it (orjson spells some floats otherwise, ``0.00001`` for ``1e-05``).
+
+    Raises:
+        TypeError, ValueError: Not JSON-able.
+        UnicodeEncodeError: A lone surrogate in a string.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8")
+
+
 def entry_digest(round_id: str | None, kind: str, at: str, data: Any) -> str:
     """sha256 of an entry's content (not its delivery flags or signature)."""
-    text = json.dumps(
-        {"round": round_id, "kind": kind, "at": at, "data": data},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    doc = {"round": round_id, "kind": kind, "at": at, "data": data}
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
 def _split_topic(topic: str, prefix: str) -> tuple[str, str] | None:
@@ -147,7 +187,7 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
             "malformed", f"topic {topic!r} is not {keys.prefix}/TABLE/events|results|status"
         )
     try:
-        envelope = json.loads(payload)
+        envelope, exact = loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
         return reject("malformed", f"payload is not JSON: {exc}")
     if not isinstance(envelope, dict):
@@ -166,7 +206,36 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
         )
     if parts[1] == "status":
         return _status(envelope, table, reject)
-    return _entry(topic, table, envelope, keys.tables[table], reject)
+    raw = payload if exact else b""
+    return _entry(topic, table, envelope, keys.tables[table], reject, raw=raw)
+
+
+def classify_batch(
+    messages: Sequence[tuple[str, bytes]], keys: TableKeys
+) -> list[Entry | Status | Rejected]:
+    """:func:`classify` of each ``(topic, payload)``, in order.
+
+    A payload that came before in the batch on another entry topic of the same table (a
+    result: on ``events`` and on ``results``, the same bytes) is not parsed, digested and
+    verified again: it is the first copy's entry with its own topic.
+    """
+    out: list[Entry | Status | Rejected] = []
+    seen: dict[bytes, Entry] = {}
+    for topic, payload in messages:
+        known = seen.get(payload)
+        if known is not None and _same_table_entry_topic(topic, known, keys.prefix):
+            out.append(dataclasses.replace(known, topic=topic))
+            continue
+        found = classify(topic, payload, keys)
+        if isinstance(found, Entry):
+            seen[payload] = found
+        out.append(found)
+    return out
+
+
+def _same_table_entry_topic(topic: str, known: Entry, prefix: str) -> bool:
+    parts = _split_topic(topic, prefix)
+    return parts is not None and parts[0] == known.table and parts[1] in ENTRY_TOPICS
 
 
 def _status(
@@ -206,6 +275,8 @@ def _entry(
     envelope: dict[str, Any],
     key: Ed25519PublicKey | None,
     reject: Callable[..., Rejected],
+    *,
+    raw: bytes = b"",
 ) -> Entry | Rejected:
     problem = _field_error(envelope)
     seq = envelope.get("seq") if isinstance(envelope.get("seq"), int) else None
@@ -222,7 +293,7 @@ def _entry(
     kind: str = envelope["kind"]
     signed = False
     if key is not None and (kind in SIGNED_KINDS or "signature" in envelope):
-        why = why_invalid(envelope, key)
+        why = "" if _verifies(envelope, key) else why_invalid(envelope, key)
         if why:
             return reject("signature", f"{kind} seq {seq}: {why}", seq)
         signed = True
@@ -240,4 +311,24 @@ def _entry(
         signed=signed,
         envelope=envelope,
         digest=entry_digest(envelope.get("round"), kind, envelope["at"], envelope["data"]),
+        raw=raw,
     )
+
+
+def _verifies(envelope: dict[str, Any], key: Ed25519PublicKey) -> bool:
+    """:func:`controller.signing.verify_envelope` without its re-parsing and copying.
+
+    ``False``: :func:`controller.signing.why_invalid` says why (the slow path, rare).
+    """
+    signature = envelope.get(SIGNATURE_FIELD)
+    if not isinstance(signature, dict) or signature.get("alg") != ALGORITHM:
+        return False
+    value = signature.get("value")
+    if not isinstance(value, str):
+        return False
+    body = {k: v for k, v in envelope.items() if k != SIGNATURE_FIELD}
+    try:
+        key.verify(base64.b64decode(value, validate=True), canonical_json(body))
+    except (InvalidSignature, ValueError, TypeError, binascii.Error):
+        return False
+    return True

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import Any, Literal
 
+import orjson
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, Rejected, Status
@@ -25,6 +26,35 @@ from controller.archive.migrate import migrate
 from controller.journal.fold import RoundFold
 
 Stored = Literal["new", "duplicate", "conflict"]
+Key = tuple[str, int, int]
+"""An entry's idempotency key: ``(table, session, seq)``."""
+
+_CREATE_STAGING = (
+    "CREATE TEMP TABLE IF NOT EXISTS archive_batch (i integer NOT NULL, table_id text NOT NULL,"
+    " session integer NOT NULL, seq bigint NOT NULL, at timestamptz NOT NULL,"
+    " digest text NOT NULL, round_id text, kind text NOT NULL, topic text NOT NULL,"
+    " delayed boolean NOT NULL, replayed boolean NOT NULL, signed boolean NOT NULL,"
+    " envelope json NOT NULL) ON COMMIT DELETE ROWS"
+)
+"""A batch's first copies, ``COPY``-ed in (one key a row; emptied when the batch commits)."""
+
+_INSERT_STAGED = (
+    "WITH new AS (INSERT INTO entry_keys (table_id, session, seq, at, digest)"
+    " SELECT table_id, session, seq, at, digest FROM archive_batch ORDER BY i"
+    " ON CONFLICT DO NOTHING RETURNING table_id, session, seq),"
+    " ev AS (INSERT INTO events (table_id, session, seq, at, round_id, kind, topic, delayed,"
+    " replayed, signed, envelope) SELECT b.table_id, b.session, b.seq, b.at, b.round_id, b.kind,"
+    " b.topic, b.delayed, b.replayed, b.signed, b.envelope"
+    " FROM archive_batch b JOIN new USING (table_id, session, seq) ORDER BY b.i)"
+    " SELECT b.i FROM archive_batch b JOIN new USING (table_id, session, seq)"
+)
+"""The staged keys into ``entry_keys`` (a key already there is left alone), the entries of
+the new ones into ``events``; answers the new ones' ``i``."""
+
+_STAGED_DIGESTS = (
+    "SELECT b.i, k.digest FROM archive_batch b JOIN entry_keys k USING (table_id, session, seq)"
+)
+"""Each staged key's archived digest (a key archived before this batch: its first copy's)."""
 
 
 class ArchiveStore:
@@ -37,6 +67,8 @@ class ArchiveStore:
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn
         self._partitions: set[str] = set()
+        self._staging = False
+        set_json_loads(_json_loads, conn)
 
     @classmethod
     async def open(cls, url: str, *, run_migrations: bool = True) -> ArchiveStore:
@@ -87,84 +119,86 @@ class ArchiveStore:
             return await self._store_entries(entries)
         except psycopg.Error:
             self._partitions.clear()
+            self._staging = False
             raise
 
     async def _store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
-        first: dict[tuple[str, int, int], Entry] = {}
+        first: dict[Key, Entry] = {}
         for entry in entries:
             first.setdefault((entry.table, entry.session, entry.seq), entry)
         keys = list(first.values())
-        outcomes: list[Stored] = []
+        await self._ensure_staging()
         async with self.conn.transaction():
-            cursor = await self.conn.execute(
-                "INSERT INTO entry_keys (table_id, session, seq, at, digest)"
-                " SELECT * FROM unnest(%s::text[], %s::integer[], %s::bigint[],"
-                " %s::timestamptz[], %s::text[]) ON CONFLICT DO NOTHING"
-                " RETURNING table_id, session, seq",
-                (
-                    [e.table for e in keys],
-                    [e.session for e in keys],
-                    [e.seq for e in keys],
-                    [e.at for e in keys],
-                    [e.digest for e in keys],
-                ),
-            )
-            new = {(str(r[0]), int(r[1]), int(r[2])) for r in await cursor.fetchall()}
-            old = [key for key in first if key not in new]
-            stored: dict[tuple[str, int, int], str] = {}
-            if old:
-                cursor = await self.conn.execute(
-                    "SELECT k.table_id, k.session, k.seq, k.digest FROM entry_keys k"
-                    " JOIN unnest(%s::text[], %s::integer[], %s::bigint[]) AS o(t, s, q)"
-                    " ON k.table_id = o.t AND k.session = o.s AND k.seq = o.q",
-                    ([k[0] for k in old], [k[1] for k in old], [k[2] for k in old]),
-                )
-                stored = {
-                    (str(r[0]), int(r[1]), int(r[2])): str(r[3]) for r in await cursor.fetchall()
-                }
-            for key in new:
-                stored[key] = first[key].digest
-            fresh = [first[key] for key in first if key in new]
-            for entry in fresh:
+            await self._stage(keys)
+            for entry in keys:
                 await self._ensure_partition(entry)
-            if fresh:
-                async with (
-                    self.conn.cursor() as cur,
-                    cur.copy(
-                        "COPY events (table_id, session, seq, at, round_id, kind, topic, delayed,"
-                        " replayed, signed, envelope) FROM STDIN"
-                    ) as copy,
-                ):
-                    for entry in fresh:
-                        await copy.write_row(
-                            (
-                                entry.table,
-                                entry.session,
-                                entry.seq,
-                                entry.at,
-                                entry.round_id,
-                                entry.kind,
-                                entry.topic,
-                                entry.delayed,
-                                entry.replayed,
-                                entry.signed,
-                                json.dumps(entry.envelope),
-                            )
-                        )
-            claimed: set[tuple[str, int, int]] = set()
-            for entry in entries:
-                key = (entry.table, entry.session, entry.seq)
-                if key in new and key not in claimed and first[key] is entry:
-                    claimed.add(key)
-                    outcomes.append("new")
-                elif stored.get(key) == entry.digest:
-                    outcomes.append("duplicate")
-                else:
-                    await self._insert_rejected(_conflict(entry))
-                    outcomes.append("conflict")
+            cursor = await self.conn.execute(_INSERT_STAGED)
+            new = {_key(keys[int(row[0])]) for row in await cursor.fetchall()}
+            stored = {key: first[key].digest for key in new}
+            if len(new) < len(keys):
+                cursor = await self.conn.execute(_STAGED_DIGESTS)
+                for i, digest in await cursor.fetchall():
+                    stored.setdefault(_key(keys[int(i)]), str(digest))
+            outcomes = await self._outcomes(entries, first, new, stored)
+            fresh = [first[key] for key in first if key in new]
             rounds = sorted({(e.table, e.round_id) for e in fresh if e.round_id is not None})
             await self._refold_many(rounds)
         return outcomes
+
+    async def _outcomes(
+        self,
+        entries: Sequence[Entry],
+        first: dict[Key, Entry],
+        new: set[Key],
+        stored: dict[Key, str],
+    ) -> list[Stored]:
+        """Each entry's outcome, in order, as if stored one by one (conflicts kept)."""
+        outcomes: list[Stored] = []
+        for entry in entries:
+            key = _key(entry)
+            if key in new and first[key] is entry:
+                outcomes.append("new")
+            elif stored.get(key) == entry.digest:
+                outcomes.append("duplicate")
+            else:
+                await self._insert_rejected(_conflict(entry))
+                outcomes.append("conflict")
+        return outcomes
+
+    async def _ensure_staging(self) -> None:
+        """The session's staging table (``TEMP``, emptied at each commit), made once."""
+        if not self._staging:
+            async with self.conn.transaction():
+                await self.conn.execute(_CREATE_STAGING)
+            self._staging = True
+
+    async def _stage(self, keys: Sequence[Entry]) -> None:
+        """``COPY`` the batch's first copies into the staging table (``i``: their index)."""
+        async with (
+            self.conn.cursor() as cur,
+            cur.copy(
+                "COPY archive_batch (i, table_id, session, seq, at, digest, round_id, kind,"
+                " topic, delayed, replayed, signed, envelope) FROM STDIN"
+            ) as copy,
+        ):
+            for i, entry in enumerate(keys):
+                await copy.write_row(
+                    (
+                        i,
+                        entry.table,
+                        entry.session,
+                        entry.seq,
+                        entry.at,
+                        entry.digest,
+                        entry.round_id,
+                        entry.kind,
+                        entry.topic,
+                        entry.delayed,
+                        entry.replayed,
+                        entry.signed,
+                        _envelope_text(entry),
+                    )
+                )
 
     async def _ensure_partition(self, entry: Entry) -> None:
         month = entry.at.astimezone(UTC).strftime("%Y_%m")
@@ -292,6 +326,10 @@ class ArchiveStore:
                 )
 
 
+def _key(entry: Entry) -> Key:
+    return (entry.table, entry.session, entry.seq)
+
+
 def _conflict(entry: Entry) -> Rejected:
     """The rejection of a copy of an archived key with other content."""
     return Rejected(
@@ -300,8 +338,21 @@ def _conflict(entry: Entry) -> Rejected:
         entry.seq,
         "conflict",
         f"seq {entry.seq} (session {entry.session}) is archived with other content",
-        json.dumps(entry.envelope).encode(),
+        entry.raw or json.dumps(entry.envelope).encode(),
     )
+
+
+def _envelope_text(entry: Entry) -> str:
+    """The envelope as stored: the payload's own text when it is UTF-8 JSON, else re-dumped."""
+    return entry.raw.decode() if entry.raw else json.dumps(entry.envelope)
+
+
+def _json_loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """The ``json`` loader of psycopg: orjson, the standard library for what orjson refuses."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(bytes(data) if isinstance(data, memoryview) else data)
 
 
 _UPSERT_ROUND = (
