@@ -40,7 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
 from controller.archive.config import ArchiveSettings  # noqa: E402
-from controller.archive.consumer import BATCH_MAX, ArchiveConsumer  # noqa: E402
+from controller.archive.consumer import BATCH_MAX, ArchiveConsumer, Found  # noqa: E402
 from controller.archive.ingest import TableKeys  # noqa: E402
 from controller.archive.store import ArchiveStore  # noqa: E402
 from controller.journal import Journal  # noqa: E402
@@ -190,10 +190,14 @@ async def store_path(db: str, keys: TableKeys, messages: list[Message], entries:
     """Entries/s through ``handle_batch`` (no broker)."""
     store = await ArchiveStore.open(db)
     consumer = ArchiveConsumer(_settings(db, "mqtt://127.0.0.1:1", "bench"), store, keys)
+
+    async def batches() -> AsyncIterator[list[Message]]:
+        for first in range(0, len(messages), BATCH_MAX):
+            yield messages[first : first + BATCH_MAX]
+
     try:
         started = time.perf_counter()
-        for first in range(0, len(messages), BATCH_MAX):
-            await consumer.handle_batch(messages[first : first + BATCH_MAX])
+        await consumer.handle_batches(batches())
         elapsed = time.perf_counter() - started
     finally:
         await store.close()
@@ -208,8 +212,10 @@ class _Timed(ArchiveConsumer):
     wanted: int
     reached: asyncio.Event
 
-    async def handle_batch(self, messages: Sequence[tuple[str, bytes]]) -> list[str]:
-        outcomes = await super().handle_batch(messages)
+    async def store_classified(
+        self, messages: Sequence[tuple[str, bytes]], found: Sequence[Found]
+    ) -> list[str]:
+        outcomes = await super().store_classified(messages, found)
         now = time.perf_counter()
         for message in messages:
             self.committed.setdefault(message, now)

@@ -19,7 +19,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -36,6 +36,12 @@ log = structlog.get_logger("archive")
 
 BATCH_MAX = 2000
 """At most this many waiting messages are stored in one transaction (docs/archive.md)."""
+CLASSIFY_SLICE = 250
+"""Messages classified between two yields to the event loop, so a batch being committed
+meanwhile is not held up (:meth:`ArchiveConsumer.handle_batches`)."""
+
+Message = tuple[str, bytes]
+Found = Entry | Status | Rejected
 
 
 class ArchiveConsumer:
@@ -93,7 +99,53 @@ class ArchiveConsumer:
         Raises:
             psycopg.OperationalError: The database is gone (not a message's fault).
         """
-        found = classify_batch(messages, self.keys)
+        return await self.store_classified(messages, classify_batch(messages, self.keys))
+
+    async def classify(self, messages: Sequence[Message]) -> list[Found]:
+        """:func:`classify_batch` in slices, yielding to the event loop between them."""
+        seen: dict[bytes, Entry] = {}
+        found: list[Found] = []
+        for first in range(0, len(messages), CLASSIFY_SLICE):
+            found += classify_batch(messages[first : first + CLASSIFY_SLICE], self.keys, seen)
+            await asyncio.sleep(0)
+        return found
+
+    async def handle_batches(self, batches: AsyncIterator[Sequence[Message]]) -> None:
+        """Store each batch as :meth:`handle_batch`, classifying the next meanwhile.
+
+        While a batch's transaction is at the database the next batch is classified (JSON,
+        digests, signatures: the consumer's CPU), so the two overlap; batches are still
+        stored one at a time, in order. Ends when ``batches`` does (its last batch stored).
+
+        Raises:
+            psycopg.OperationalError: The database is gone (not a message's fault).
+        """
+        storing: asyncio.Task[list[str]] | None = None
+        try:
+            async for batch in batches:
+                found = await self.classify(batch)
+                if storing is not None:
+                    await storing
+                storing = asyncio.create_task(
+                    self.store_classified(batch, found), name="archive-store-batch"
+                )
+        except asyncio.CancelledError:
+            if storing is not None:
+                storing.cancel()
+                await asyncio.gather(storing, return_exceptions=True)
+            raise
+        except Exception:
+            # The source failed (the broker connection): the batch in hand is still stored.
+            if storing is not None:
+                await asyncio.gather(storing, return_exceptions=True)
+            raise
+        if storing is not None:
+            await storing
+
+    async def store_classified(
+        self, messages: Sequence[Message], found: Sequence[Found]
+    ) -> list[str]:
+        """Store classified messages (:meth:`handle_batch`'s second half); their outcomes."""
         outcomes: list[str] = [""] * len(found)
         entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry)]
         for i, item in enumerate(found):
@@ -291,21 +343,7 @@ class ArchiveConsumer:
             queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
             reader = asyncio.create_task(self._read(client, queue), name="archive-read")
             try:
-                while True:
-                    getter = asyncio.ensure_future(queue.get())
-                    try:
-                        await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        if not getter.done():
-                            getter.cancel()
-                    if getter.cancelled():
-                        reader.result()  # the broker connection's error
-                        return  # pragma: no cover (the message stream never ends)
-                    # What arrived while the last batch was stored is the next batch.
-                    batch = [getter.result()]
-                    while len(batch) < BATCH_MAX and not queue.empty():
-                        batch.append(queue.get_nowait())
-                    await self.handle_batch(batch)
+                await self.handle_batches(_waiting(queue, reader))
             finally:
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
@@ -314,6 +352,32 @@ class ArchiveConsumer:
     async def _read(client: Any, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
         async for message in client.messages:
             queue.put_nowait((str(message.topic), bytes(message.payload)))
+
+
+async def _waiting(
+    queue: asyncio.Queue[Message], reader: asyncio.Task[None]
+) -> AsyncIterator[list[Message]]:
+    """Batch after batch, what waits in ``queue`` (one message at least, BATCH_MAX at most).
+
+    What arrived while the last batch was classified and handed over is the next one.
+
+    Raises:
+        Exception: The reader's (the broker connection's error) when it ends.
+    """
+    while True:
+        getter = asyncio.ensure_future(queue.get())
+        try:
+            await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():
+                getter.cancel()
+        if getter.cancelled():
+            reader.result()  # the broker connection's error
+            return  # pragma: no cover (the message stream never ends)
+        batch = [getter.result()]
+        while len(batch) < BATCH_MAX and not queue.empty():
+            batch.append(queue.get_nowait())
+        yield batch
 
 
 def _ranges(values: list[int]) -> str:

@@ -211,16 +211,23 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
 
 
 def classify_batch(
-    messages: Sequence[tuple[str, bytes]], keys: TableKeys
+    messages: Sequence[tuple[str, bytes]],
+    keys: TableKeys,
+    seen: dict[bytes, Entry] | None = None,
 ) -> list[Entry | Status | Rejected]:
     """:func:`classify` of each ``(topic, payload)``, in order.
 
     A payload that came before in the batch on another entry topic of the same table (a
     result: on ``events`` and on ``results``, the same bytes) is not parsed, digested and
     verified again: it is the first copy's entry with its own topic.
+
+    Args:
+        messages: The batch.
+        keys: The known tables and their public keys.
+        seen: The entries met so far, by payload (a batch classified in parts passes one).
     """
     out: list[Entry | Status | Rejected] = []
-    seen: dict[bytes, Entry] = {}
+    seen = {} if seen is None else seen
     for topic, payload in messages:
         known = seen.get(payload)
         if known is not None and _same_table_entry_topic(topic, known, keys.prefix):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import orjson
@@ -28,6 +29,10 @@ from controller.journal.fold import RoundFold
 Stored = Literal["new", "duplicate", "conflict"]
 Key = tuple[str, int, int]
 """An entry's idempotency key: ``(table, session, seq)``."""
+RoundKey = tuple[str, str]
+"""A round: ``(table, round_id)``."""
+FOLDS_KEPT = 20_000
+"""Rounds whose fold a store keeps, to fold a round on from its new entries alone."""
 
 _CREATE_STAGING = (
     "CREATE TEMP TABLE IF NOT EXISTS archive_batch (i integer NOT NULL, table_id text NOT NULL,"
@@ -68,6 +73,7 @@ class ArchiveStore:
         self.conn = conn
         self._partitions: set[str] = set()
         self._staging = False
+        self._folds: dict[RoundKey, _Folded] = {}
         set_json_loads(_json_loads, conn)
 
     @classmethod
@@ -120,6 +126,7 @@ class ArchiveStore:
         except psycopg.Error:
             self._partitions.clear()
             self._staging = False
+            self._folds.clear()
             raise
 
     async def _store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
@@ -129,6 +136,11 @@ class ArchiveStore:
         keys = list(first.values())
         await self._ensure_staging()
         async with self.conn.transaction():
+            for entry in keys:
+                if not entry.raw or b"\\u0000" in entry.raw:
+                    # What the recall and the refold read (envelope->'data') must be readable:
+                    # the server refuses a "\u0000" there (the batch then goes one by one).
+                    await self.conn.execute("SELECT (%s::json)->'data'", (_envelope_text(entry),))
             await self._stage(keys)
             for entry in keys:
                 await self._ensure_partition(entry)
@@ -141,8 +153,7 @@ class ArchiveStore:
                     stored.setdefault(_key(keys[int(i)]), str(digest))
             outcomes = await self._outcomes(entries, first, new, stored)
             fresh = [first[key] for key in first if key in new]
-            rounds = sorted({(e.table, e.round_id) for e in fresh if e.round_id is not None})
-            await self._refold_many(rounds)
+            await self._refold_many(fresh)
         return outcomes
 
     async def _outcomes(
@@ -206,25 +217,63 @@ class ArchiveStore:
             await self.conn.execute("SELECT archive_events_partition(%s)", (entry.at,))
             self._partitions.add(month)
 
-    async def _refold(self, table: str, round_id: str) -> None:
-        await self._refold_many([(table, round_id)])
+    async def _refold_many(self, fresh: Sequence[Entry]) -> None:
+        """Refold each round with a new entry in ``fresh``; one upsert of their rows.
 
-    async def _refold_many(self, rounds: Sequence[tuple[str, str]]) -> None:
-        """Refold each ``(table, round)`` from its archived entries: one read, one upsert."""
-        if not rounds:
+        A round this store folded before, whose archived entries are exactly the ones it saw
+        plus ``fresh``'s (same count, all new ``seq`` above its last), is folded on from its
+        kept state with the new entries alone; any other (another instance wrote into it, an
+        entry came out of ``seq`` order, a round not kept) is read back and folded whole.
+        """
+        added: dict[RoundKey, list[Entry]] = {}
+        for entry in fresh:
+            if entry.round_id is not None:
+                added.setdefault((entry.table, entry.round_id), []).append(entry)
+        if not added:
             return
+        rounds = sorted(added)
+        cursor = await self.conn.execute(
+            "SELECT e.table_id, e.round_id, count(*) FROM events e"
+            " JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
+            " ON e.table_id = r.t AND e.round_id = r.rid GROUP BY 1, 2",
+            ([t for t, _ in rounds], [r for _, r in rounds]),
+        )
+        archived = {(str(r[0]), str(r[1])): int(r[2]) for r in await cursor.fetchall()}
+        reread: list[RoundKey] = []
+        for key in rounds:
+            new = sorted(added[key], key=lambda e: e.seq)
+            kept = self._folds.pop(key, None) or _Folded(RoundFold(round_id=key[1]))
+            if kept.count + len(new) == archived.get(key) and new[0].seq > kept.last_seq:
+                for entry in new:
+                    kept.add(entry.kind, entry.data, entry.at, entry.seq, entry.delayed)
+                self._keep(key, kept)
+            else:
+                reread.append(key)
+        if reread:
+            await self._read_folds(reread)
+        params = [self._folds[key].row(*key) for key in rounds]
+        async with self.conn.cursor() as cur:
+            await cur.executemany(_UPSERT_ROUND, params)
+
+    async def _read_folds(self, rounds: Sequence[RoundKey]) -> None:
+        """Fold ``rounds`` whole from their archived entries (one read) and keep them."""
         cursor = await self.conn.execute(
             "SELECT e.table_id, e.round_id, e.kind, e.envelope->'data', e.at, e.seq, e.delayed"
             " FROM events e JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
             " ON e.table_id = r.t AND e.round_id = r.rid ORDER BY e.table_id, e.round_id, e.seq",
             ([t for t, _ in rounds], [r for _, r in rounds]),
         )
-        by_round: dict[tuple[str, str], list[Any]] = {key: [] for key in rounds}
+        folds = {key: _Folded(RoundFold(round_id=key[1])) for key in rounds}
         for row in await cursor.fetchall():
-            by_round[(str(row[0]), str(row[1]))].append(row[2:])
-        params = [_round_row(t, r, rows) for (t, r), rows in by_round.items()]
-        async with self.conn.cursor() as cur:
-            await cur.executemany(_UPSERT_ROUND, params)
+            folds[(str(row[0]), str(row[1]))].add(*row[2:])
+        for key, folded in folds.items():
+            self._keep(key, folded)
+
+    def _keep(self, key: RoundKey, folded: _Folded) -> None:
+        """Keep a round's fold (the oldest kept one dropped past :data:`FOLDS_KEPT`)."""
+        self._folds[key] = folded
+        if len(self._folds) > FOLDS_KEPT:
+            del self._folds[next(iter(self._folds))]
 
     # -- the rest --------------------------------------------------------------------------
 
@@ -368,26 +417,53 @@ _UPSERT_ROUND = (
 )
 
 
-def _round_row(table: str, round_id: str, rows: Sequence[Any]) -> tuple[Any, ...]:
-    """The ``rounds`` row of a round from its entries ``(kind, data, at, seq, delayed)``."""
-    fold = RoundFold.replay(round_id, ((row[0], row[1]) for row in rows))
-    opened = next((row[2] for row in rows if row[0] == "round_opened"), None)
-    final = next((row for row in rows if row[0] in {"round_result", "round_voided"}), None)
-    return (
-        table,
-        round_id,
-        fold.round_no,
-        fold.game,
-        fold.state,
-        fold.outcome,
-        opened,
-        None if final is None else final[2],
-        None if final is None else final[3],
-        False if final is None else final[4],
-        None if fold.result is None else Jsonb(dict(fold.result)),
-        None if fold.bets is None else Jsonb(fold.bets),
-        len(rows),
-    )
+@dataclass(slots=True)
+class _Folded:
+    """A round's entries folded so far, in ``seq`` order, and what its ``rounds`` row needs.
+
+    Attributes:
+        fold: The fold (``controller.journal.fold.RoundFold``).
+        last_seq: The last entry's ``seq`` (0: none yet).
+        count: How many entries.
+        opened: When the round opened (its first ``round_opened``).
+        final: ``(at, seq, delayed)`` of its first result or void.
+    """
+
+    fold: RoundFold
+    last_seq: int = 0
+    count: int = 0
+    opened: datetime | None = None
+    final: tuple[datetime, int, bool] | None = None
+
+    def add(self, kind: str, data: Any, at: datetime, seq: int, delayed: bool) -> None:
+        """Fold the next entry on (``seq`` above every one before)."""
+        self.fold = self.fold.apply(kind, data)
+        self.last_seq = seq
+        self.count += 1
+        if kind == "round_opened" and self.opened is None:
+            self.opened = at
+        if kind in {"round_result", "round_voided"} and self.final is None:
+            self.final = (at, seq, delayed)
+
+    def row(self, table: str, round_id: str) -> tuple[Any, ...]:
+        """Its ``rounds`` row (the parameters of ``_UPSERT_ROUND``)."""
+        fold = self.fold
+        final = self.final
+        return (
+            table,
+            round_id,
+            fold.round_no,
+            fold.game,
+            fold.state,
+            fold.outcome,
+            self.opened,
+            None if final is None else final[0],
+            None if final is None else final[1],
+            False if final is None else final[2],
+            None if fold.result is None else Jsonb(dict(fold.result)),
+            None if fold.bets is None else Jsonb(fold.bets),
+            self.count,
+        )
 
 
 def _safe(url: str) -> str:
