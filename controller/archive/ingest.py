@@ -5,11 +5,11 @@ Pure (no I/O): :func:`classify` reads a topic and a payload and answers with an
 given can make it raise: a malformed message, an unknown ``schema_version``, an unknown table,
 a bad signature are all rejections (docs/archive.md, "What is rejected").
 
-Speed (docs/archive.md, "Speed"): payloads are parsed with orjson (the standard library's
-parser takes what orjson refuses, so what is accepted is unchanged); the canonical JSON of
-the digest and of a signature check stays the standard library's (the bytes archived
-digests and signatures were made from); :func:`classify_batch` classifies a payload that
-arrives twice in a batch (a result on ``events`` and on ``results``) once.
+Speed (docs/archive.md, "Speed"): the canonical JSON of the digest and of a signature check
+(the standard library's bytes) is written by orjson when the payload holds no float (both
+spell everything else alike), a signature is checked without re-parsing the envelope, and
+:func:`classify_batch` classifies a payload that arrives twice in a batch (a result on
+``events`` and on ``results``) once.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import binascii
 import dataclasses
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,9 +57,9 @@ class Entry:
         signed: It carried a signature that verified.
         envelope: The whole envelope.
         digest: sha256 over (round, kind, at, data): every copy of the entry agrees on it.
-        raw: The payload's bytes when they are UTF-8 JSON that orjson parsed (what the
-            store keeps as the envelope's text, the message's own spelling); ``b""`` when
-            only the standard library's parser took them (the store re-dumps ``envelope``).
+        raw: The payload's bytes when they are UTF-8 (the store keeps that text as the
+            envelope, the message's own spelling); ``b""`` otherwise (the store re-dumps
+            ``envelope``).
     """
 
     topic: str
@@ -122,40 +123,78 @@ class TableKeys:
     prefix: str = "tables"
 
 
-def loads(payload: bytes | str) -> tuple[Any, bool]:
-    """Parse JSON: ``(value, exact)``; ``exact`` when orjson parsed it.
+class _FloatWatch(threading.local):
+    """Whether the payload being parsed (in this thread) held a float, NaN or Infinity."""
 
-    orjson first (several times faster); what it refuses (NaN, integers beyond 64 bits, a
-    UTF-16 payload) goes to the standard library's parser, so the set of accepted payloads is
-    the one :func:`json.loads` accepts, and its errors are that parser's.
+    seen = False
+
+
+_WATCH = _FloatWatch()
+
+
+def _float(text: str) -> float:
+    _WATCH.seen = True
+    return float(text)
+
+
+_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_float)
+"""The standard library's parser (its values exactly), noting any float on the way."""
+
+
+def loads(payload: bytes) -> tuple[Any, bool, bool]:
+    """Parse a payload: ``(value, utf8, plain)``, the values :func:`json.loads` gives.
+
+    ``utf8``: the payload is UTF-8 text (the store keeps that text as the envelope).
+    ``plain``: and it holds no float, NaN or Infinity, so :func:`canonical_json` may take
+    orjson's spelling (the same bytes then). What the fast path refuses (a BOM, UTF-16,
+    not JSON) goes to :func:`json.loads`, so what is accepted and its errors are unchanged.
 
     Raises:
         ValueError: Not JSON (``json.JSONDecodeError``, or ``UnicodeDecodeError``).
     """
     try:
-        return orjson.loads(payload), True
-    except orjson.JSONDecodeError:
-        return json.loads(payload), False
+        text = payload.decode("utf-8")
+        _WATCH.seen = False
+        value = _DECODER.decode(text)
+    except ValueError:
+        return json.loads(payload), False, False
+    return value, True, not _WATCH.seen
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: Any, plain: bool = False) -> bytes:
     """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, UTF-8.
 
-    The standard library's spelling on purpose: digests already archived and signatures were
-    made with it (orjson spells some floats otherwise, ``0.00001`` for ``1e-05``).
+    The standard library's bytes (archived digests and the tables' signatures are made from
+    them). With ``plain`` (no float in ``value``: :func:`loads`) orjson writes them, several
+    times faster: without floats both spell every JSON value alike (a hypothesis test in
+    ``tests/unit/test_archive_ingest.py`` holds them equal); what orjson cannot write (an
+    integer beyond 64 bits, a lone surrogate) goes to :func:`json.dumps`.
 
     Raises:
         TypeError, ValueError: Not JSON-able.
         UnicodeEncodeError: A lone surrogate in a string.
     """
+    if plain:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            pass
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
 
 
-def entry_digest(round_id: str | None, kind: str, at: str, data: Any) -> str:
-    """sha256 of an entry's content (not its delivery flags or signature)."""
+def entry_digest(
+    round_id: str | None, kind: str, at: str, data: Any, *, plain: bool = False
+) -> str:
+    """sha256 of an entry's content (not its delivery flags or signature).
+
+    ``plain``: no float in it (:func:`canonical_json`).
+
+    Raises:
+        UnicodeEncodeError: A lone surrogate in a string.
+    """
     doc = {"round": round_id, "kind": kind, "at": at, "data": data}
-    return hashlib.sha256(canonical_json(doc)).hexdigest()
+    return hashlib.sha256(canonical_json(doc, plain)).hexdigest()
 
 
 def _split_topic(topic: str, prefix: str) -> tuple[str, str] | None:
@@ -187,7 +226,7 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
             "malformed", f"topic {topic!r} is not {keys.prefix}/TABLE/events|results|status"
         )
     try:
-        envelope, exact = loads(payload)
+        envelope, utf8, plain = loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
         return reject("malformed", f"payload is not JSON: {exc}")
     if not isinstance(envelope, dict):
@@ -206,8 +245,18 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
         )
     if parts[1] == "status":
         return _status(envelope, table, reject)
-    raw = payload if exact else b""
-    return _entry(topic, table, envelope, keys.tables[table], reject, raw=raw)
+    try:
+        return _entry(
+            topic,
+            table,
+            envelope,
+            keys.tables[table],
+            reject,
+            raw=payload if utf8 else b"",
+            plain=plain,
+        )
+    except UnicodeEncodeError as exc:
+        return reject("malformed", f"a string is not valid Unicode ({exc.reason})")
 
 
 def classify_batch(
@@ -284,6 +333,7 @@ def _entry(
     reject: Callable[..., Rejected],
     *,
     raw: bytes = b"",
+    plain: bool = False,
 ) -> Entry | Rejected:
     problem = _field_error(envelope)
     seq = envelope.get("seq") if isinstance(envelope.get("seq"), int) else None
@@ -300,7 +350,7 @@ def _entry(
     kind: str = envelope["kind"]
     signed = False
     if key is not None and (kind in SIGNED_KINDS or "signature" in envelope):
-        why = "" if _verifies(envelope, key) else why_invalid(envelope, key)
+        why = "" if _verifies(envelope, key, plain) else why_invalid(envelope, key)
         if why:
             return reject("signature", f"{kind} seq {seq}: {why}", seq)
         signed = True
@@ -317,12 +367,14 @@ def _entry(
         replayed=envelope.get("replayed") is True,
         signed=signed,
         envelope=envelope,
-        digest=entry_digest(envelope.get("round"), kind, envelope["at"], envelope["data"]),
+        digest=entry_digest(
+            envelope.get("round"), kind, envelope["at"], envelope["data"], plain=plain
+        ),
         raw=raw,
     )
 
 
-def _verifies(envelope: dict[str, Any], key: Ed25519PublicKey) -> bool:
+def _verifies(envelope: dict[str, Any], key: Ed25519PublicKey, plain: bool) -> bool:
     """:func:`controller.signing.verify_envelope` without its re-parsing and copying.
 
     ``False``: :func:`controller.signing.why_invalid` says why (the slow path, rare).
@@ -335,7 +387,7 @@ def _verifies(envelope: dict[str, Any], key: Ed25519PublicKey) -> bool:
         return False
     body = {k: v for k, v in envelope.items() if k != SIGNATURE_FIELD}
     try:
-        key.verify(base64.b64decode(value, validate=True), canonical_json(body))
-    except (InvalidSignature, ValueError, TypeError, binascii.Error):
+        key.verify(base64.b64decode(value, validate=True), canonical_json(body, plain))
+    except (InvalidSignature, ValueError, TypeError, binascii.Error):  # UnicodeEncodeError too
         return False
     return True

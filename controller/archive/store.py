@@ -142,7 +142,12 @@ class ArchiveStore:
                     # the server refuses a "\u0000" there (the batch then goes one by one).
                     await self.conn.execute("SELECT (%s::json)->'data'", (_envelope_text(entry),))
             await self._stage(keys)
-            for entry in keys:
+            # One representative per distinct local minute (all an offset can move a month by).
+            minutes = {
+                (e.at.year, e.at.month, e.at.day, e.at.hour, e.at.minute, e.at.tzinfo): e
+                for e in keys
+            }
+            for entry in minutes.values():
                 await self._ensure_partition(entry)
             cursor = await self.conn.execute(_INSERT_STAGED)
             new = {_key(keys[int(row[0])]) for row in await cursor.fetchall()}
