@@ -37,11 +37,16 @@ SIGNED_KINDS = frozenset({"round_result", "round_voided"})
 """The kinds a signing table signs."""
 ENTRY_TOPICS = frozenset({"events", "results"})
 """The per-table topics whose messages are journal entries."""
+TOPICS = ENTRY_TOPICS | {"status"}
+"""The per-table topics the archive reads."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Entry:
     """A journal entry as published, accepted.
+
+    Not to be changed once made; not frozen only because a frozen dataclass's ``__init__``
+    costs a tenth of a classification.
 
     Attributes:
         topic: Where it came from.
@@ -221,7 +226,7 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
     def reject(category: str, reason: str, seq: int | None = None) -> Rejected:
         return Rejected(topic, table, seq, category, reason, payload)
 
-    if parts is None or parts[1] not in {*ENTRY_TOPICS, "status"}:
+    if parts is None or parts[1] not in TOPICS:
         return reject(
             "malformed", f"topic {topic!r} is not {keys.prefix}/TABLE/events|results|status"
         )
