@@ -13,26 +13,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any, Literal
 
 import orjson
 import psycopg
 from psycopg.types.json import Jsonb, set_json_loads
 
+from controller.archive.batch import (
+    RoundFolds,
+    RoundKey,
+    RoundRow,
+    Stored,
+    conflict,
+    envelope_text,
+    first_copies,
+    key_of,
+    outcomes,
+)
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, Rejected, Status
 from controller.archive.migrate import migrate
-from controller.journal.fold import RoundFold
 
-Stored = Literal["new", "duplicate", "conflict"]
-Key = tuple[str, int, int]
-"""An entry's idempotency key: ``(table, session, seq)``."""
-RoundKey = tuple[str, str]
-"""A round: ``(table, round_id)``."""
-FOLDS_KEPT = 20_000
-"""Rounds whose fold a store keeps, to fold a round on from its new entries alone."""
+__all__ = ["ArchiveStore", "Stored"]
+
 
 _CREATE_STAGING = (
     "CREATE TEMP TABLE IF NOT EXISTS archive_batch (i integer NOT NULL, table_id text NOT NULL,"
@@ -73,7 +77,7 @@ class ArchiveStore:
         self.conn = conn
         self._partitions: set[str] = set()
         self._staging = False
-        self._folds: dict[RoundKey, _Folded] = {}
+        self._folds = RoundFolds()
         set_json_loads(_json_loads, conn)
 
     @classmethod
@@ -130,9 +134,7 @@ class ArchiveStore:
             raise
 
     async def _store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
-        first: dict[Key, Entry] = {}
-        for entry in entries:
-            first.setdefault((entry.table, entry.session, entry.seq), entry)
+        first = first_copies(entries)
         keys = list(first.values())
         await self._ensure_staging()
         async with self.conn.transaction():
@@ -140,7 +142,7 @@ class ArchiveStore:
                 if not entry.raw or b"\\u0000" in entry.raw:
                     # What the recall and the refold read (envelope->'data') must be readable:
                     # the server refuses a "\u0000" there (the batch then goes one by one).
-                    await self.conn.execute("SELECT (%s::json)->'data'", (_envelope_text(entry),))
+                    await self.conn.execute("SELECT (%s::json)->'data'", (envelope_text(entry),))
             await self._stage(keys)
             # One representative per distinct local minute (all an offset can move a month by).
             minutes = {
@@ -150,36 +152,18 @@ class ArchiveStore:
             for entry in minutes.values():
                 await self._ensure_partition(entry)
             cursor = await self.conn.execute(_INSERT_STAGED)
-            new = {_key(keys[int(row[0])]) for row in await cursor.fetchall()}
+            new = {key_of(keys[int(row[0])]) for row in await cursor.fetchall()}
             stored = {key: first[key].digest for key in new}
             if len(new) < len(keys):
                 cursor = await self.conn.execute(_STAGED_DIGESTS)
                 for i, digest in await cursor.fetchall():
-                    stored.setdefault(_key(keys[int(i)]), str(digest))
-            outcomes = await self._outcomes(entries, first, new, stored)
-            fresh = [first[key] for key in first if key in new]
-            await self._refold_many(fresh)
-        return outcomes
-
-    async def _outcomes(
-        self,
-        entries: Sequence[Entry],
-        first: dict[Key, Entry],
-        new: set[Key],
-        stored: dict[Key, str],
-    ) -> list[Stored]:
-        """Each entry's outcome, in order, as if stored one by one (conflicts kept)."""
-        outcomes: list[Stored] = []
-        for entry in entries:
-            key = _key(entry)
-            if key in new and first[key] is entry:
-                outcomes.append("new")
-            elif stored.get(key) == entry.digest:
-                outcomes.append("duplicate")
-            else:
-                await self._insert_rejected(_conflict(entry))
-                outcomes.append("conflict")
-        return outcomes
+                    stored.setdefault(key_of(keys[int(i)]), str(digest))
+            found = outcomes(entries, first, new, stored)
+            for entry, outcome in zip(entries, found, strict=True):
+                if outcome == "conflict":
+                    await self._insert_rejected(conflict(entry))
+            await self._refold_many([first[key] for key in first if key in new])
+        return found
 
     async def _ensure_staging(self) -> None:
         """The session's staging table (``TEMP``, emptied at each commit), made once."""
@@ -212,7 +196,7 @@ class ArchiveStore:
                         entry.delayed,
                         entry.replayed,
                         entry.signed,
-                        _envelope_text(entry),
+                        envelope_text(entry),
                     )
                 )
 
@@ -223,17 +207,8 @@ class ArchiveStore:
             self._partitions.add(month)
 
     async def _refold_many(self, fresh: Sequence[Entry]) -> None:
-        """Refold each round with a new entry in ``fresh``; one upsert of their rows.
-
-        A round this store folded before, whose archived entries are exactly the ones it saw
-        plus ``fresh``'s (same count, all new ``seq`` above its last), is folded on from its
-        kept state with the new entries alone; any other (another instance wrote into it, an
-        entry came out of ``seq`` order, a round not kept) is read back and folded whole.
-        """
-        added: dict[RoundKey, list[Entry]] = {}
-        for entry in fresh:
-            if entry.round_id is not None:
-                added.setdefault((entry.table, entry.round_id), []).append(entry)
+        """Refold each round with a new entry in ``fresh`` (:class:`RoundFolds`); one upsert."""
+        added = RoundFolds.touched(fresh)
         if not added:
             return
         rounds = sorted(added)
@@ -244,19 +219,10 @@ class ArchiveStore:
             ([t for t, _ in rounds], [r for _, r in rounds]),
         )
         archived = {(str(r[0]), str(r[1])): int(r[2]) for r in await cursor.fetchall()}
-        reread: list[RoundKey] = []
-        for key in rounds:
-            new = sorted(added[key], key=lambda e: e.seq)
-            kept = self._folds.pop(key, None) or _Folded(RoundFold(round_id=key[1]))
-            if kept.count + len(new) == archived.get(key) and new[0].seq > kept.last_seq:
-                for entry in new:
-                    kept.add(entry.kind, entry.data, entry.at, entry.seq, entry.delayed)
-                self._keep(key, kept)
-            else:
-                reread.append(key)
+        reread = self._folds.fold_on(added, archived)
         if reread:
             await self._read_folds(reread)
-        params = [self._folds[key].row(*key) for key in rounds]
+        params = [_round_params(row) for row in self._folds.rows(rounds)]
         async with self.conn.cursor() as cur:
             await cur.executemany(_UPSERT_ROUND, params)
 
@@ -268,17 +234,7 @@ class ArchiveStore:
             " ON e.table_id = r.t AND e.round_id = r.rid ORDER BY e.table_id, e.round_id, e.seq",
             ([t for t, _ in rounds], [r for _, r in rounds]),
         )
-        folds = {key: _Folded(RoundFold(round_id=key[1])) for key in rounds}
-        for row in await cursor.fetchall():
-            folds[(str(row[0]), str(row[1]))].add(*row[2:])
-        for key, folded in folds.items():
-            self._keep(key, folded)
-
-    def _keep(self, key: RoundKey, folded: _Folded) -> None:
-        """Keep a round's fold (the oldest kept one dropped past :data:`FOLDS_KEPT`)."""
-        self._folds[key] = folded
-        if len(self._folds) > FOLDS_KEPT:
-            del self._folds[next(iter(self._folds))]
+        self._folds.load(await cursor.fetchall())
 
     # -- the rest --------------------------------------------------------------------------
 
@@ -380,27 +336,6 @@ class ArchiveStore:
                 )
 
 
-def _key(entry: Entry) -> Key:
-    return (entry.table, entry.session, entry.seq)
-
-
-def _conflict(entry: Entry) -> Rejected:
-    """The rejection of a copy of an archived key with other content."""
-    return Rejected(
-        entry.topic,
-        entry.table,
-        entry.seq,
-        "conflict",
-        f"seq {entry.seq} (session {entry.session}) is archived with other content",
-        entry.raw or json.dumps(entry.envelope).encode(),
-    )
-
-
-def _envelope_text(entry: Entry) -> str:
-    """The envelope as stored: the payload's own text when it is UTF-8 JSON, else re-dumped."""
-    return entry.raw.decode() if entry.raw else json.dumps(entry.envelope)
-
-
 def _json_loads(data: bytes | bytearray | memoryview | str) -> Any:
     """The ``json`` loader of psycopg: orjson, the standard library for what orjson refuses."""
     try:
@@ -422,53 +357,23 @@ _UPSERT_ROUND = (
 )
 
 
-@dataclass(slots=True)
-class _Folded:
-    """A round's entries folded so far, in ``seq`` order, and what its ``rounds`` row needs.
-
-    Attributes:
-        fold: The fold (``controller.journal.fold.RoundFold``).
-        last_seq: The last entry's ``seq`` (0: none yet).
-        count: How many entries.
-        opened: When the round opened (its first ``round_opened``).
-        final: ``(at, seq, delayed)`` of its first result or void.
-    """
-
-    fold: RoundFold
-    last_seq: int = 0
-    count: int = 0
-    opened: datetime | None = None
-    final: tuple[datetime, int, bool] | None = None
-
-    def add(self, kind: str, data: Any, at: datetime, seq: int, delayed: bool) -> None:
-        """Fold the next entry on (``seq`` above every one before)."""
-        self.fold = self.fold.apply(kind, data)
-        self.last_seq = seq
-        self.count += 1
-        if kind == "round_opened" and self.opened is None:
-            self.opened = at
-        if kind in {"round_result", "round_voided"} and self.final is None:
-            self.final = (at, seq, delayed)
-
-    def row(self, table: str, round_id: str) -> tuple[Any, ...]:
-        """Its ``rounds`` row (the parameters of ``_UPSERT_ROUND``)."""
-        fold = self.fold
-        final = self.final
-        return (
-            table,
-            round_id,
-            fold.round_no,
-            fold.game,
-            fold.state,
-            fold.outcome,
-            self.opened,
-            None if final is None else final[0],
-            None if final is None else final[1],
-            False if final is None else final[2],
-            None if fold.result is None else Jsonb(dict(fold.result)),
-            None if fold.bets is None else Jsonb(fold.bets),
-            self.count,
-        )
+def _round_params(row: RoundRow) -> tuple[Any, ...]:
+    """``_UPSERT_ROUND``'s parameters for ``row``."""
+    return (
+        row.table,
+        row.round_id,
+        row.round_no,
+        row.game,
+        row.state,
+        row.outcome,
+        row.opened_at,
+        row.finished_at,
+        row.result_seq,
+        row.delayed,
+        None if row.result is None else Jsonb(row.result),
+        None if row.bets is None else Jsonb(row.bets),
+        row.entries,
+    )
 
 
 def _safe(url: str) -> str:
