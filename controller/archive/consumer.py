@@ -4,8 +4,8 @@
 the broker keeps what arrives while the archive is away) to ``{prefix}/+/events``,
 ``{prefix}/+/results`` and ``{prefix}/+/status``, classifies each message
 (:func:`controller.archive.ingest.classify`), and stores it
-(:class:`controller.archive.store.ArchiveStore`): an entry once, a status as history, anything
-else as rejected with its reason. Nothing a message holds can stop the consumer.
+(:mod:`controller.archive.backend`: PostgreSQL or SQLite): an entry once, a status as
+history, anything else as rejected with its reason. Nothing a message holds can stop the consumer.
 
 A jump in a table's ``seq`` on ``events`` opens a gap (:class:`controller.archive.gaps.Gap`);
 after ``gaps.grace_seconds`` the archive sends the table ``replay --from-seq`` for it (the
@@ -22,13 +22,12 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-import psycopg
 import structlog
 
+from controller.archive.backend import LOST, REFUSED, Store
 from controller.archive.config import ArchiveSettings
 from controller.archive.gaps import Gap, GapTracker
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
-from controller.archive.store import ArchiveStore
 from controller.mqtt.settings import backoff_seconds, client_options, tls_context
 from controller.pitcli import Target, send_command
 
@@ -61,7 +60,7 @@ class ArchiveConsumer:
     def __init__(
         self,
         settings: ArchiveSettings,
-        store: ArchiveStore,
+        store: Store,
         keys: TableKeys,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -85,7 +84,7 @@ class ArchiveConsumer:
         """Classify and store one message; what became of it (a :attr:`counts` key).
 
         Raises:
-            psycopg.OperationalError: The database is gone (not this message's fault).
+            psycopg.OperationalError: The database is gone (``backend.LOST``).
         """
         return (await self.handle_batch([(topic, payload)]))[0]
 
@@ -97,7 +96,7 @@ class ArchiveConsumer:
         rejected (``store_error``).
 
         Raises:
-            psycopg.OperationalError: The database is gone (not a message's fault).
+            psycopg.OperationalError: The database is gone (``backend.LOST``).
         """
         return await self.store_classified(messages, classify_batch(messages, self.keys))
 
@@ -118,7 +117,7 @@ class ArchiveConsumer:
         stored one at a time, in order. Ends when ``batches`` does (its last batch stored).
 
         Raises:
-            psycopg.OperationalError: The database is gone (not a message's fault).
+            psycopg.OperationalError: The database is gone (``backend.LOST``).
         """
         storing: asyncio.Task[list[str]] | None = None
         try:
@@ -164,9 +163,9 @@ class ArchiveConsumer:
     ) -> None:
         try:
             stored = await self.store.store_entries([e for _, e in entries])
-        except psycopg.OperationalError:
+        except LOST:
             raise
-        except psycopg.Error:
+        except REFUSED:
             for i, entry in entries:
                 outcomes[i] = await self._guarded(messages[i], entry)
         else:
@@ -180,9 +179,9 @@ class ArchiveConsumer:
         topic, payload = message
         try:
             return await self._store(found)
-        except psycopg.OperationalError:
+        except LOST:
             raise
-        except psycopg.Error as exc:
+        except REFUSED as exc:
             # The database refused this message (its transaction was rolled back, e.g. a
             # "\u0000" that jsonb cannot hold): keep it as rejected with the server's words
             # rather than stop the consumer.

@@ -98,6 +98,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_fault_arguments(sim)
     sim.add_argument(
+        "--archive",
+        default=None,
+        metavar="URL",
+        help="archive the table's messages there too (default sqlite:///var/archive.sqlite; "
+        "postgresql://... works as well; docs/archive.md)",
+    )
+    sim.add_argument(
+        "--no-archive",
+        action="store_true",
+        help="do not run the archive beside the simulated table",
+    )
+    sim.add_argument(
         "--deal-delay",
         type=float,
         default=0.4,
@@ -266,10 +278,34 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             show=args.show,
             broker_urls_given=bool(settings.mqtt.urls),
             install_signal_handlers=True,
-            companions=_simulated_betting(settings, seed),
+            companions={**_simulated_betting(settings, seed), **_archive(args, settings)},
         )
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
+
+
+def _archive(args: argparse.Namespace, settings: TableSettings) -> dict[str, Companion]:
+    """The archive beside the simulated table, into ``--archive`` (SQLite by default).
+
+    ``--no-archive``: none. The archive runs on the table's broker as a named task of the
+    table's TaskGroup (:func:`controller.archive.embedded.run_beside_table`).
+    """
+    if args.no_archive:
+        return {}
+    from controller.archive.embedded import DEFAULT_URL
+
+    url = args.archive or DEFAULT_URL
+    table_id = settings.table_id
+
+    async def archive(mqtt: MqttSettings, stop: asyncio.Event) -> None:
+        from controller.archive.embedded import archive_settings, run_beside_table
+        from controller.archive.ingest import TableKeys
+
+        config = archive_settings(mqtt, url, table_id)
+        keys = TableKeys({table_id: None}, config.mqtt.topic_prefix)
+        await run_beside_table(config, keys, stop)
+
+    return {"archive": archive}
 
 
 def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companion]:
