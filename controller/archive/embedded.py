@@ -43,7 +43,10 @@ def archive_settings(
 
 
 async def run_beside_table(
-    settings: ArchiveSettings, keys: TableKeys, stop: asyncio.Event
+    settings: ArchiveSettings,
+    keys: TableKeys,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None = None,
 ) -> dict[str, int]:
     """Archive the table's messages until it stops, then drain; the counts.
 
@@ -51,6 +54,7 @@ async def run_beside_table(
     for what is still on its way. The table cancels its companions right after it stops:
     the drain still runs then (the table's broker is up until its tasks are done), and the
     cancellation is raised after it. A second cancellation (Ctrl-C twice) ends the drain.
+    ``ready`` is set once the archive has subscribed.
 
     Raises:
         ArchiveError: The archive database cannot be opened or migrated.
@@ -61,6 +65,8 @@ async def run_beside_table(
     try:
         async with asyncio.TaskGroup() as group:
             task = group.create_task(consumer.run(), name="archive-consumer")
+            if ready is not None:
+                group.create_task(_when(consumer.subscribed, ready), name="archive-ready")
             try:
                 await stop.wait()
                 await _drain(consumer)
@@ -77,6 +83,11 @@ async def run_beside_table(
     if cancelled:
         raise asyncio.CancelledError
     return dict(consumer.counts)
+
+
+async def _when(subscribed: asyncio.Event, ready: asyncio.Event) -> None:
+    await subscribed.wait()
+    ready.set()
 
 
 async def _drain(consumer: ArchiveConsumer) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from controller.errors import ConfigError
 from simulators.cli import add_fault_arguments
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from controller.settings import TableSettings
 
 SIM_TABLE_ID = "sim-1"
+
+_T = TypeVar("_T")
 
 _PENDING_DEVICE = "serial:///dev/pts/pending"
 """Stands for the simulator's pty while the settings are checked, before it exists."""
@@ -269,43 +273,74 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # yet; a placeholder stands for it, replaced below.
     load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
     _say_seed(args, seed)
-    async with simulated_scanner(game_id, sim) as url:
+    async with simulated_scanner(game_id, sim) as url, contextlib.AsyncExitStack() as stack:
         settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
-        summaries = await run_table(
+        given = bool(settings.mqtt.urls)
+        if not args.no_archive:
+            settings = await _with_broker(stack, settings)
+            given = True
+        table = run_table(
             settings,
             rounds=args.rounds,
             show=args.show,
-            broker_urls_given=bool(settings.mqtt.urls),
+            broker_urls_given=given,
             install_signal_handlers=True,
-            companions={**_simulated_betting(settings, seed), **_archive(args, settings)},
+            companions=_simulated_betting(settings, seed),
         )
+        summaries = await table if args.no_archive else await _archived(args, settings, table)
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
 
 
-def _archive(args: argparse.Namespace, settings: TableSettings) -> dict[str, Companion]:
-    """The archive beside the simulated table, into ``--archive`` (SQLite by default).
+async def _with_broker(stack: contextlib.AsyncExitStack, settings: TableSettings) -> TableSettings:
+    """``settings`` with the broker the table will use, chosen as ``run_table`` would.
 
-    ``--no-archive``: none. The archive runs on the table's broker as a named task of the
-    table's TaskGroup (:func:`controller.archive.embedded.run_beside_table`).
+    The configured one, else Mosquitto on 127.0.0.1:1883, else an embedded one that
+    ``stack`` stops: the archive subscribes to it before the table publishes.
     """
-    if args.no_archive:
-        return {}
-    from controller.archive.embedded import DEFAULT_URL
+    from controller.broker import choose_broker
 
-    url = args.archive or DEFAULT_URL
-    table_id = settings.table_id
+    if settings.mqtt.urls:
+        return settings
+    urls, embedded, protocol = await choose_broker([], protocol=settings.mqtt.protocol)
+    if embedded is not None:
+        await stack.enter_async_context(embedded)
+    mqtt = settings.mqtt.model_copy(update={"urls": urls, "protocol": protocol})
+    return settings.model_copy(update={"mqtt": mqtt})
 
-    async def archive(mqtt: MqttSettings, stop: asyncio.Event) -> None:
-        from controller.archive.embedded import archive_settings, run_beside_table
-        from controller.archive.ingest import TableKeys
 
-        config = archive_settings(mqtt, url, table_id)
-        keys = TableKeys({table_id: None}, config.mqtt.topic_prefix)
-        await run_beside_table(config, keys, stop)
+_ARCHIVE_SUBSCRIBE_SECONDS = 10.0
+"""How long the table waits for the archive's subscription before it starts anyway."""
 
-    return {"archive": archive}
+
+async def _archived(
+    args: argparse.Namespace, settings: TableSettings, table: Coroutine[Any, Any, _T]
+) -> _T:
+    """Run ``table`` with the archive beside it (``--archive URL``, SQLite by default).
+
+    The archive is a named task (``archive``) of a TaskGroup around the table; the table
+    starts once the archive has subscribed (so it misses nothing of a first run), and the
+    archive drains what is still on its way when the table stops
+    (:func:`controller.archive.embedded.run_beside_table`).
+    """
+    from controller.archive.embedded import DEFAULT_URL, archive_settings, run_beside_table
+    from controller.archive.ingest import TableKeys
+
+    config = archive_settings(settings.mqtt, args.archive or DEFAULT_URL, settings.table_id)
+    keys = TableKeys({settings.table_id: None}, config.mqtt.topic_prefix)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        group.create_task(run_beside_table(config, keys, stop, ready), name="archive")
+        try:
+            async with asyncio.timeout(_ARCHIVE_SUBSCRIBE_SECONDS):
+                await ready.wait()
+        except TimeoutError:
+            print("tablectl run: the archive has not subscribed yet; starting", file=sys.stderr)
+        try:
+            return await table
+        finally:
+            stop.set()
 
 
 def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companion]:
