@@ -1,7 +1,8 @@
 """The archive beside one table: what ``make run`` (``tablectl run --simulate``) starts.
 
 :func:`run_beside_table` runs an :class:`controller.archive.consumer.ArchiveConsumer` on the
-table's own broker into an archive URL (``sqlite:///var/archive.sqlite`` by default), under a
+table's own broker into an archive URL (by default ``archive.sqlite`` beside the journal:
+``sqlite:///var/archive.sqlite``), under a
 client id of its own (``tablectl-archive-{table}``, a persistent session), until the table
 stops; then it waits (at most :data:`DRAIN_SECONDS`) for what the table published last, and
 stops. ``tablectl recall ROUND --archive sqlite:///var/archive.sqlite`` and ``tablectl archive
@@ -23,10 +24,19 @@ from controller.mqtt.settings import MqttSettings
 
 log = structlog.get_logger("archive")
 
-DEFAULT_URL = "sqlite:///var/archive.sqlite"
-"""Where ``make run``'s archive is kept."""
+DEFAULT_NAME = "archive.sqlite"
+"""The file ``make run``'s archive is kept in, beside the table's journal."""
 DRAIN_SECONDS = 2.0
 """How long, once the table stops, the archive waits for the table's last messages."""
+
+
+def default_url(journal: Path) -> str:
+    """The SQLite archive beside ``journal``.
+
+    ``var/sim-1.sqlite``: ``sqlite:///var/archive.sqlite``; ``/srv/t.sqlite``:
+    ``sqlite:////srv/archive.sqlite``.
+    """
+    return f"sqlite:///{journal.parent / DEFAULT_NAME}"
 
 
 def archive_settings(
@@ -97,5 +107,5 @@ async def _drain(consumer: ArchiveConsumer) -> None:
     while loop.time() < deadline:
         before = consumer.counts.total()
         await asyncio.sleep(0.3)
-        if consumer.counts.total() == before and consumer.subscribed.is_set():
-            return
+        if consumer.counts.total() == before or not consumer.subscribed.is_set():
+            return  # quiet, or no broker to drain

@@ -105,8 +105,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--archive",
         default=None,
         metavar="URL",
-        help="archive the table's messages there too (default sqlite:///var/archive.sqlite; "
-        "postgresql://... works as well; docs/archive.md)",
+        help="archive the table's messages there too (default: archive.sqlite beside the "
+        "journal, sqlite:///var/archive.sqlite; postgresql://... works as well; docs/archive.md)",
     )
     sim.add_argument(
         "--no-archive",
@@ -310,24 +310,28 @@ async def _with_broker(stack: contextlib.AsyncExitStack, settings: TableSettings
     return settings.model_copy(update={"mqtt": mqtt})
 
 
-_ARCHIVE_SUBSCRIBE_SECONDS = 10.0
+_ARCHIVE_SUBSCRIBE_SECONDS = 2.0
 """How long the table waits for the archive's subscription before it starts anyway."""
 
 
 async def _archived(
     args: argparse.Namespace, settings: TableSettings, table: Coroutine[Any, Any, _T]
 ) -> _T:
-    """Run ``table`` with the archive beside it (``--archive URL``, SQLite by default).
+    """Run ``table`` with the archive beside it.
+
+    Into ``--archive URL``, by default an SQLite file beside the journal
+    (``var/archive.sqlite`` for the default journal ``var/sim-1.sqlite``).
 
     The archive is a named task (``archive``) of a TaskGroup around the table; the table
     starts once the archive has subscribed (so it misses nothing of a first run), and the
     archive drains what is still on its way when the table stops
     (:func:`controller.archive.embedded.run_beside_table`).
     """
-    from controller.archive.embedded import DEFAULT_URL, archive_settings, run_beside_table
+    from controller.archive.embedded import archive_settings, default_url, run_beside_table
     from controller.archive.ingest import TableKeys
 
-    config = archive_settings(settings.mqtt, args.archive or DEFAULT_URL, settings.table_id)
+    url = args.archive or default_url(settings.journal.path)
+    config = archive_settings(settings.mqtt, url, settings.table_id)
     keys = TableKeys({settings.table_id: None}, config.mqtt.topic_prefix)
     stop, ready = asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as group:
