@@ -74,9 +74,10 @@ async def run_beside_table(
     cancelled = False
     try:
         async with asyncio.TaskGroup() as group:
-            task = group.create_task(consumer.run(), name="archive-consumer")
+            tasks = [group.create_task(consumer.run(), name="archive-consumer")]
             if ready is not None:
-                group.create_task(_when(consumer.subscribed, ready), name="archive-ready")
+                waiter = _when(consumer.subscribed, ready)
+                tasks.append(group.create_task(waiter, name="archive-ready"))
             try:
                 await stop.wait()
                 await _drain(consumer)
@@ -86,7 +87,8 @@ async def run_beside_table(
                 if current is not None:
                     current.uncancel()
                 await _drain(consumer)
-            task.cancel()
+            for task in tasks:
+                task.cancel()
     finally:
         await store.close()
     log.info("archive stopped", **dict(consumer.counts))

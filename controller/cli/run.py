@@ -334,17 +334,23 @@ async def _archived(
     config = archive_settings(settings.mqtt, url, settings.table_id)
     keys = TableKeys({settings.table_id: None}, config.mqtt.topic_prefix)
     stop, ready = asyncio.Event(), asyncio.Event()
+    outcome: list[_T] = []
+    failure: BaseException | None = None
     async with asyncio.TaskGroup() as group:
         group.create_task(run_beside_table(config, keys, stop, ready), name="archive")
         try:
-            async with asyncio.timeout(_ARCHIVE_SUBSCRIBE_SECONDS):
-                await ready.wait()
-        except TimeoutError:
-            print("tablectl run: the archive has not subscribed yet; starting", file=sys.stderr)
-        try:
-            return await table
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_ARCHIVE_SUBSCRIBE_SECONDS):
+                    await ready.wait()
+            outcome.append(await table)
+        except BaseException as exc:  # re-raised as it is below, not in an ExceptionGroup
+            failure = exc
         finally:
+            table.close()  # not awaited if the wait above was interrupted; else a no-op
             stop.set()
+    if failure is not None:
+        raise failure
+    return outcome[0]
 
 
 def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companion]:
