@@ -28,7 +28,6 @@ from controller.archive.batch import (
     conflict,
     envelope_text,
     first_copies,
-    key_of,
     outcomes,
 )
 from controller.archive.errors import ArchiveError
@@ -38,32 +37,21 @@ from controller.archive.migrate import migrate
 __all__ = ["ArchiveStore", "Stored"]
 
 
-_CREATE_STAGING = (
-    "CREATE TEMP TABLE IF NOT EXISTS archive_batch (i integer NOT NULL, table_id text NOT NULL,"
-    " session integer NOT NULL, seq bigint NOT NULL, at timestamptz NOT NULL,"
-    " digest text NOT NULL, round_id text, kind text NOT NULL, topic text NOT NULL,"
-    " delayed boolean NOT NULL, replayed boolean NOT NULL, signed boolean NOT NULL,"
-    " envelope json NOT NULL) ON COMMIT DELETE ROWS"
+_INSERT_KEYS = (
+    "INSERT INTO entry_keys (table_id, session, seq, at, digest)"
+    " SELECT k.t, k.s, k.q, k.a, k.d FROM json_to_recordset(%s::json)"
+    " AS k(t text, s integer, q bigint, a timestamptz, d text)"
+    " ON CONFLICT DO NOTHING RETURNING table_id, session, seq"
 )
-"""A batch's first copies, ``COPY``-ed in (one key a row; emptied when the batch commits)."""
+"""The batch's keys (one JSON document: orjson writes it, the server reads it) into
+``entry_keys``; a key already there is left alone; answers the new ones."""
 
-_INSERT_STAGED = (
-    "WITH new AS (INSERT INTO entry_keys (table_id, session, seq, at, digest)"
-    " SELECT table_id, session, seq, at, digest FROM archive_batch ORDER BY i"
-    " ON CONFLICT DO NOTHING RETURNING table_id, session, seq),"
-    " ev AS (INSERT INTO events (table_id, session, seq, at, round_id, kind, topic, delayed,"
-    " replayed, signed, envelope) SELECT b.table_id, b.session, b.seq, b.at, b.round_id, b.kind,"
-    " b.topic, b.delayed, b.replayed, b.signed, b.envelope"
-    " FROM archive_batch b JOIN new USING (table_id, session, seq) ORDER BY b.i)"
-    " SELECT b.i FROM archive_batch b JOIN new USING (table_id, session, seq)"
+_ARCHIVED_DIGESTS = (
+    "SELECT e.table_id, e.session, e.seq, e.digest FROM entry_keys e"
+    " JOIN json_to_recordset(%s::json) AS k(t text, s integer, q bigint)"
+    " ON e.table_id = k.t AND e.session = k.s AND e.seq = k.q"
 )
-"""The staged keys into ``entry_keys`` (a key already there is left alone), the entries of
-the new ones into ``events``; answers the new ones' ``i``."""
-
-_STAGED_DIGESTS = (
-    "SELECT b.i, k.digest FROM archive_batch b JOIN entry_keys k USING (table_id, session, seq)"
-)
-"""Each staged key's archived digest (a key archived before this batch: its first copy's)."""
+"""The archived digests of the batch's keys that were there before it."""
 
 
 class ArchiveStore:
@@ -76,7 +64,6 @@ class ArchiveStore:
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn
         self._partitions: set[str] = set()
-        self._staging = False
         self._folds = RoundFolds()
         set_json_loads(_json_loads, conn)
 
@@ -129,74 +116,72 @@ class ArchiveStore:
             return await self._store_entries(entries)
         except psycopg.Error:
             self._partitions.clear()
-            self._staging = False
             self._folds.clear()
             raise
 
     async def _store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
         first = first_copies(entries)
         keys = list(first.values())
-        await self._ensure_staging()
         async with self.conn.transaction():
             for entry in keys:
                 if not entry.raw or b"\\u0000" in entry.raw:
                     # What the recall and the refold read (envelope->'data') must be readable:
                     # the server refuses a "\u0000" there (the batch then goes one by one).
                     await self.conn.execute("SELECT (%s::json)->'data'", (envelope_text(entry),))
-            await self._stage(keys)
-            # One representative per distinct local minute (all an offset can move a month by).
-            minutes = {
-                (e.at.year, e.at.month, e.at.day, e.at.hour, e.at.minute, e.at.tzinfo): e
-                for e in keys
-            }
-            for entry in minutes.values():
-                await self._ensure_partition(entry)
-            cursor = await self.conn.execute(_INSERT_STAGED)
-            new = {key_of(keys[int(row[0])]) for row in await cursor.fetchall()}
+            document = orjson.dumps(
+                [
+                    {"t": e.table, "s": e.session, "q": e.seq, "a": e.at.isoformat(), "d": e.digest}
+                    for e in keys
+                ]
+            ).decode()
+            cursor = await self.conn.execute(_INSERT_KEYS, (document,))
+            new = {(str(r[0]), int(r[1]), int(r[2])) for r in await cursor.fetchall()}
             stored = {key: first[key].digest for key in new}
             if len(new) < len(keys):
-                cursor = await self.conn.execute(_STAGED_DIGESTS)
-                for i, digest in await cursor.fetchall():
-                    stored.setdefault(key_of(keys[int(i)]), str(digest))
+                old = [{"t": k[0], "s": k[1], "q": k[2]} for k in first if k not in new]
+                cursor = await self.conn.execute(_ARCHIVED_DIGESTS, (orjson.dumps(old).decode(),))
+                for table, session, seq, digest in await cursor.fetchall():
+                    stored[(str(table), int(session), int(seq))] = str(digest)
+            fresh = [first[key] for key in first if key in new]
+            await self._copy_events(fresh)
             found = outcomes(entries, first, new, stored)
             for entry, outcome in zip(entries, found, strict=True):
                 if outcome == "conflict":
                     await self._insert_rejected(conflict(entry))
-            await self._refold_many([first[key] for key in first if key in new])
+            await self._refold_many(fresh)
         return found
 
-    async def _ensure_staging(self) -> None:
-        """The session's staging table (``TEMP``, emptied at each commit), made once."""
-        if not self._staging:
-            async with self.conn.transaction():
-                await self.conn.execute(_CREATE_STAGING)
-            self._staging = True
-
-    async def _stage(self, keys: Sequence[Entry]) -> None:
-        """``COPY`` the batch's first copies into the staging table (``i``: their index)."""
+    async def _copy_events(self, fresh: Sequence[Entry]) -> None:
+        """``COPY`` the new entries into ``events`` (their monthly partitions made first)."""
+        if not fresh:
+            return
+        # One representative per distinct local minute (all an offset can move a month by).
+        minutes = {
+            (e.at.year, e.at.month, e.at.day, e.at.hour, e.at.minute, e.at.tzinfo): e for e in fresh
+        }
+        for entry in minutes.values():
+            await self._ensure_partition(entry)
         async with (
             self.conn.cursor() as cur,
             cur.copy(
-                "COPY archive_batch (i, table_id, session, seq, at, digest, round_id, kind,"
-                " topic, delayed, replayed, signed, envelope) FROM STDIN"
+                "COPY events (table_id, session, seq, at, round_id, kind, topic, delayed,"
+                " replayed, signed, envelope) FROM STDIN"
             ) as copy,
         ):
-            for i, entry in enumerate(keys):
+            for e in fresh:
                 await copy.write_row(
                     (
-                        i,
-                        entry.table,
-                        entry.session,
-                        entry.seq,
-                        entry.at,
-                        entry.digest,
-                        entry.round_id,
-                        entry.kind,
-                        entry.topic,
-                        entry.delayed,
-                        entry.replayed,
-                        entry.signed,
-                        envelope_text(entry),
+                        e.table,
+                        e.session,
+                        e.seq,
+                        e.at,
+                        e.round_id,
+                        e.kind,
+                        e.topic,
+                        e.delayed,
+                        e.replayed,
+                        e.signed,
+                        envelope_text(e),
                     )
                 )
 
