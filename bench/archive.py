@@ -177,8 +177,8 @@ def _verdict(ok: bool) -> str:
     return "meets the target" if ok else "MISSES the target"
 
 
-OPTIONS: dict[str, Any] = {"protocol": "5", "verify_processes": 0}
-"""The archive's MQTT protocol (``--protocol``) and verifier processes (``--verify-processes``)."""
+OPTIONS = {"protocol": "5"}
+"""The archive's MQTT protocol (``--protocol``)."""
 
 
 def _settings(db: str, broker: str, client_id: str) -> ArchiveSettings:
@@ -186,7 +186,6 @@ def _settings(db: str, broker: str, client_id: str) -> ArchiveSettings:
         {
             "database": {"url": db},
             "mqtt": {"urls": [broker], "client_id": client_id, "protocol": OPTIONS["protocol"]},
-            "ingest": {"verify_processes": OPTIONS["verify_processes"]},
             "gaps": {"grace_seconds": 60, "timeout_seconds": 600},
         }
     )
@@ -342,7 +341,6 @@ def _rates(name: str, rates: list[float]) -> None:
 
 async def main_async(args: argparse.Namespace) -> int:
     OPTIONS["protocol"] = args.protocol
-    OPTIONS["verify_processes"] = args.verify_processes
     with tempfile.TemporaryDirectory(prefix="tablectl-bench-archive-") as tmp:
         workdir = Path(tmp)
         signers = {
@@ -406,13 +404,6 @@ def main() -> int:
     )
     parser.add_argument(
         "--protocol", choices=["5", "3.1.1"], default="5", help="the archive's MQTT protocol"
-    )
-    parser.add_argument(
-        "--verify-processes",
-        type=int,
-        default=0,
-        metavar="N",
-        help="the archive's [ingest] verify_processes (signature checks in N worker processes)",
     )
     args = parser.parse_args()
     _quiet()

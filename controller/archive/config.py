@@ -66,19 +66,6 @@ class GapSettings(BaseModel):
     check_seconds: float = Field(default=0.2, gt=0)
 
 
-class IngestSettings(BaseModel):
-    """How the archive spends its CPU (docs/archive.md, "Speed").
-
-    Attributes:
-        verify_processes: Worker processes that check the results' Ed25519 signatures
-            beside the consumer (0: the consumer checks them itself). One pays on a machine
-            with a core to spare: ``cryptography`` holds the GIL while it verifies.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    verify_processes: int = Field(default=0, ge=0, le=8)
-
-
 class TableEntry(BaseModel):
     """One table the archive accepts.
 
@@ -97,7 +84,6 @@ class ArchiveSettings(BaseModel):
     database: DatabaseSettings
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     gaps: GapSettings = Field(default_factory=GapSettings)
-    ingest: IngestSettings = Field(default_factory=IngestSettings)
     tables: dict[str, TableEntry] = Field(default_factory=dict)
 
     def public_keys(self, base: Path | None = None) -> dict[str, Ed25519PublicKey | None]:

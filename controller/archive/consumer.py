@@ -16,13 +16,10 @@ existing command: the table re-sends the *results* in the range); a gap not fill
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import structlog
@@ -30,17 +27,7 @@ import structlog
 from controller.archive.backend import LOST, REFUSED, Store
 from controller.archive.config import ArchiveSettings
 from controller.archive.gaps import Gap, GapTracker
-from controller.archive.ingest import (
-    Entry,
-    Rejected,
-    SignatureCheck,
-    Status,
-    TableKeys,
-    check_signatures,
-    classify,
-    classify_batch,
-    ignore_interrupts,
-)
+from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
 from controller.mqtt.settings import backoff_seconds, client_options, tls_context
 from controller.pitcli import Target, send_command
 
@@ -86,7 +73,6 @@ class ArchiveConsumer:
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
         self._replays: set[asyncio.Task[None]] = set()
-        self._verifier: ProcessPoolExecutor | None = None
 
     async def load_state(self) -> None:
         """Read each table's highest archived ``seq`` (so a restart does not see old gaps)."""
@@ -115,54 +101,13 @@ class ArchiveConsumer:
         return await self.store_classified(messages, classify_batch(messages, self.keys))
 
     async def classify(self, messages: Sequence[Message]) -> list[Found]:
-        """:func:`classify_batch` in slices, yielding to the event loop between them.
-
-        With a verifier process (``[ingest] verify_processes``), each slice's signature
-        checks go to it while the next slice is classified; a message whose check fails (or
-        that the verifier could not check) is classified again here, which checks it and
-        gives its rejection with the reason.
-        """
+        """:func:`classify_batch` in slices, yielding to the event loop between them."""
         seen: dict[bytes, Entry] = {}
         found: list[Found] = []
-        pending: list[tuple[list[SignatureCheck], asyncio.Future[list[bool]]]] = []
-        loop = asyncio.get_running_loop()
         for first in range(0, len(messages), CLASSIFY_SLICE):
-            checks: list[SignatureCheck] | None = [] if self._verifier is not None else None
-            part = messages[first : first + CLASSIFY_SLICE]
-            found += classify_batch(part, self.keys, seen, checks=checks)
-            if checks and self._verifier is not None:
-                work = [(c.public_key, c.signature, c.message) for c in checks]
-                pending.append(
-                    (checks, loop.run_in_executor(self._verifier, check_signatures, work))
-                )
+            found += classify_batch(messages[first : first + CLASSIFY_SLICE], self.keys, seen)
             await asyncio.sleep(0)
-        failed: set[bytes] = set()
-        for checks, future in pending:
-            try:
-                verdicts = await future
-            except (BrokenProcessPool, OSError) as exc:
-                log.warning("signature verifier failed; checking here", error=str(exc))
-                verdicts = [False] * len(checks)
-            failed.update(c.payload for c, ok in zip(checks, verdicts, strict=True) if not ok)
-        for i, (topic, payload) in enumerate(messages):
-            if payload in failed:
-                found[i] = classify(topic, payload, self.keys)
         return found
-
-    def _start_verifier(self) -> None:
-        """The verifier processes of ``[ingest] verify_processes`` (none for no signing table)."""
-        count = self.settings.ingest.verify_processes
-        if count and self._verifier is None and any(self.keys.tables.values()):
-            self._verifier = ProcessPoolExecutor(
-                count,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=ignore_interrupts,
-            )
-
-    def _stop_verifier(self) -> None:
-        if self._verifier is not None:
-            self._verifier.shutdown(wait=False, cancel_futures=True)
-            self._verifier = None
 
     async def handle_batches(self, batches: AsyncIterator[Sequence[Message]]) -> None:
         """Store each batch as :meth:`handle_batch`, classifying the next meanwhile.
@@ -175,7 +120,6 @@ class ArchiveConsumer:
             psycopg.OperationalError: The database is gone (``backend.LOST``).
         """
         storing: asyncio.Task[list[str]] | None = None
-        self._start_verifier()
         try:
             async for batch in batches:
                 found = await self.classify(batch)
@@ -194,8 +138,6 @@ class ArchiveConsumer:
             if storing is not None:
                 await asyncio.gather(storing, return_exceptions=True)
             raise
-        finally:
-            self._stop_verifier()
         if storing is not None:
             await storing
 

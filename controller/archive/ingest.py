@@ -19,7 +19,6 @@ import binascii
 import dataclasses
 import hashlib
 import json
-import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from typing import Any
 import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from controller.signing import ALGORITHM, SIGNATURE_FIELD, why_invalid
 
@@ -139,51 +137,6 @@ class _FloatWatch(threading.local):
 _WATCH = _FloatWatch()
 
 
-@dataclass(frozen=True, slots=True)
-class SignatureCheck:
-    """A signature check left to :func:`check_signatures` (in a worker process).
-
-    Attributes:
-        payload: The message it belongs to.
-        public_key: The table's Ed25519 public key, raw (32 bytes).
-        signature: The signature (64 bytes).
-        message: The signed bytes (the envelope's canonical JSON without ``signature``).
-    """
-
-    payload: bytes
-    public_key: bytes
-    signature: bytes
-    message: bytes
-
-
-_KEYS: dict[bytes, Ed25519PublicKey] = {}
-
-
-def check_signatures(checks: Sequence[tuple[bytes, bytes, bytes]]) -> list[bool]:
-    """Whether each ``(public_key, signature, message)`` verifies (raw Ed25519 values).
-
-    Runs in the consumer's verifier process (``cryptography`` holds the GIL while it
-    verifies, so a thread would not run beside the consumer); keys are loaded once.
-    """
-    out: list[bool] = []
-    for raw_key, signature, message in checks:
-        key = _KEYS.get(raw_key)
-        if key is None:
-            key = _KEYS[raw_key] = Ed25519PublicKey.from_public_bytes(raw_key)
-        try:
-            key.verify(signature, message)
-        except InvalidSignature:
-            out.append(False)
-        else:
-            out.append(True)
-    return out
-
-
-def ignore_interrupts() -> None:
-    """A verifier process's start: Ctrl-C is the consumer's to handle, not the worker's."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _float(text: str) -> float:
     _WATCH.seen = True
     return float(text)
@@ -259,23 +212,13 @@ def _split_topic(topic: str, prefix: str) -> tuple[str, str] | None:
     return rest[0], rest[1]
 
 
-def classify(
-    topic: str,
-    payload: bytes,
-    keys: TableKeys,
-    *,
-    checks: list[SignatureCheck] | None = None,
-) -> Entry | Status | Rejected:
+def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Rejected:
     """What ``payload`` received on ``topic`` is (never raises).
 
     Args:
         topic: The MQTT topic.
         payload: The message's bytes.
         keys: The known tables and their public keys.
-        checks: Where a well-formed signature's check is left instead of done here (the
-            entry is answered ``signed``, provisionally: the caller runs
-            :func:`check_signatures` and classifies a message that fails again, without
-            ``checks``, to get its rejection). ``None``: checked here.
     """
     parts = _split_topic(topic, keys.prefix)
     table = parts[0] if parts else None
@@ -316,7 +259,6 @@ def classify(
             reject,
             raw=payload if utf8 else b"",
             plain=plain,
-            defer=None if checks is None else (checks, payload),
         )
     except UnicodeEncodeError as exc:
         return reject("malformed", f"a string is not valid Unicode ({exc.reason})")
@@ -326,8 +268,6 @@ def classify_batch(
     messages: Sequence[tuple[str, bytes]],
     keys: TableKeys,
     seen: dict[bytes, Entry] | None = None,
-    *,
-    checks: list[SignatureCheck] | None = None,
 ) -> list[Entry | Status | Rejected]:
     """:func:`classify` of each ``(topic, payload)``, in order.
 
@@ -339,7 +279,6 @@ def classify_batch(
         messages: The batch.
         keys: The known tables and their public keys.
         seen: The entries met so far, by payload (a batch classified in parts passes one).
-        checks: As :func:`classify`'s (a payload seen twice is checked once).
     """
     out: list[Entry | Status | Rejected] = []
     seen = {} if seen is None else seen
@@ -348,7 +287,7 @@ def classify_batch(
         if known is not None and _same_table_entry_topic(topic, known, keys.prefix):
             out.append(dataclasses.replace(known, topic=topic))
             continue
-        found = classify(topic, payload, keys, checks=checks)
+        found = classify(topic, payload, keys)
         if isinstance(found, Entry):
             seen[payload] = found
         out.append(found)
@@ -400,7 +339,6 @@ def _entry(
     *,
     raw: bytes = b"",
     plain: bool = False,
-    defer: tuple[list[SignatureCheck], bytes] | None = None,
 ) -> Entry | Rejected:
     problem = _field_error(envelope)
     seq = envelope.get("seq") if isinstance(envelope.get("seq"), int) else None
@@ -417,10 +355,7 @@ def _entry(
     kind: str = envelope["kind"]
     signed = False
     if key is not None and (kind in SIGNED_KINDS or "signature" in envelope):
-        if defer is not None and _defer(envelope, key, plain, *defer):
-            why = ""
-        else:
-            why = "" if _verifies(envelope, key, plain) else why_invalid(envelope, key)
+        why = "" if _verifies(envelope, key, plain) else why_invalid(envelope, key)
         if why:
             return reject("signature", f"{kind} seq {seq}: {why}", seq)
         signed = True
@@ -442,33 +377,6 @@ def _entry(
         ),
         raw=raw,
     )
-
-
-def _defer(
-    envelope: dict[str, Any],
-    key: Ed25519PublicKey,
-    plain: bool,
-    checks: list[SignatureCheck],
-    payload: bytes,
-) -> bool:
-    """Leave a well-formed signature's check in ``checks``; ``False``: check it here."""
-    signature = envelope.get(SIGNATURE_FIELD)
-    if not isinstance(signature, dict) or signature.get("alg") != ALGORITHM:
-        return False
-    value = signature.get("value")
-    if not isinstance(value, str):
-        return False
-    body = {k: v for k, v in envelope.items() if k != SIGNATURE_FIELD}
-    try:
-        raw_signature = base64.b64decode(value, validate=True)
-        message = canonical_json(body, plain)
-    except (ValueError, TypeError, binascii.Error):
-        return False
-    if len(raw_signature) != 64:
-        return False
-    raw_key = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
-    checks.append(SignatureCheck(payload, raw_key, raw_signature, message))
-    return True
 
 
 def _verifies(envelope: dict[str, Any], key: Ed25519PublicKey, plain: bool) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -150,55 +149,44 @@ async def test_a_round_another_writer_added_to_is_refolded_whole(archive_url):
     ]
 
 
-async def _batches(*batches: list[tuple[str, bytes]]) -> AsyncIterator[list[tuple[str, bytes]]]:
-    for batch in batches:
-        yield batch
-
-
-@pytest.mark.parametrize("verifiers", [0, 1])
-async def test_the_consumer_keeps_what_it_rejects_on_both_stores(archive_url, verifiers):
-    # With a verifier process (`[ingest] verify_processes`) the results are checked there;
-    # the forged one fails and is classified again in the consumer, which gives its reason.
+async def test_the_consumer_keeps_what_it_rejects_on_both_stores(archive_url):
     store = await open_store(archive_url)
-    settings = ArchiveSettings.model_validate(
-        {"database": {"url": archive_url}, "ingest": {"verify_processes": verifiers}}
-    )
+    settings = ArchiveSettings.model_validate({"database": {"url": archive_url}})
     consumer = ArchiveConsumer(settings, store, KEYS)
     forged = {**RESULT, "data": {**RESULT["data"], "winner": "B"}}
     status = {"schema_version": "2", "table": "t1", "state": "online", "session": 1}
-    t2 = envelope(1, "betting_closed", {}, None, "t2")
-    batch = [
-        ("tables/t1/events", json.dumps(OPENED).encode()),
-        ("tables/t1/events", b"not json"),
-        ("tables/t1/events", json.dumps({**CLOSED, "schema_version": "3"}).encode()),
-        ("tables/t9/events", json.dumps({**CLOSED, "table": "t9"}).encode()),
-        ("tables/t1/results", json.dumps(forged).encode()),
-        ("tables/t1/status", json.dumps(status).encode()),
-        ("tables/t2/events", json.dumps(t2).encode()),
-    ]
     try:
-        await consumer.handle_batches(
-            _batches(batch, [("tables/t1/results", json.dumps(RESULT).encode())])
+        outcomes = await consumer.handle_batch(
+            [
+                ("tables/t1/events", json.dumps(OPENED).encode()),
+                ("tables/t1/events", b"not json"),
+                ("tables/t1/events", json.dumps({**CLOSED, "schema_version": "3"}).encode()),
+                ("tables/t9/events", json.dumps({**CLOSED, "table": "t9"}).encode()),
+                ("tables/t1/results", json.dumps(forged).encode()),
+                ("tables/t1/status", json.dumps(status).encode()),
+                (
+                    "tables/t2/events",
+                    json.dumps(envelope(1, "betting_closed", {}, None, "t2")).encode(),
+                ),
+            ]
         )
     finally:
         await store.close()
-    assert consumer.counts == {
-        "new": 3,
-        "status": 1,
-        "rejected:malformed": 1,
-        "rejected:schema_version": 1,
-        "rejected:unknown_table": 1,
-        "rejected:signature": 1,
-    }
-    assert one(archive_url, "SELECT signed FROM events WHERE seq = 4") == 1  # True on PostgreSQL
+    assert outcomes == [
+        "new",
+        "rejected:malformed",
+        "rejected:schema_version",
+        "rejected:unknown_table",
+        "rejected:signature",
+        "status",
+        "new",
+    ]
     assert sorted(rows(archive_url, "SELECT category FROM rejected")) == [
         ("malformed",),
         ("schema_version",),
         ("signature",),
         ("unknown_table",),
     ]
-    reason = one(archive_url, "SELECT reason FROM rejected WHERE category = 'signature'")
-    assert "round_result seq 4: signature" in reason and "does not match" in reason
     assert one(archive_url, "SELECT state FROM table_status") == "online"
     payload = one(archive_url, "SELECT payload FROM rejected WHERE category = 'malformed'")
     assert bytes(payload) == b"not json"
