@@ -51,6 +51,8 @@ class ArchiveConsumer:
         store: The database.
         keys: Known tables and their public keys.
         clock: Monotonic seconds (tests may pass their own).
+        only_known_tables: Subscribe to the configured tables' topics only, not ``+`` (the
+            archive beside one table on a broker other tables use: ``make run``).
 
     Attributes:
         counts: ``new``, ``duplicate``, ``conflict``, ``status``, ``rejected:<category>``,
@@ -64,6 +66,7 @@ class ArchiveConsumer:
         keys: TableKeys,
         *,
         clock: Callable[[], float] = time.monotonic,
+        only_known_tables: bool = False,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -72,6 +75,7 @@ class ArchiveConsumer:
         self.gaps = GapTracker()
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
+        self.only_known_tables = only_known_tables
         self._replays: set[asyncio.Task[None]] = set()
 
     async def load_state(self) -> None:
@@ -335,8 +339,10 @@ class ArchiveConsumer:
             **extra,
         )
         async with client:
-            for suffix in ("events", "results", "status"):
-                await client.subscribe(f"{prefix}/+/{suffix}", qos=1)
+            levels = sorted(self.keys.tables) if self.only_known_tables else ["+"]
+            for level in levels:
+                for suffix in ("events", "results", "status"):
+                    await client.subscribe(f"{prefix}/{level}/{suffix}", qos=1)
             self.subscribed.set()
             log.info("archive subscribed", url=address.url)
             queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()

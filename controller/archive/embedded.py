@@ -70,7 +70,7 @@ async def run_beside_table(
         ArchiveError: The archive database cannot be opened or migrated.
     """
     store = await open_store(settings.database.url)
-    consumer = ArchiveConsumer(settings, store, keys)
+    consumer = ArchiveConsumer(settings, store, keys, only_known_tables=True)
     cancelled = False
     try:
         async with asyncio.TaskGroup() as group:

@@ -9,10 +9,12 @@ runs no archive.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
 
+import aiomqtt
 import pytest
 
 from controller.cli import main
@@ -36,7 +38,15 @@ RUN = [
 ]
 
 
+async def _another_tables_status(mosquitto) -> None:
+    status = {"schema_version": "2", "table": "other-9", "state": "online", "session": 1}
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await client.publish("tables/other-9/status", json.dumps(status), qos=1, retain=True)
+
+
 def test_a_simulated_table_is_archived_beside_its_journal(mosquitto, tmp_path, capsys):
+    # Another table on the same broker: the archive beside sim-1 subscribes to sim-1 only.
+    asyncio.run(_another_tables_status(mosquitto))
     journal_path = tmp_path / "sim.sqlite"
     assert main([*RUN, "--broker", mosquitto.url, "--journal", str(journal_path)]) == 0
     archive = tmp_path / "archive.sqlite"
