@@ -4,8 +4,8 @@
 the broker keeps what arrives while the archive is away) to ``{prefix}/+/events``,
 ``{prefix}/+/results`` and ``{prefix}/+/status``, classifies each message
 (:func:`controller.archive.ingest.classify`), and stores it
-(:class:`controller.archive.store.ArchiveStore`): an entry once, a status as history, anything
-else as rejected with its reason. Nothing a message holds can stop the consumer.
+(:mod:`controller.archive.backend`: PostgreSQL or SQLite): an entry once, a status as
+history, anything else as rejected with its reason. Nothing a message holds can stop the consumer.
 
 A jump in a table's ``seq`` on ``events`` opens a gap (:class:`controller.archive.gaps.Gap`);
 after ``gaps.grace_seconds`` the archive sends the table ``replay --from-seq`` for it (the
@@ -19,16 +19,15 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-import psycopg
 import structlog
 
+from controller.archive.backend import LOST, REFUSED, Store
 from controller.archive.config import ArchiveSettings
 from controller.archive.gaps import Gap, GapTracker
-from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
-from controller.archive.store import ArchiveStore
+from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
 from controller.mqtt.settings import backoff_seconds, client_options, tls_context
 from controller.pitcli import Target, send_command
 
@@ -39,6 +38,12 @@ BatchHook = Callable[[Sequence[Entry | Status | Rejected], Sequence[str]], None]
 
 BATCH_MAX = 2000
 """At most this many waiting messages are stored in one transaction (docs/archive.md)."""
+CLASSIFY_SLICE = 250
+"""Messages classified between two yields to the event loop, so a batch being committed
+meanwhile is not held up (:meth:`ArchiveConsumer.handle_batches`)."""
+
+Message = tuple[str, bytes]
+Found = Entry | Status | Rejected
 
 
 class ArchiveConsumer:
@@ -49,6 +54,8 @@ class ArchiveConsumer:
         store: The database.
         keys: Known tables and their public keys.
         clock: Monotonic seconds (tests may pass their own).
+        only_known_tables: Subscribe to the configured tables' topics only, not ``+`` (the
+            archive beside one table on a broker other tables use: ``make run``).
 
     Attributes:
         counts: ``new``, ``duplicate``, ``conflict``, ``status``, ``rejected:<category>``,
@@ -60,10 +67,11 @@ class ArchiveConsumer:
     def __init__(
         self,
         settings: ArchiveSettings,
-        store: ArchiveStore,
+        store: Store,
         keys: TableKeys,
         *,
         clock: Callable[[], float] = time.monotonic,
+        only_known_tables: bool = False,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -72,6 +80,7 @@ class ArchiveConsumer:
         self.gaps = GapTracker()
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
+        self.only_known_tables = only_known_tables
         self._replays: set[asyncio.Task[None]] = set()
         self.on_batch: BatchHook | None = None
 
@@ -85,7 +94,7 @@ class ArchiveConsumer:
         """Classify and store one message; what became of it (a :attr:`counts` key).
 
         Raises:
-            psycopg.OperationalError: The database is gone (not this message's fault).
+            psycopg.OperationalError: The database is gone (``backend.LOST``).
         """
         return (await self.handle_batch([(topic, payload)]))[0]
 
@@ -97,9 +106,55 @@ class ArchiveConsumer:
         rejected (``store_error``).
 
         Raises:
-            psycopg.OperationalError: The database is gone (not a message's fault).
+            psycopg.OperationalError: The database is gone (``backend.LOST``).
         """
-        found = [classify(topic, payload, self.keys) for topic, payload in messages]
+        return await self.store_classified(messages, classify_batch(messages, self.keys))
+
+    async def classify(self, messages: Sequence[Message]) -> list[Found]:
+        """:func:`classify_batch` in slices, yielding to the event loop between them."""
+        seen: dict[bytes, Entry] = {}
+        found: list[Found] = []
+        for first in range(0, len(messages), CLASSIFY_SLICE):
+            found += classify_batch(messages[first : first + CLASSIFY_SLICE], self.keys, seen)
+            await asyncio.sleep(0)
+        return found
+
+    async def handle_batches(self, batches: AsyncIterator[Sequence[Message]]) -> None:
+        """Store each batch as :meth:`handle_batch`, classifying the next meanwhile.
+
+        While a batch's transaction is at the database the next batch is classified (JSON,
+        digests, signatures: the consumer's CPU), so the two overlap; batches are still
+        stored one at a time, in order. Ends when ``batches`` does (its last batch stored).
+
+        Raises:
+            psycopg.OperationalError: The database is gone (``backend.LOST``).
+        """
+        storing: asyncio.Task[list[str]] | None = None
+        try:
+            async for batch in batches:
+                found = await self.classify(batch)
+                if storing is not None:
+                    await storing
+                storing = asyncio.create_task(
+                    self.store_classified(batch, found), name="archive-store-batch"
+                )
+        except asyncio.CancelledError:
+            if storing is not None:
+                storing.cancel()
+                await asyncio.gather(storing, return_exceptions=True)
+            raise
+        except Exception:
+            # The source failed (the broker connection): the batch in hand is still stored.
+            if storing is not None:
+                await asyncio.gather(storing, return_exceptions=True)
+            raise
+        if storing is not None:
+            await storing
+
+    async def store_classified(
+        self, messages: Sequence[Message], found: Sequence[Found]
+    ) -> list[str]:
+        """Store classified messages (:meth:`handle_batch`'s second half); their outcomes."""
         outcomes: list[str] = [""] * len(found)
         entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry)]
         for i, item in enumerate(found):
@@ -120,9 +175,9 @@ class ArchiveConsumer:
     ) -> None:
         try:
             stored = await self.store.store_entries([e for _, e in entries])
-        except psycopg.OperationalError:
+        except LOST:
             raise
-        except psycopg.Error:
+        except REFUSED:
             for i, entry in entries:
                 outcomes[i] = await self._guarded(messages[i], entry)
         else:
@@ -136,9 +191,9 @@ class ArchiveConsumer:
         topic, payload = message
         try:
             return await self._store(found)
-        except psycopg.OperationalError:
+        except LOST:
             raise
-        except psycopg.Error as exc:
+        except REFUSED as exc:
             # The database refused this message (its transaction was rolled back, e.g. a
             # "\u0000" that jsonb cannot hold): keep it as rejected with the server's words
             # rather than stop the consumer.
@@ -292,28 +347,16 @@ class ArchiveConsumer:
             **extra,
         )
         async with client:
-            for suffix in ("events", "results", "status"):
-                await client.subscribe(f"{prefix}/+/{suffix}", qos=1)
+            levels = sorted(self.keys.tables) if self.only_known_tables else ["+"]
+            for level in levels:
+                for suffix in ("events", "results", "status"):
+                    await client.subscribe(f"{prefix}/{level}/{suffix}", qos=1)
             self.subscribed.set()
             log.info("archive subscribed", url=address.url)
             queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
             reader = asyncio.create_task(self._read(client, queue), name="archive-read")
             try:
-                while True:
-                    getter = asyncio.ensure_future(queue.get())
-                    try:
-                        await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        if not getter.done():
-                            getter.cancel()
-                    if getter.cancelled():
-                        reader.result()  # the broker connection's error
-                        return  # pragma: no cover (the message stream never ends)
-                    # What arrived while the last batch was stored is the next batch.
-                    batch = [getter.result()]
-                    while len(batch) < BATCH_MAX and not queue.empty():
-                        batch.append(queue.get_nowait())
-                    await self.handle_batch(batch)
+                await self.handle_batches(_waiting(queue, reader))
             finally:
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
@@ -322,6 +365,32 @@ class ArchiveConsumer:
     async def _read(client: Any, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
         async for message in client.messages:
             queue.put_nowait((str(message.topic), bytes(message.payload)))
+
+
+async def _waiting(
+    queue: asyncio.Queue[Message], reader: asyncio.Task[None]
+) -> AsyncIterator[list[Message]]:
+    """Batch after batch, what waits in ``queue`` (one message at least, BATCH_MAX at most).
+
+    What arrived while the last batch was classified and handed over is the next one.
+
+    Raises:
+        Exception: The reader's (the broker connection's error) when it ends.
+    """
+    while True:
+        getter = asyncio.ensure_future(queue.get())
+        try:
+            await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():
+                getter.cancel()
+        if getter.cancelled():
+            reader.result()  # the broker connection's error
+            return  # pragma: no cover (the message stream never ends)
+        batch = [getter.result()]
+        while len(batch) < BATCH_MAX and not queue.empty():
+            batch.append(queue.get_nowait())
+        yield batch
 
 
 def _ranges(values: list[int]) -> str:
