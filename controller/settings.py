@@ -431,6 +431,22 @@ def _describe(error: ValidationError, origin: str, overrides: Mapping[str, Any])
     return ConfigError(message, file=origin, field=first_field, source=sources[0])
 
 
+def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, tables merged key by key (neither is changed).
+
+    How a config file's data takes overrides (command-line options, environment variables):
+    a nested table of ``extra`` changes only the keys it names.
+    """
+    merged = dict(base)
+    for key, value in extra.items():
+        current = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            merged[key] = deep_merge(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def load_settings(path: str | Path | None = None, **overrides: Any) -> TableSettings:
     """Read a table config.
 

@@ -22,6 +22,7 @@ import structlog
 from controller.broker import Protocol, parse_broker_url
 from controller.errors import ConfigError
 from controller.journal import settlement_rows
+from controller.mqtt.receive import take_until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -380,41 +381,17 @@ async def watch(
                 await client.subscribe(f"{base}/#", qos=1)
                 if subscribed is not None:
                     subscribed.set()
-                await _print_messages(client, stream, tracker, stop_event, on_event_seq)
+                await take_until_stopped(
+                    client,
+                    lambda message: _show_message(message, stream, tracker, on_event_seq),
+                    stop_event,
+                )
                 return
         except aiomqtt.MqttError as exc:
             print(f"! broker {address.url}: {exc}; reconnecting", file=stream, flush=True)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(reconnect_seconds):
                 await stop_event.wait()
-
-
-async def _print_messages(
-    client: Any,
-    stream: TextIO,
-    tracker: SeqTracker,
-    stop_event: asyncio.Event,
-    on_event_seq: Callable[[int], None] | None,
-) -> None:
-    stopper = asyncio.ensure_future(stop_event.wait())
-    getter: asyncio.Future[Any] | None = None
-    try:
-        iterator = client.messages.__aiter__()
-        while True:
-            getter = asyncio.ensure_future(iterator.__anext__())
-            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
-                return
-            _show_message(getter.result(), stream, tracker, on_event_seq)
-    finally:
-        # Stopped (or cancelled, Ctrl-C): the pending read must not outlive us, or the
-        # disconnect fails it and asyncio prints "Task exception was never retrieved".
-        for pending in (stopper, getter):
-            if pending is not None and not pending.done():
-                pending.cancel()
-            if pending is not None:
-                with contextlib.suppress(BaseException):
-                    await pending
 
 
 def _show_message(

@@ -197,16 +197,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def run_command(args: argparse.Namespace) -> int:
     """Entry point of ``tablectl run``."""
     from controller import collector
@@ -278,7 +268,7 @@ def _say_seed(args: argparse.Namespace, seed: int) -> None:
 async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from controller.app import run_table
     from controller.logs import configure_logging
-    from controller.settings import load_settings
+    from controller.settings import deep_merge, load_settings
     from simulators.cli import fault_plan_from_args, scenario_from_args
     from simulators.table import Simulation, simulated_devices
 
@@ -310,7 +300,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         "journal": {"path": Path("var") / f"{table_id}.sqlite"},
         "logging": {"level": "WARNING" if args.show else "INFO"},
     }
-    merged = _merge(defaults, overrides)
+    merged = deep_merge(defaults, overrides)
     configure_logging(level=merged["logging"]["level"], fmt=merged["logging"].get("format", "auto"))
     from controller.games.registry import GAME_IDS as LIVE_GAME_IDS
 
@@ -321,10 +311,10 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # Every setting is checked before the simulator starts (and logs that it serves): bad
     # input ends the command with its error and nothing else. The pty's path is not known
     # yet; a placeholder stands for it, replaced below.
-    load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
+    load_settings(None, **deep_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
     _say_seed(args, seed)
     async with simulated_devices(game_id, sim) as devices, contextlib.AsyncExitStack() as stack:
-        settings = load_settings(None, **_merge(merged, devices.settings))
+        settings = load_settings(None, **deep_merge(merged, devices.settings))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
         given = bool(settings.mqtt.urls)
         if not args.no_archive:

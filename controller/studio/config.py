@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from controller.errors import ConfigError
 from controller.mqtt.settings import MqttSettings
+from controller.settings import deep_merge
 from controller.studio.pit.settings import PitSettings
 
 ENV_PREFIX = "TABLECTL_STUDIO_"
@@ -147,16 +148,6 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return overrides
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def studio_settings(
     data: dict[str, Any], *, source: str = "<settings>", environ: dict[str, str] | None = None
 ) -> StudioSettings:
@@ -165,7 +156,7 @@ def studio_settings(
     Raises:
         ConfigError: A field that is wrong, named with ``source`` and the reason.
     """
-    merged = _merge(data, _env_overrides(dict(os.environ) if environ is None else environ))
+    merged = deep_merge(data, _env_overrides(dict(os.environ) if environ is None else environ))
     try:
         return StudioSettings.model_validate(merged)
     except ValidationError as exc:

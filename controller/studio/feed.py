@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from controller.mqtt.connection import Connector
+from controller.mqtt.receive import take_until_stopped
 from controller.mqtt.settings import MqttSettings
 from controller.studio.view import CHANNELS, TableView, parse_topic
 
@@ -277,7 +278,7 @@ class Feed:
         log.info("studio feed subscribed", connection=self.connector.name, url=address.url)
         self.on_link(True)
         try:
-            await _until_stopped(client, self._take, stop)
+            await take_until_stopped(client, self._take, stop)
         finally:
             self.on_link(False)
 
@@ -286,25 +287,3 @@ class Feed:
         payload = message.payload
         data = payload if isinstance(payload, bytes) else str(payload).encode()
         self.sink(str(message.topic), data)
-
-
-async def _until_stopped(
-    client: aiomqtt.Client, take: Callable[[Any], None], stop: asyncio.Event
-) -> None:
-    """Hand every message to ``take`` until ``stop`` is set (returns) or the link fails."""
-    stopper = asyncio.ensure_future(stop.wait())
-    getter: asyncio.Future[Any] | None = None
-    try:
-        iterator = client.messages.__aiter__()
-        while True:
-            getter = asyncio.ensure_future(iterator.__anext__())
-            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
-                return
-            take(getter.result())
-    finally:
-        for pending in (stopper, getter):
-            if pending is not None and not pending.done():
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
