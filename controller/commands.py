@@ -48,6 +48,7 @@ from controller.journal import (
 )
 from controller.messages import Role, Topics
 from controller.mqtt.connection import Connector
+from controller.mqtt.receive import take_until_stopped
 from controller.mqtt.settings import MqttSettings
 
 if TYPE_CHECKING:
@@ -732,14 +733,7 @@ class StatusWatcher:
     async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
         """One connection: follow the topic until stopped (returns) or lost (raises)."""
         await client.subscribe(self.topic, qos=1)
-        reader = asyncio.ensure_future(self._read(client))
-        done = await first_completed(reader, self._stop.wait())
-        if reader in done and not reader.cancelled():
-            error = reader.exception()
-            if error is not None:
-                raise error
+        await take_until_stopped(client, self._take, self._stop)
 
-    async def _read(self, client: aiomqtt.Client) -> None:
-        async for message in client.messages:
-            payload = message.payload if isinstance(message.payload, bytes) else b""
-            self.feed(payload)
+    def _take(self, message: aiomqtt.Message) -> None:
+        self.feed(message.payload if isinstance(message.payload, bytes) else b"")

@@ -34,7 +34,11 @@ async def take_until_stopped(client: Any, take: Callable[[Any], None], stop: asy
             done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if getter not in done:
                 return
-            take(getter.result())
+            try:
+                message = getter.result()
+            except StopAsyncIteration:  # the client's iterator ended (aiomqtt raises instead)
+                return
+            take(message)
     finally:
         for pending in (stopper, getter):
             if pending is not None and not pending.done():

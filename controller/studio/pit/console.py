@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller.aio import first_completed
 from controller.broker import BrokerAddress
 from controller.messages import Topics
 from controller.mqtt.connection import Connector
+from controller.mqtt.receive import take_until_stopped
 from controller.mqtt.settings import MqttSettings
 from controller.pitcli import (
     EXIT_ACCEPTED,
@@ -234,21 +234,15 @@ class PitConsole:
         self._broadcast({"type": "floor", "floor": self.floor.floor_view()})
         self.log.info("pit console connected", url=address.url)
         try:
-            reader = asyncio.ensure_future(self._read(client))
-            done = await first_completed(reader, self._stop.wait())
-            if reader in done and not reader.cancelled():
-                error = reader.exception()
-                if error is not None:
-                    raise error
+            await take_until_stopped(client, self._take, self._stop)
         finally:
             self._client = None
             self.connected.clear()
             if self._stop.is_set():
                 self.floor.set_broker(False, "the console is stopping")
 
-    async def _read(self, client: aiomqtt.Client) -> None:
-        async for message in client.messages:
-            self._received(str(message.topic), message.payload, message.properties)
+    def _take(self, message: aiomqtt.Message) -> None:
+        self._received(str(message.topic), message.payload, message.properties)
 
     def _lost(self, address: BrokerAddress, exc: Exception) -> bool:
         was_up = self.floor.broker
