@@ -18,7 +18,7 @@ import os
 import random
 import re
 import tempfile
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,6 +219,12 @@ class LineDeviceSimulator:
         self._dealer.cue(_cue_frame(cue, slot_name, round_no, slot_index))
 
     async def _session(self, reader: asyncio.StreamReader) -> None:
+        await self._host_lines(reader, self._on_command)
+
+    async def _host_lines(
+        self, reader: asyncio.StreamReader, on_line: Callable[[str], None]
+    ) -> None:
+        """Hand each command line the host writes (the profile's terminator) to ``on_line``."""
         buffer = b""
         terminator = self.profile.terminator_bytes
         while True:
@@ -229,7 +235,7 @@ class LineDeviceSimulator:
             buffer += data
             while terminator in buffer:
                 line, buffer = buffer.split(terminator, 1)
-                self._on_command(line.decode("ascii", "replace"))
+                on_line(line.decode("ascii", "replace"))
 
     def _on_command(self, text: str) -> None:
         for name, pattern in self._commands:

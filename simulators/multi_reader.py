@@ -127,19 +127,11 @@ class MultiReaderSimulator(LineDeviceSimulator):
         point_link(self._links[name], port.path)
 
     async def _reader_session(self, name: str, reader: asyncio.StreamReader) -> None:
-        buffer = b""
-        terminator = self.profile.terminator_bytes
-        while True:
-            data = await reader.read(4096)
-            if not data:
-                return
-            self.host_bytes += data
-            buffer += data
-            while terminator in buffer:
-                line, buffer = buffer.split(terminator, 1)
-                text = line.decode("ascii", "replace")
-                self.reader_commands[name].append(text)
-                self._on_command(text)
+        def on_line(text: str) -> None:
+            self.reader_commands[name].append(text)
+            self._on_command(text)
+
+        await self._host_lines(reader, on_line)
 
     # ------------------------------------------------------------------ records
 
