@@ -1,5 +1,5 @@
 // The dealer screen: readable from two metres, no input. See docs/studio.md.
-import { cardElement, follow, linkBanner, pageInfo, secondsLeft, stampPainted } from "./studio.js";
+import { cardsBySlot, redrawnCard, follow, linkBanner, pageInfo, secondsLeft, stampPainted } from "./studio.js";
 
 const info = pageInfo();
 const body = document.body;
@@ -103,17 +103,11 @@ function renderDecision(round) {
 
 function renderCards(round) {
   const holder = $("cards");
-  const before = new Map([...holder.querySelectorAll(".card")].map((c) => [c.dataset.slot, c]));
+  const before = cardsBySlot(holder);
   const fresh = [];
   holder.innerHTML = "";
   for (const item of round.cards) {
-    const el = cardElement(document, item, false);
-    const old = before.get(item.slot);
-    if (old && old.dataset.card === el.dataset.card) {
-      el.dataset.paintedAt = old.dataset.paintedAt || "";
-    } else if (item.card) {
-      fresh.push(el);
-    }
+    const el = redrawnCard(document, item, before, fresh);
     holder.appendChild(el);
   }
   stampPainted(fresh);

@@ -1,5 +1,5 @@
 // The stream overlay (1920x1080, transparent): cards as dealt, hands, result, equities.
-import { cardElement, follow, linkBanner, pageInfo, stampPainted } from "./studio.js";
+import { cardsBySlot, redrawnCard, follow, linkBanner, pageInfo, stampPainted } from "./studio.js";
 
 const info = pageInfo();
 const body = document.body;
@@ -15,7 +15,7 @@ function percent(value) {
 
 function renderHands(round) {
   const holder = $("hands");
-  const before = new Map([...holder.querySelectorAll(".card")].map((c) => [c.dataset.slot, c]));
+  const before = cardsBySlot(holder);
   const fresh = [];
   const hands = new Map();
   for (const item of round.cards) {
@@ -38,13 +38,7 @@ function renderHands(round) {
     const row = document.createElement("div");
     row.className = "row";
     for (const item of items) {
-      const el = cardElement(document, item, false);
-      const old = before.get(item.slot);
-      if (old && old.dataset.card === el.dataset.card) {
-        el.dataset.paintedAt = old.dataset.paintedAt || "";
-      } else if (item.card) {
-        fresh.push(el);
-      }
+      const el = redrawnCard(document, item, before, fresh);
       row.appendChild(el);
     }
     box.appendChild(row);

@@ -25,6 +25,26 @@ export function glyph(card) {
   return { rank: card, suit: "", red: false, text: card }; // tiles and other pieces: as named
 }
 
+/** The cards a holder shows now, by slot (to keep their paint stamps across a redraw). */
+export function cardsBySlot(holder) {
+  return new Map([...holder.querySelectorAll(".card")].map((c) => [c.dataset.slot, c]));
+}
+
+/**
+ * A card element for a redraw: the same card as before keeps its paint stamp; a card newly
+ * shown is pushed to `fresh` (stamped once painted, see stampPainted).
+ */
+export function redrawnCard(doc, item, before, fresh) {
+  const el = cardElement(doc, item, false);
+  const old = before.get(item.slot);
+  if (old && old.dataset.card === el.dataset.card) {
+    el.dataset.paintedAt = old.dataset.paintedAt || "";
+  } else if (item.card) {
+    fresh.push(el);
+  }
+  return el;
+}
+
 /** A card element: data-slot, data-card (empty while hidden), data-face. */
 export function cardElement(doc, item, big) {
   const el = doc.createElement("div");
