@@ -208,8 +208,10 @@ class _Timed(ArchiveConsumer):
     wanted: int
     reached: asyncio.Event
 
-    async def handle_batch(self, messages: Sequence[tuple[str, bytes]]) -> list[str]:
-        outcomes = await super().handle_batch(messages)
+    async def handle_batch(
+        self, messages: Sequence[tuple[str, bytes]], done: list[str] | None = None
+    ) -> list[str]:
+        outcomes = await super().handle_batch(messages, done)
         now = time.perf_counter()
         for message in messages:
             self.committed.setdefault(message, now)

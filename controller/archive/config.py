@@ -9,6 +9,16 @@ urls = ["mqtt://broker.studio:1883"]
 client_id = "tablectl-archive-1"
 username = "archive"
 
+[database]                  # (continued) every database await is bounded:
+timeout_seconds = 10.0      # one batch's transaction, one gap check
+connect_timeout_seconds = 5.0
+reconnect_min_seconds = 0.2 # back-off after a lost connection (doubling, jittered)
+reconnect_max_seconds = 10.0
+
+[consumer]
+share_group = "archive"     # MQTT 5 shared subscriptions: instances with one group share the load
+receive_maximum = 1000      # unacknowledged messages the broker may send (acks follow commits)
+
 [gaps]
 grace_seconds = 1.0         # a gap waits this long for late messages before a replay is asked
 timeout_seconds = 30.0      # a gap still open this long after it was seen is an alert
@@ -28,7 +38,14 @@ from pathlib import Path
 from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from controller.errors import ConfigError
 from controller.mqtt.settings import MqttSettings
@@ -40,10 +57,50 @@ class DatabaseSettings(BaseModel):
 
     Attributes:
         url: A libpq connection URL (``postgresql://user@host:port/db``).
+        timeout_seconds: Every await on the database is bounded by this (one batch's
+            transaction, one gap check); past it the connection counts as lost.
+        connect_timeout_seconds: One connection attempt (TCP, authentication).
+        reconnect_min_seconds: First back-off delay after the connection is lost.
+        reconnect_max_seconds: Longest back-off delay (the delay doubles up to it, jittered).
     """
 
     model_config = ConfigDict(extra="forbid")
     url: str = Field(min_length=1)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    reconnect_min_seconds: float = Field(default=0.2, gt=0)
+    reconnect_max_seconds: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> DatabaseSettings:
+        if self.reconnect_max_seconds < self.reconnect_min_seconds:
+            raise ValueError("reconnect_max_seconds is below reconnect_min_seconds")
+        return self
+
+
+class ConsumerSettings(BaseModel):
+    """How the archive subscribes (docs/archive.md, "Several instances").
+
+    Attributes:
+        share_group: ``None``: one instance, plain subscriptions. A name: MQTT 5 shared
+            subscriptions ``$share/{group}/{prefix}/+/events`` (and ``results``, ``status``):
+            the broker gives each message to one instance of the group; every instance of
+            one archive uses the same group and its own ``mqtt.client_id``.
+        receive_maximum: MQTT 5 Receive Maximum: how many messages the broker may send
+            before they are acknowledged. The archive acknowledges a message only once its
+            batch is committed, so this also bounds what it holds in memory.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    share_group: str | None = None
+    receive_maximum: int = Field(default=1000, ge=1, le=65535)
+
+    @field_validator("share_group")
+    @classmethod
+    def _check_group(cls, group: str | None) -> str | None:
+        if group is not None and (not group or any(ch in group for ch in "/+#\0")):
+            raise ValueError("a share group must be one topic level (no '/', '+', '#')")
+        return group
 
 
 class GapSettings(BaseModel):
@@ -83,6 +140,7 @@ class ArchiveSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     database: DatabaseSettings
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
+    consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
     gaps: GapSettings = Field(default_factory=GapSettings)
     tables: dict[str, TableEntry] = Field(default_factory=dict)
 

@@ -2,15 +2,22 @@
 
 :class:`ArchiveConsumer` subscribes (QoS 1, a persistent session under a stable client id, so
 the broker keeps what arrives while the archive is away) to ``{prefix}/+/events``,
-``{prefix}/+/results`` and ``{prefix}/+/status``, classifies each message
-(:func:`controller.archive.ingest.classify`), and stores it
+``{prefix}/+/results`` and ``{prefix}/+/status`` (with ``consumer.share_group``, MQTT 5 shared
+subscriptions ``$share/{group}/...``: several instances share the load), classifies each
+message (:func:`controller.archive.ingest.classify`), and stores it
 (:class:`controller.archive.store.ArchiveStore`): an entry once, a status as history, anything
 else as rejected with its reason. Nothing a message holds can stop the consumer.
 
-A jump in a table's ``seq`` on ``events`` opens a gap (:class:`controller.archive.gaps.Gap`);
-after ``gaps.grace_seconds`` the archive sends the table ``replay --from-seq`` for it (the
+A message is **acknowledged only once its batch is committed**: a consumer killed between
+receipt and commit loses nothing (the broker sends it again to the session), and while the
+database is away the consumer stores nothing, acknowledges nothing and reconnects
+(:class:`controller.archive.dblink.DbLink`), keeping the batch in hand.
+
+Gaps live in the database (:class:`controller.archive.gaps.GapBook`), so that instances that
+each see part of a table's ``seq`` agree on them: a hole the database still has after
+``gaps.grace_seconds`` is a gap; one instance sends the table ``replay --from-seq`` for it (the
 existing command: the table re-sends the *results* in the range); a gap not filled within
-``gaps.timeout_seconds`` is an alert: an error log line and a row in ``alerts``.
+``gaps.timeout_seconds`` is an alert: an error log line and a row in ``alerts``, once.
 """
 
 from __future__ import annotations
@@ -20,22 +27,66 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import structlog
 
 from controller.archive.config import ArchiveSettings
-from controller.archive.gaps import Gap, GapTracker
+from controller.archive.dblink import DbLink
+from controller.archive.gaps import Gap, GapBook
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
 from controller.archive.store import ArchiveStore
-from controller.mqtt.settings import backoff_seconds, client_options, tls_context
+from controller.mqtt.adapter import ack, manual_acks
+from controller.mqtt.connection import Connector
 from controller.pitcli import Target, send_command
+
+if TYPE_CHECKING:
+    import aiomqtt
+
+    from controller.broker import BrokerAddress
 
 log = structlog.get_logger("archive")
 
 BATCH_MAX = 2000
 """At most this many waiting messages are stored in one transaction (docs/archive.md)."""
+
+ALERTED_FILL_EVERY = 25
+"""Gap checks between two looks at alerted gaps (a late fill is still stamped)."""
+
+_LINK_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+"""The database's failures that are not a message's fault."""
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A message as received, kept until its batch is committed and it is acknowledged.
+
+    Attributes:
+        topic: The topic.
+        payload: The bytes.
+        mid: The MQTT packet id (for the acknowledgement).
+        qos: Its QoS.
+    """
+
+    topic: str
+    payload: bytes
+    mid: int
+    qos: int
+
+
+class _AckAfterCommit(Connector):
+    """The shared :class:`Connector`, with acknowledgements left to the consumer."""
+
+    def __init__(self, *args: Any, receive_maximum: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._receive_maximum = receive_maximum
+
+    def make_client(self, address: BrokerAddress) -> aiomqtt.Client:
+        client = super().make_client(address)
+        manual_acks(client, self._receive_maximum)
+        return client
 
 
 class ArchiveConsumer:
@@ -43,13 +94,17 @@ class ArchiveConsumer:
 
     Args:
         settings: The archive config.
-        store: The database.
+        store: The database (its connection is made again if lost).
         keys: Known tables and their public keys.
         clock: Monotonic seconds (tests may pass their own).
 
     Attributes:
         counts: ``new``, ``duplicate``, ``conflict``, ``status``, ``rejected:<category>``,
-            ``replay_requested``, ``gap_alert``, ``gap_filled``.
+            ``gap_opened``, ``replay_requested``, ``gap_alert``, ``gap_filled`` (the gaps
+            this instance recorded, asked for, alerted, saw filled).
+        subscribed: Set while subscribed to the broker.
+        db: The ingest's database connection.
+        gap_db: The gap checks' own connection (they run beside the ingest).
     """
 
     def __init__(
@@ -64,14 +119,25 @@ class ArchiveConsumer:
         self.store = store
         self.keys = keys
         self.clock = clock
-        self.gaps = GapTracker()
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
+        self.db = DbLink(settings.database, "ingest", conn=store.conn)
+        self.db.on_connect(self._new_store)
+        self.gap_db = DbLink(settings.database, "gaps")
+        self._books: dict[int, GapBook] = {}
+        self._checks = 0
         self._replays: set[asyncio.Task[None]] = set()
 
-    async def load_state(self) -> None:
-        """Read each table's highest archived ``seq`` (so a restart does not see old gaps)."""
-        self.gaps = GapTracker(await self.store.highest_seqs())
+    def _new_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if conn is not self.store.conn:
+            self.store = ArchiveStore(conn)
+
+    def topics(self) -> list[str]:
+        """The subscriptions: ``{prefix}/+/events|results|status``, shared if configured."""
+        prefix = self.settings.mqtt.topic_prefix.rstrip("/")
+        group = self.settings.consumer.share_group
+        share = f"$share/{group}/" if group else ""
+        return [f"{share}{prefix}/+/{suffix}" for suffix in ("events", "results", "status")]
 
     # -- one message -------------------------------------------------------------------------
 
@@ -83,21 +149,29 @@ class ArchiveConsumer:
         """
         return (await self.handle_batch([(topic, payload)]))[0]
 
-    async def handle_batch(self, messages: Sequence[tuple[str, bytes]]) -> list[str]:
+    async def handle_batch(
+        self, messages: Sequence[tuple[str, bytes]], done: list[str] | None = None
+    ) -> list[str]:
         """Classify and store messages (``(topic, payload)``), entries in one transaction.
 
         What became of each message, in order (:attr:`counts` keys). If the database refuses
         the batch, its entries are stored one by one, so only the message at fault is
         rejected (``store_error``).
 
+        Args:
+            messages: The batch.
+            done: Outcomes of an earlier attempt at this batch that the database lost
+                (``""``: not stored yet); what it holds is not stored again.
+
         Raises:
-            psycopg.OperationalError: The database is gone (not a message's fault).
+            psycopg.OperationalError: The database is gone (not a message's fault); ``done``
+                then holds what was stored before.
         """
+        outcomes = done if done is not None else [""] * len(messages)
         found = [classify(topic, payload, self.keys) for topic, payload in messages]
-        outcomes: list[str] = [""] * len(found)
-        entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry)]
+        entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry) and not outcomes[i]]
         for i, item in enumerate(found):
-            if not isinstance(item, Entry):
+            if not isinstance(item, Entry) and not outcomes[i]:
                 outcomes[i] = await self._guarded(messages[i], item)
         if entries:
             await self._store_entries(messages, entries, outcomes)
@@ -112,7 +186,7 @@ class ArchiveConsumer:
     ) -> None:
         try:
             stored = await self.store.store_entries([e for _, e in entries])
-        except psycopg.OperationalError:
+        except _LINK_LOST:
             raise
         except psycopg.Error:
             for i, entry in entries:
@@ -120,15 +194,12 @@ class ArchiveConsumer:
         else:
             for (i, _), outcome in zip(entries, stored, strict=True):
                 outcomes[i] = outcome
-        for i, entry in entries:
-            if not outcomes[i].startswith("rejected:"):
-                await self._track(entry)
 
     async def _guarded(self, message: tuple[str, bytes], found: Entry | Status | Rejected) -> str:
         topic, payload = message
         try:
             return await self._store(found)
-        except psycopg.OperationalError:
+        except _LINK_LOST:
             raise
         except psycopg.Error as exc:
             # The database refused this message (its transaction was rolled back, e.g. a
@@ -154,67 +225,88 @@ class ArchiveConsumer:
             return "status"
         return await self.store.store_entry(found)
 
-    async def _track(self, entry: Entry) -> None:
-        in_order = entry.topic.endswith("/events")
-        gap = self.gaps.seen(entry.table, entry.seq, self.clock(), in_order_topic=in_order)
-        if gap is not None:
-            gap.gap_id = await self.store.open_gap(gap.table, gap.lo, gap.hi)
-            log.warning("gap in seq", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
-        for done in self.gaps.filled():
-            self.counts["gap_filled"] += 1
-            if done.gap_id is not None:
-                await self.store.mark_gap(done.gap_id, "filled")
-            log.info("gap filled", table=done.table, from_seq=done.lo, to_seq=done.hi)
+    async def store_batch(self, messages: Sequence[tuple[str, bytes]]) -> list[str]:
+        """:meth:`handle_batch`, bounded, and retried after a lost database until it is stored.
+
+        Returns once every message of the batch is stored (or rejected with its reason);
+        while the database is away it waits (reconnecting with back-off), never drops.
+        """
+        done = [""] * len(messages)
+
+        async def attempt(_: psycopg.AsyncConnection[Any]) -> list[str]:
+            return await self.handle_batch(messages, done)
+
+        return await self.db.call(attempt)
 
     # -- gaps ----------------------------------------------------------------------------------
 
     async def check_gaps(self) -> None:
-        """Ask for replays of gaps past their grace, alert on gaps past their timeout."""
-        now = self.clock()
+        """One look at the gaps, shared with the other instances through the database.
+
+        Record the holes past their grace, stamp the gaps now filled, send the replays this
+        instance claimed, alert the gaps past their timeout (docs/archive.md, "Gaps").
+        Each step is bounded by ``database.timeout_seconds`` and retried after a lost
+        connection.
+        """
+        tables = sorted(self.keys.tables)
+        if not tables:
+            return
         config = self.settings.gaps
-        for gap in self.gaps.due_for_replay(now, config.grace_seconds):
-            gap.requested = True
+        self._checks += 1
+        alerted_too = self._checks % ALERTED_FILL_EVERY == 1
+        for gap in await self._book(lambda book: book.scan(tables, config.grace_seconds)):
+            self.counts["gap_opened"] += 1
+            log.warning("gap in seq", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
+        for gap in await self._book(lambda book: book.fill(tables, alerted_too=alerted_too)):
+            self.counts["gap_filled"] += 1
+            log.info("gap filled", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
+        for gap in await self._book(lambda book: book.claim_replays(tables)):
             self.counts["replay_requested"] += 1
-            if gap.gap_id is not None:
-                await self.store.mark_gap(gap.gap_id, "replay_requested", gap.missing())
             task = asyncio.create_task(self._replay(gap), name=f"replay-{gap.table}-{gap.lo}")
             self._replays.add(task)
             task.add_done_callback(self._replays.discard)
-        for gap in self.gaps.due_for_alert(now, config.timeout_seconds):
-            gap.alerted = True
+        for gap in await self._book(lambda book: book.alert(tables, config.timeout_seconds)):
             self.counts["gap_alert"] += 1
-            missing = gap.missing()
-            detail = (
-                f"seq {gap.lo}..{gap.hi} of table {gap.table} not filled within "
-                f"{config.timeout_seconds} s: {len(missing)} missing "
-                f"({_ranges(missing)}); a replay re-sends results only"
-            )
             log.error(
                 "gap not filled",
                 table=gap.table,
                 from_seq=gap.lo,
                 to_seq=gap.hi,
-                missing=len(missing),
+                missing=len(gap.missing),
             )
-            await self.store.raise_alert(
-                gap.table, "gap", detail, gap_id=gap.gap_id, missing=missing
-            )
+
+    async def _book(self, step: Callable[[GapBook], Any]) -> list[Gap]:
+        async def work(conn: psycopg.AsyncConnection[Any]) -> list[Gap]:
+            book = self._books.get(id(conn))
+            if book is None or book.conn is not conn:
+                self._books = {id(conn): GapBook(conn)}
+                book = self._books[id(conn)]
+            found: list[Gap] = await step(book)
+            return found
+
+        return await self.gap_db.call(work)
 
     async def _replay(self, gap: Gap) -> None:
         config = self.settings.gaps
         target = Target(self.settings.mqtt, gap.table)
-        outcome = await send_command(
-            target,
-            config.replay_role,
-            "replay",
-            {
-                "command_id": f"archive-{gap.table}-{gap.lo}-{uuid.uuid4().hex[:8]}",
-                "round": None,
-                "from_seq": gap.lo,
-                "to_seq": gap.hi,
-            },
-            timeout=config.replay_timeout_seconds,
-        )
+        try:
+            outcome = await send_command(
+                target,
+                config.replay_role,
+                "replay",
+                {
+                    "command_id": f"archive-{gap.table}-{gap.lo}-{uuid.uuid4().hex[:8]}",
+                    "round": None,
+                    "from_seq": gap.lo,
+                    "to_seq": gap.hi,
+                },
+                timeout=config.replay_timeout_seconds,
+            )
+        except Exception as exc:  # a failed request is logged; the alert follows
+            log.warning(
+                "replay not asked", table=gap.table, from_seq=gap.lo, to_seq=gap.hi, error=str(exc)
+            )
+            return
         log.info(
             "replay asked",
             table=gap.table,
@@ -227,105 +319,75 @@ class ArchiveConsumer:
     async def _gap_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.gaps.check_seconds)
-            await self.check_gaps()
+            try:
+                await self.check_gaps()
+            except psycopg.Error as exc:
+                # Not the connection's (DbLink retries those): a statement the server
+                # refused. Logged; the next check tries again.
+                log.error("gap check failed", error=f"{type(exc).__name__}: {exc}")
 
     # -- the broker ------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Consume until cancelled: reconnect with back-off, chase gaps meanwhile."""
-        import random
-
-        import aiomqtt
-
+        """Consume until cancelled: reconnect to the broker and the database, chase gaps."""
         mqtt = self.settings.mqtt
-        context = tls_context(mqtt) if mqtt.uses_tls else None
-        prefix = mqtt.topic_prefix.rstrip("/")
-        v5 = mqtt.protocol == "5"
-        rng = random.Random()
-        failures = 0
-        await self.load_state()
-        gap_task = asyncio.create_task(self._gap_loop(), name="archive-gaps")
+        connector = _AckAfterCommit(
+            mqtt,
+            client_id=mqtt.client_id or "tablectl-archive",
+            name="archive",
+            logger="archive.mqtt",
+            persistent=True,
+            receive_maximum=self.settings.consumer.receive_maximum,
+            log=log,
+        )
         try:
-            while True:
-                for address in mqtt.addresses:
-                    try:
-                        await self._consume(aiomqtt, address, context, prefix, v5)
-                    except (aiomqtt.MqttError, OSError) as exc:
-                        self.subscribed.clear()
-                        log.warning("broker connection lost", url=address.url, error=str(exc))
-                failures += 1
-                await asyncio.sleep(backoff_seconds(mqtt, failures, rng))
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._gap_loop(), name="archive-gaps")
+                group.create_task(
+                    connector.run(self._serve, stop=asyncio.Event()), name="archive-mqtt"
+                )
         finally:
-            gap_task.cancel()
             for task in list(self._replays):
                 task.cancel()
-            await asyncio.gather(gap_task, *self._replays, return_exceptions=True)
+            await asyncio.gather(*self._replays, return_exceptions=True)
+            await self.gap_db.close()
 
-    async def _consume(
-        self, aiomqtt: Any, address: Any, context: Any, prefix: str, v5: bool
-    ) -> None:
-        mqtt = self.settings.mqtt
-        extra: dict[str, Any] = {}
-        if v5:
-            from paho.mqtt.packettypes import PacketTypes
-            from paho.mqtt.properties import Properties
-
-            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = mqtt.session_expiry_seconds
-            extra = {"clean_start": False, "properties": properties}
-        else:
-            extra = {"clean_session": False}
-        client = aiomqtt.Client(
-            address.host,
-            address.port,
-            identifier=mqtt.client_id or "tablectl-archive",
-            protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
-            **client_options(mqtt, address, context),
-            **extra,
-        )
-        async with client:
-            for suffix in ("events", "results", "status"):
-                await client.subscribe(f"{prefix}/+/{suffix}", qos=1)
-            self.subscribed.set()
-            log.info("archive subscribed", url=address.url)
-            queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
-            reader = asyncio.create_task(self._read(client, queue), name="archive-read")
-            try:
-                while True:
-                    getter = asyncio.ensure_future(queue.get())
-                    try:
-                        await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        if not getter.done():
-                            getter.cancel()
-                    if getter.cancelled():
-                        reader.result()  # the broker connection's error
-                        return  # pragma: no cover (the message stream never ends)
-                    # What arrived while the last batch was stored is the next batch.
-                    batch = [getter.result()]
-                    while len(batch) < BATCH_MAX and not queue.empty():
-                        batch.append(queue.get_nowait())
-                    await self.handle_batch(batch)
-            finally:
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
+    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+        """While connected: subscribe, then store what arrives in batches, ack after commit."""
+        for topic in self.topics():
+            await client.subscribe(topic, qos=1)
+        self.subscribed.set()
+        log.info("archive subscribed", url=address.url, topics=self.topics())
+        queue: asyncio.Queue[Received] = asyncio.Queue()
+        reader = asyncio.create_task(self._read(client, queue), name="archive-read")
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                try:
+                    await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                if getter.cancelled():
+                    reader.result()  # the broker connection's error
+                    return  # pragma: no cover (the message stream never ends)
+                # What arrived while the last batch was stored is the next batch.
+                batch = [getter.result()]
+                while len(batch) < BATCH_MAX and not queue.empty():
+                    batch.append(queue.get_nowait())
+                await self.store_batch([(m.topic, m.payload) for m in batch])
+                # Committed: only now may the broker forget them (in the order received).
+                for message in batch:
+                    if message.qos > 0:
+                        ack(client, message.mid, message.qos)
+        finally:
+            self.subscribed.clear()
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
 
     @staticmethod
-    async def _read(client: Any, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
+    async def _read(client: aiomqtt.Client, queue: asyncio.Queue[Received]) -> None:
         async for message in client.messages:
-            queue.put_nowait((str(message.topic), bytes(message.payload)))
-
-
-def _ranges(values: list[int]) -> str:
-    """``1-3,7`` for ``[1, 2, 3, 7]`` (at most 20 ranges shown)."""
-    parts: list[str] = []
-    start = prev = None
-    for value in [*values, None]:
-        if value is not None and prev is not None and value == prev + 1:
-            prev = value
-            continue
-        if start is not None:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = value
-    shown = ",".join(parts[:20])
-    return shown + (",..." if len(parts) > 20 else "")
+            queue.put_nowait(
+                Received(str(message.topic), bytes(message.payload), message.mid, message.qos)
+            )

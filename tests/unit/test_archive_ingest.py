@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.archive.config import load_archive_settings
-from controller.archive.gaps import GapTracker
+from controller.archive.gaps import Hole, advance
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
 from controller.errors import ConfigError
 from controller.signing import Signer
@@ -131,22 +131,32 @@ def test_no_json_value_makes_classify_raise(value):
         assert isinstance(run(payload), Entry | Status | Rejected)
 
 
-def test_gaps_are_seen_on_events_only_and_filled_by_any_copy():
-    tracker = GapTracker({"t1": 3})
-    assert tracker.seen("t1", 4, 0.0, in_order_topic=True) is None
-    gap = tracker.seen("t1", 8, 1.0, in_order_topic=True)
-    assert gap is not None and (gap.lo, gap.hi) == (5, 7)
-    assert tracker.seen("t1", 12, 1.0, in_order_topic=False) is None  # results: not gap-free
-    assert tracker.due_for_replay(1.1, grace=0.5) == []
-    assert tracker.due_for_replay(1.5, grace=0.5) == [gap]
-    tracker.seen("t1", 6, 2.0, in_order_topic=False)
-    assert gap.missing() == [5, 7] and tracker.filled() == []
-    tracker.seen("t1", 5, 2.0, in_order_topic=True)
-    tracker.seen("t1", 7, 2.0, in_order_topic=True)
-    assert tracker.filled() == [gap] and tracker.open == []
-    assert tracker.due_for_alert(99.0, timeout=1.0) == []
-    first = tracker.seen("new", 3, 0.0, in_order_topic=True)
-    assert first is not None and (first.lo, first.hi) == (1, 2)
+def test_a_watermark_stops_below_the_first_hole_still_in_its_grace():
+    ripe, young = Hole("t1", 5, 7, ripe=True), Hole("t1", 10, 10, ripe=False)
+    assert advance(3, 12, []) == 12
+    assert advance(3, 12, [ripe]) == 12  # recorded as a gap: the watermark passes it
+    assert advance(3, 12, [ripe, young]) == 9
+    assert advance(3, 12, [Hole("t1", 4, 4, ripe=False)]) == 3
+    assert advance(3, None, []) == 3  # nothing above it
+    assert advance(8, 12, [Hole("t1", 2, 2, ripe=False)]) == 8  # never moves down
+
+
+def test_share_group_and_database_timeouts_are_checked(tmp_path):
+    path = tmp_path / "archive.toml"
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "a/b"\n')
+    with pytest.raises(ConfigError, match=r"consumer\.share_group"):
+        load_archive_settings(path)
+    path.write_text('[database]\nurl = "postgresql://x/y"\ntimeout_seconds = 0\n')
+    with pytest.raises(ConfigError, match=r"database\.timeout_seconds"):
+        load_archive_settings(path)
+    path.write_text(
+        '[database]\nurl = "postgresql://x/y"\nreconnect_min_seconds = 5\n'
+        "reconnect_max_seconds = 1\n"
+    )
+    with pytest.raises(ConfigError, match="reconnect_max_seconds is below"):
+        load_archive_settings(path)
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "arch"\n')
+    assert load_archive_settings(path).consumer.share_group == "arch"
 
 
 def test_archive_config_errors_name_the_file_and_field(tmp_path):
