@@ -17,6 +17,7 @@ reconnect_max_seconds = 10.0
 
 [consumer]
 share_group = "archive"     # MQTT 5 shared subscriptions: instances with one group share the load
+# partition = "0/2"         # or: instance 0 of 2 takes its half of the tables (plain subscriptions)
 receive_maximum = 1000      # unacknowledged messages the broker may send (acks follow commits)
 
 [gaps]
@@ -34,6 +35,7 @@ public_key = "keys/tp-01.pub"   # results must carry a valid signature by this k
 from __future__ import annotations
 
 import tomllib
+import zlib
 from pathlib import Path
 from typing import Literal
 
@@ -82,10 +84,14 @@ class ConsumerSettings(BaseModel):
     """How the archive subscribes (docs/archive.md, "Several instances").
 
     Attributes:
-        share_group: ``None``: one instance, plain subscriptions. A name: MQTT 5 shared
-            subscriptions ``$share/{group}/{prefix}/+/events`` (and ``results``, ``status``):
-            the broker gives each message to one instance of the group; every instance of
-            one archive uses the same group and its own ``mqtt.client_id``.
+        share_group: MQTT 5 shared subscriptions ``$share/{group}/{prefix}/+/events`` (and
+            ``results``, ``status``): the broker gives each message to one instance of the
+            group; every instance of one archive uses the same group and its own
+            ``mqtt.client_id``. ``None``: not shared.
+        partition: ``"I/N"``: instance ``I`` of ``N`` (0-based) subscribes, with plain
+            subscriptions, to the configured tables whose id hashes (CRC-32) to ``I`` modulo
+            ``N``. For brokers that forget shared subscriptions when they restart (Mosquitto
+            2.0: docs/archive.md). ``None``: every table.
         receive_maximum: MQTT 5 Receive Maximum: how many messages the broker may send
             before they are acknowledged. The archive acknowledges a message only once its
             batch is committed, so this also bounds what it holds in memory.
@@ -93,6 +99,7 @@ class ConsumerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     share_group: str | None = None
+    partition: str | None = None
     receive_maximum: int = Field(default=1000, ge=1, le=65535)
 
     @field_validator("share_group")
@@ -101,6 +108,29 @@ class ConsumerSettings(BaseModel):
         if group is not None and (not group or any(ch in group for ch in "/+#\0")):
             raise ValueError("a share group must be one topic level (no '/', '+', '#')")
         return group
+
+    @field_validator("partition")
+    @classmethod
+    def _check_partition(cls, partition: str | None) -> str | None:
+        if partition is None:
+            return None
+        index, _, count = partition.partition("/")
+        if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+            raise ValueError(f"partition {partition!r} is not I/N with 0 <= I < N (e.g. 0/2)")
+        return partition
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ConsumerSettings:
+        if self.share_group is not None and self.partition is not None:
+            raise ValueError("share_group and partition exclude each other: choose one")
+        return self
+
+    def owns(self, table: str) -> bool:
+        """Whether this instance subscribes to ``table`` (always, unless partitioned)."""
+        if self.partition is None:
+            return True
+        index, _, count = self.partition.partition("/")
+        return zlib.crc32(table.encode("utf-8")) % int(count) == int(index)
 
 
 class GapSettings(BaseModel):

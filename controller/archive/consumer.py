@@ -133,11 +133,18 @@ class ArchiveConsumer:
             self.store = ArchiveStore(conn)
 
     def topics(self) -> list[str]:
-        """The subscriptions: ``{prefix}/+/events|results|status``, shared if configured."""
+        """The subscriptions: ``{prefix}/+/events|results|status``, shared if configured.
+
+        Partitioned (``consumer.partition``): each of this instance's tables' own topics.
+        """
         prefix = self.settings.mqtt.topic_prefix.rstrip("/")
-        group = self.settings.consumer.share_group
-        share = f"$share/{group}/" if group else ""
-        return [f"{share}{prefix}/+/{suffix}" for suffix in ("events", "results", "status")]
+        consumer = self.settings.consumer
+        share = f"$share/{consumer.share_group}/" if consumer.share_group else ""
+        tables = ["+"]
+        if consumer.partition is not None:
+            tables = [t for t in sorted(self.keys.tables) if consumer.owns(t)]
+        suffixes = ("events", "results", "status")
+        return [f"{share}{prefix}/{table}/{suffix}" for table in tables for suffix in suffixes]
 
     # -- one message -------------------------------------------------------------------------
 
@@ -354,10 +361,11 @@ class ArchiveConsumer:
 
     async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
         """While connected: subscribe, then store what arrives in batches, ack after commit."""
-        for topic in self.topics():
-            await client.subscribe(topic, qos=1)
+        topics = self.topics()
+        if topics:
+            await client.subscribe([(topic, 1) for topic in topics])
         self.subscribed.set()
-        log.info("archive subscribed", url=address.url, topics=self.topics())
+        log.info("archive subscribed", url=address.url, topics=len(topics), first=topics[:3])
         queue: asyncio.Queue[Received] = asyncio.Queue()
         reader = asyncio.create_task(self._read(client, queue), name="archive-read")
         try:

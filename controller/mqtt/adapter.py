@@ -193,7 +193,9 @@ def ack(client: aiomqtt.Client, mid: int, qos: int) -> None:
     On a connection that is already gone this does nothing: the broker sends the message
     again on the next one.
     """
-    client._client.ack(mid, qos)
+    paho = client._client
+    if paho.is_connected():
+        paho.ack(mid, qos)
 
 
 def bound_connect(client: aiomqtt.Client, seconds: float) -> None:
