@@ -85,17 +85,16 @@ _LOCK_MARKS = (
     " ORDER BY table_id FOR UPDATE SKIP LOCKED"
 )
 _HOLES = (
-    "SELECT x.table_id, x.prev + 1, x.seq - 1, x.received_at <= now() - make_interval(secs => %s)"
-    " FROM (SELECT k.table_id, k.seq, min(k.received_at) AS received_at,"
-    "  lag(k.seq, 1, w.mark) OVER (PARTITION BY k.table_id ORDER BY k.seq) AS prev"
+    # One statement, one snapshot: the holes and the highest seq must agree (read apart, a
+    # commit in between could show a higher seq than the holes were computed for, and the
+    # watermark would pass a hole unrecorded).
+    "SELECT x.table_id, x.prev, x.seq, x.received_at <= now() - make_interval(secs => %s),"
+    " x.top FROM (SELECT k.table_id, k.seq, min(k.received_at) AS received_at,"
+    "  lag(k.seq, 1, w.mark) OVER (PARTITION BY k.table_id ORDER BY k.seq) AS prev,"
+    "  max(k.seq) OVER (PARTITION BY k.table_id) AS top"
     "  FROM entry_keys k JOIN unnest(%s::text[], %s::bigint[]) AS w(t, mark)"
     "  ON k.table_id = w.t AND k.seq > w.mark GROUP BY k.table_id, k.seq, w.mark) x"
-    " WHERE x.seq > x.prev + 1"
-)
-_HIGHEST = (
-    "SELECT k.table_id, max(k.seq) FROM entry_keys k"
-    " JOIN unnest(%s::text[], %s::bigint[]) AS w(t, mark) ON k.table_id = w.t AND k.seq > w.mark"
-    " GROUP BY k.table_id"
+    " WHERE x.seq > x.prev + 1 OR x.seq = x.top"
 )
 _RECORD = (
     "INSERT INTO gaps (table_id, from_seq, to_seq)"
@@ -158,13 +157,13 @@ class GapBook:
             marks = {str(row[0]): int(row[1]) for row in await cursor.fetchall()}
             if not marks:
                 return []
-            names, values = list(marks), list(marks.values())
-            cursor = await self.conn.execute(_HOLES, (grace, names, values))
-            holes = [
-                Hole(str(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in await cursor.fetchall()
-            ]
-            cursor = await self.conn.execute(_HIGHEST, (names, values))
-            highest = {str(row[0]): int(row[1]) for row in await cursor.fetchall()}
+            cursor = await self.conn.execute(_HOLES, (grace, list(marks), list(marks.values())))
+            holes: list[Hole] = []
+            highest: dict[str, int] = {}
+            for table, prev, seq, ripe, top in await cursor.fetchall():
+                highest[str(table)] = int(top)
+                if seq > prev + 1:
+                    holes.append(Hole(str(table), int(prev) + 1, int(seq) - 1, bool(ripe)))
             ripe = [hole for hole in holes if hole.ripe]
             recorded: list[Gap] = []
             if ripe:
