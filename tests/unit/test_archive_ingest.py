@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.archive.config import load_archive_settings
+from controller.archive.config import ConsumerSettings, load_archive_settings
 from controller.archive.gaps import Hole, advance
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
 from controller.errors import ConfigError
@@ -155,8 +156,27 @@ def test_share_group_and_database_timeouts_are_checked(tmp_path):
     )
     with pytest.raises(ConfigError, match="reconnect_max_seconds is below"):
         load_archive_settings(path)
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\npartition = "2/2"\n')
+    with pytest.raises(ConfigError, match="is not I/N"):
+        load_archive_settings(path)
+    path.write_text(
+        '[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "a"\npartition = "0/2"\n'
+    )
+    with pytest.raises(ConfigError, match="exclude each other"):
+        load_archive_settings(path)
     path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "arch"\n')
     assert load_archive_settings(path).consumer.share_group == "arch"
+    example = load_archive_settings(Path(__file__).parents[2] / "config/archive-example.toml")
+    assert example.consumer.share_group == "archive"
+
+
+def test_a_partition_takes_its_share_of_the_tables_and_together_all():
+    tables = [f"t{n}" for n in range(40)]
+    halves = [ConsumerSettings(partition=f"{i}/2") for i in range(2)]
+    owned = [{t for t in tables if half.owns(t)} for half in halves]
+    assert owned[0] | owned[1] == set(tables) and not owned[0] & owned[1]
+    assert all(8 <= len(part) <= 32 for part in owned)  # a hash, not one side
+    assert all(ConsumerSettings().owns(t) for t in tables)
 
 
 def test_archive_config_errors_name_the_file_and_field(tmp_path):
