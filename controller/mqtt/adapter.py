@@ -194,7 +194,7 @@ def ack(client: aiomqtt.Client, mid: int, qos: int) -> None:
     again on the next one.
     """
     paho = client._client
-    if paho.is_connected():
+    if paho.is_connected() and paho.socket() is not None:
         paho.ack(mid, qos)
 
 
