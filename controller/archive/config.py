@@ -137,12 +137,14 @@ class GapSettings(BaseModel):
     """How the archive fills gaps in a table's ``seq`` (docs/archive.md, "Gaps").
 
     Attributes:
-        grace_seconds: A gap waits this long for late or redelivered messages before the
-            archive asks the table for a replay.
-        timeout_seconds: A gap not filled this long after it was seen is an alert.
+        grace_seconds: A hole in a table's archived ``seq`` values (the database's, shared by
+            every instance) becomes a gap once the ``seq`` after it was archived this long
+            ago; the table is then asked for a replay.
+        timeout_seconds: A gap not filled this long after it was recorded is an alert.
         replay_role: Which command topic the replay goes to (``pit``: ``cmd/pit/replay``).
         replay_timeout_seconds: How long a replay command waits for the table's answer.
-        check_seconds: How often open gaps are looked at.
+        check_seconds: How often each instance looks at the gaps (a few statements each
+            time: docs/archive.md, "Gaps").
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -150,7 +152,7 @@ class GapSettings(BaseModel):
     timeout_seconds: float = Field(default=30.0, gt=0)
     replay_role: Literal["pit", "betting"] = "pit"
     replay_timeout_seconds: float = Field(default=10.0, gt=0)
-    check_seconds: float = Field(default=0.2, gt=0)
+    check_seconds: float = Field(default=0.5, gt=0)
 
 
 class TableEntry(BaseModel):
