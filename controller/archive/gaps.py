@@ -9,7 +9,10 @@ statement that one instance wins (docs/archive.md, "Gaps"):
 1. :meth:`GapBook.scan`: under the table's ``gap_watermarks`` row lock (``FOR UPDATE SKIP
    LOCKED``: an instance skips a table another one is scanning), the holes above the
    watermark whose next archived ``seq`` arrived at least ``grace`` seconds ago are recorded
-   in ``gaps``; the watermark moves up to the first hole still in its grace.
+   in ``gaps``, and so is the tail between the highest archived ``seq`` and the journal head
+   a status message of the table stated (``chain_head``) once that status and the table's
+   last archived entry are as old; the watermark moves up to the first hole still in its
+   grace.
 2. :meth:`GapBook.claim_replays`: the open gaps nobody asked a replay for are stamped and
    returned in one ``UPDATE`` (rows locked, skipped if locked): exactly one instance sends
    each replay.
@@ -77,7 +80,8 @@ def advance(watermark: int, highest: int | None, holes: Sequence[Hole]) -> int:
     young = [hole.lo for hole in holes if not hole.ripe]
     if young:
         return max(watermark, min(young) - 1)
-    return max(watermark, highest or 0)
+    # Every hole is recorded now: past them all (a tail hole ends above the highest seq).
+    return max(watermark, highest or 0, *(hole.hi for hole in holes))
 
 
 _LOCK_MARKS = (
@@ -85,16 +89,29 @@ _LOCK_MARKS = (
     " ORDER BY table_id FOR UPDATE SKIP LOCKED"
 )
 _HOLES = (
-    # One statement, one snapshot: the holes and the highest seq must agree (read apart, a
-    # commit in between could show a higher seq than the holes were computed for, and the
-    # watermark would pass a hole unrecorded).
-    "SELECT x.table_id, x.prev, x.seq, x.received_at <= now() - make_interval(secs => %s),"
-    " x.top FROM (SELECT k.table_id, k.seq, min(k.received_at) AS received_at,"
-    "  lag(k.seq, 1, w.mark) OVER (PARTITION BY k.table_id ORDER BY k.seq) AS prev,"
-    "  max(k.seq) OVER (PARTITION BY k.table_id) AS top"
-    "  FROM entry_keys k JOIN unnest(%s::text[], %s::bigint[]) AS w(t, mark)"
-    "  ON k.table_id = w.t AND k.seq > w.mark GROUP BY k.table_id, k.seq, w.mark) x"
-    " WHERE x.seq > x.prev + 1 OR x.seq = x.top"
+    # One statement, one snapshot: the holes, the tail holes and the highest seq must agree
+    # (read apart, a commit in between could show a higher seq than the holes were computed
+    # for, and the watermark would pass a hole unrecorded). Rows: (table, lo, hi, ripe) for
+    # a hole; (table, NULL, highest, NULL) for each table's highest archived seq.
+    "WITH w AS (SELECT * FROM unnest(%(tables)s::text[], %(marks)s::bigint[]) AS w(t, mark)),"
+    " k AS (SELECT k.table_id, k.seq, min(k.received_at) AS received_at FROM entry_keys k"
+    "  JOIN w ON k.table_id = w.t AND k.seq > w.mark GROUP BY k.table_id, k.seq),"
+    " x AS (SELECT k.table_id, k.seq, k.received_at,"
+    "  lag(k.seq, 1, w.mark) OVER (PARTITION BY k.table_id ORDER BY k.seq) AS prev"
+    "  FROM k JOIN w ON k.table_id = w.t),"
+    # The journal's head as the table's status messages state it (birth, stop, Last Will):
+    # entries up to it exist, so what the archive lacks above its highest seq is a hole too.
+    " h AS (SELECT st.table_id, max(st.chain_head_seq) AS head, max(st.received_at) AS at"
+    "  FROM table_status st JOIN w ON st.table_id = w.t GROUP BY st.table_id)"
+    " SELECT x.table_id, x.prev + 1, x.seq - 1,"
+    "  x.received_at <= now() - make_interval(secs => %(grace)s) FROM x WHERE x.seq > x.prev + 1"
+    # A tail ripens once the status and the table's last archived entry are both as old as
+    # the grace: a backlog still draining (entries arriving) is not a gap.
+    " UNION ALL SELECT w.t, coalesce(max(k.seq), w.mark) + 1, h.head,"
+    "  greatest(h.at, max(k.received_at)) <= now() - make_interval(secs => %(grace)s)"
+    "  FROM w JOIN h ON h.table_id = w.t LEFT JOIN k ON k.table_id = w.t"
+    "  GROUP BY w.t, w.mark, h.head, h.at HAVING h.head > coalesce(max(k.seq), w.mark)"
+    " UNION ALL SELECT k.table_id, NULL, max(k.seq), NULL FROM k GROUP BY k.table_id"
 )
 _RECORD = (
     "INSERT INTO gaps (table_id, from_seq, to_seq)"
@@ -157,13 +174,16 @@ class GapBook:
             marks = {str(row[0]): int(row[1]) for row in await cursor.fetchall()}
             if not marks:
                 return []
-            cursor = await self.conn.execute(_HOLES, (grace, list(marks), list(marks.values())))
+            cursor = await self.conn.execute(
+                _HOLES, {"tables": list(marks), "marks": list(marks.values()), "grace": grace}
+            )
             holes: list[Hole] = []
             highest: dict[str, int] = {}
-            for table, prev, seq, ripe, top in await cursor.fetchall():
-                highest[str(table)] = int(top)
-                if seq > prev + 1:
-                    holes.append(Hole(str(table), int(prev) + 1, int(seq) - 1, bool(ripe)))
+            for table, lo, hi, ripe in await cursor.fetchall():
+                if lo is None:
+                    highest[str(table)] = int(hi)
+                else:
+                    holes.append(Hole(str(table), int(lo), int(hi), bool(ripe)))
             ripe = [hole for hole in holes if hole.ripe]
             recorded: list[Gap] = []
             if ripe:

@@ -111,3 +111,34 @@ async def test_a_table_being_scanned_by_one_instance_is_skipped_by_the_other(boo
         await two.conn.execute("SELECT 1 FROM gap_watermarks WHERE table_id = 't1' FOR UPDATE")
         assert await one.scan(["t1"], 1.0) == []  # locked: skipped, not waited for
     assert [(g.lo, g.hi) for g in await one.scan(["t1"], 1.0)] == [(4, 4)]
+
+
+async def _status(book: GapBook, table: str, head: int, age_seconds: float) -> None:
+    """A status message of ``table`` stating journal head ``head``, received that long ago."""
+    await book.conn.execute(
+        "INSERT INTO table_status (table_id, state, session, chain_head_seq, chain_head_hash,"
+        " envelope, received_at) VALUES (%s, 'offline', 1, %s, 'h', '{}',"
+        " now() - make_interval(secs => %s))",
+        (table, head, age_seconds),
+    )
+
+
+async def test_the_tail_a_status_states_is_a_gap_too(books):
+    one, _ = books
+    await _keys(one, "t1", [1, 2, 3], 10.0)
+    await _status(one, "t1", 6, 0.0)  # the table stopped at seq 6 just now
+    assert await one.scan(["t1"], 1.0) == []  # in its grace
+    marks = dict(await _rows(one, "SELECT table_id, scanned_to FROM gap_watermarks"))
+    assert marks == {"t1": 3}
+    await one.conn.execute("UPDATE table_status SET received_at = now() - interval '10 s'")
+    await _keys(one, "t1", [4], 0.0)  # a backlog still arriving: not yet
+    assert await one.scan(["t1"], 1.0) == []
+    await one.conn.execute("UPDATE entry_keys SET received_at = now() - interval '10 s'")
+    assert [(g.lo, g.hi) for g in await one.scan(["t1"], 1.0)] == [(5, 6)]
+    marks = dict(await _rows(one, "SELECT table_id, scanned_to FROM gap_watermarks"))
+    assert marks == {"t1": 6}
+    # An older, lower head says nothing new; entries after the head are scanned as usual.
+    await _status(one, "t1", 2, 30.0)
+    await _keys(one, "t1", [5, 6, 8], 10.0)
+    assert [(g.lo, g.hi) for g in await one.scan(["t1"], 1.0)] == [(7, 7)]
+    assert [(g.lo, g.hi) for g in await one.fill(["t1"])] == [(5, 6)]

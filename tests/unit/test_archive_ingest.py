@@ -140,6 +140,9 @@ def test_a_watermark_stops_below_the_first_hole_still_in_its_grace():
     assert advance(3, 12, [Hole("t1", 4, 4, ripe=False)]) == 3
     assert advance(3, None, []) == 3  # nothing above it
     assert advance(8, 12, [Hole("t1", 2, 2, ripe=False)]) == 8  # never moves down
+    # A tail hole (up to the head a status stated) recorded: the watermark passes it.
+    assert advance(3, 12, [Hole("t1", 13, 15, ripe=True)]) == 15
+    assert advance(3, 12, [Hole("t1", 13, 15, ripe=False)]) == 12
 
 
 def test_share_group_and_database_timeouts_are_checked(tmp_path):
