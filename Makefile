@@ -13,11 +13,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 ## make run: a simulated Teen Patti 20-20 table, on Mosquitto at 127.0.0.1:1883 if one answers,
-## otherwise on an embedded broker. Ctrl-C stops it. RUN_ARGS adds options to `tablectl run`.
+## otherwise on an embedded broker, and the studio beside it (its address is printed: dealer
+## screen and overlay on 127.0.0.1:8080, or a free port). Ctrl-C stops it. RUN_ARGS adds
+## options to `tablectl run` (--no-studio, --studio-port P).
 run: $(STAMP)
 	$(BIN)/tablectl run --simulate --show $(RUN_ARGS)
 
-## make test: the whole suite. Installs Mosquitto and PostgreSQL with apt-get when missing.
+## make test: the whole suite. Installs Mosquitto, PostgreSQL and Chromium (the studio's page
+## tests, driven by Playwright: no browser is downloaded) with apt-get when missing.
 test: $(STAMP)
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
 	  echo "mosquitto not found: installing it with apt-get"; \
@@ -25,6 +28,9 @@ test: $(STAMP)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  echo "postgresql not found: installing it with apt-get (the archive's tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+	@[ -x /usr/bin/chromium ] || { \
+	  echo "chromium not found: installing it with apt-get (the studio's page tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

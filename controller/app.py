@@ -32,6 +32,7 @@ from controller.journal import Journal, JournalEntry, PitAlertData
 from controller.orchestrator import Gate, Orchestrator, RoundSummary
 from controller.publisher import Publisher
 from controller.settings import TableSettings
+from drivers.source import CardSource
 from drivers.supervisor import SupervisedCardSource
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ async def run_table(
     broker_urls_given: bool = True,
     install_signal_handlers: bool = False,
     companions: Mapping[str, Companion] | None = None,
+    usb_backend: Any = None,
 ) -> list[RoundSummary]:
     """Run a table until ``rounds`` rounds are finished in its journal, or until stopped.
 
@@ -105,6 +107,8 @@ async def run_table(
             127.0.0.1:1883 when it answers, else an embedded broker.
         install_signal_handlers: Handle SIGINT/SIGTERM (the CLI does; tests don't).
         companions: Named tasks to run beside the table until it stops.
+        usb_backend: The pyusb backend for USB devices (``None``: libusb; ``run
+            --simulate`` with a HID scanner: the simulated backend).
 
     Returns:
         The rounds this run finished.
@@ -122,6 +126,7 @@ async def run_table(
             broker_urls_given=broker_urls_given,
             signals=signals if install_signal_handlers else None,
             companions=companions,
+            usb_backend=usb_backend,
         )
     except asyncio.CancelledError:
         if signals.at_once is None:
@@ -140,6 +145,7 @@ async def _run_table(
     broker_urls_given: bool,
     signals: _StopSignals | None,
     companions: Mapping[str, Companion] | None,
+    usb_backend: Any = None,
 ) -> list[RoundSummary]:
     """The body of :func:`run_table`.
 
@@ -153,6 +159,7 @@ async def _run_table(
         companions: Named tasks to run beside the table until it stops (the simulated
             betting system of ``tablectl run --simulate``), each started in the table's
             TaskGroup once the outbox, the command router and the orchestrator exist.
+        usb_backend: The pyusb backend for USB devices (``None``: libusb).
 
     Returns:
         The rounds this run finished.
@@ -166,7 +173,7 @@ async def _run_table(
         mqtt = settings.mqtt
         if not broker_urls_given:
             mqtt = await _local_broker(stack, mqtt, tlog)
-        table = await _assemble(stack, settings, mqtt, game, tlog)
+        table = await _assemble(stack, settings, mqtt, game, tlog, usb_backend=usb_backend)
         if signals is not None:
             _install_signal_handlers(table.orchestrator, signals)
         return await _serve(table, rounds=rounds, show=show, companions=companions or {})
@@ -200,7 +207,13 @@ async def _local_broker(stack: AsyncExitStack, mqtt: MqttSettings, tlog: Any) ->
 
 
 async def _assemble(
-    stack: AsyncExitStack, settings: TableSettings, mqtt: MqttSettings, game: LiveGame, tlog: Any
+    stack: AsyncExitStack,
+    settings: TableSettings,
+    mqtt: MqttSettings,
+    game: LiveGame,
+    tlog: Any,
+    *,
+    usb_backend: Any = None,
 ) -> _Table:
     """Assemble a table: journal, card source, outbox, gates, orchestrator, command router.
 
@@ -215,7 +228,7 @@ async def _assemble(
     if settings.metrics.port is not None:
         server = metrics.start_http_server(settings.metrics.host, settings.metrics.port)
         stack.callback(server.shutdown)
-    source = SupervisedCardSource(settings.device.url, settings.device.driver)
+    source = card_source_for(settings, usb_backend=usb_backend)
     await source.open()
     stack.push_async_callback(source.close)
     scan_times = _ScanTimes(metrics, tlog)
@@ -274,6 +287,29 @@ async def _assemble(
     return _Table(
         settings, mqtt, game.id, journal, metrics, publisher, watcher, orchestrator, router, tlog
     )
+
+
+def card_source_for(settings: TableSettings, *, usb_backend: Any = None) -> CardSource:
+    """The table's card source: its device under a supervisor, or its readers (not open).
+
+    ``[device]``: a :class:`~drivers.supervisor.SupervisedCardSource`. ``[[devices]]``: a
+    :class:`~drivers.multi_reader.MultiReaderSource` of one supervised source a reader, each
+    bound to its slots (hand names expanded: :func:`controller.settings.reader_bindings`).
+    """
+    if settings.device is not None:
+        return SupervisedCardSource(
+            settings.device.url, settings.device.driver, usb_backend=usb_backend
+        )
+    from controller.settings import reader_bindings
+    from drivers.multi_reader import MultiReaderSource, ReaderBinding
+
+    assert settings.devices is not None
+    slots = reader_bindings(settings.game, settings.devices, settings.game_options)
+    readers = [
+        ReaderBinding(name, reader.url, slots[name], reader.driver)
+        for name, reader in zip(slots, settings.devices, strict=True)
+    ]
+    return MultiReaderSource(readers, usb_backend=usb_backend)
 
 
 def _signer(settings: TableSettings) -> Signer | None:
@@ -477,6 +513,22 @@ async def _housekeeping(
         await asyncio.sleep(5.0)
 
 
+def _first_stop_message(orchestrator: Orchestrator) -> str:
+    """What a first stop signal does, as the operator reads it on the terminal."""
+    current = orchestrator.current
+    if current is not None and current.halted:
+        limit = orchestrator.settings.halted_stop_seconds
+        return (
+            f"the round {current.round_id} is halted: waiting for the pit boss (resume/void) "
+            f"for up to {limit:g} s, then exiting with the round left halted "
+            "(again to stop at once)"
+        )
+    return (
+        "stopping after the current round "
+        "(a round still in betting is voided and refunded; again to stop at once)"
+    )
+
+
 def _install_signal_handlers(orchestrator: Orchestrator, signals: _StopSignals) -> None:
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -494,11 +546,7 @@ def _install_signal_handlers(orchestrator: Orchestrator, signals: _StopSignals) 
                 main_task.cancel()
             return
         log.warning("stop requested", signal=name)
-        print(
-            f"\n{name}: stopping after the current round "
-            "(a round still in betting is voided and refunded; again to stop at once)",
-            file=sys.stderr,
-        )
+        print(f"\n{name}: {_first_stop_message(orchestrator)}", file=sys.stderr)
         orchestrator.request_stop()
 
     for signum in (signal.SIGINT, signal.SIGTERM):

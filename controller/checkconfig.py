@@ -7,7 +7,7 @@ cannot be made), exit status 1 if any check failed:
     The file loads (:func:`controller.settings.load_settings`: TOML, every field, the
     environment overrides) and names a game this controller deals live with pay-table
     overrides that exist (what ``tablectl run`` does first). Always run.
-``device``
+``device`` (a multi-reader table: ``device[N] (NAME)``, one line a reader)
     ``profile+serial://PATH?profile=NAME``: the device profile and its code table load and
     pass every check (``drivers/profile.py``: the file, the field and the reason otherwise),
     then the port is checked as for ``serial://``.
@@ -151,6 +151,19 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
     return Check("device", "OK", f"{url}: the {spec.kind} device opens")
 
 
+async def _check_reader(
+    index: int,
+    name: str | None,
+    url: str,
+    driver: DriverSettings,
+    timeout: float,  # noqa: ASYNC109
+) -> Check:
+    """One reader of a multi-reader table (``[[devices]]``), checked as a device."""
+    check = await check_device(url, driver, timeout)
+    label = f"device[{index}] ({name or f'reader-{index + 1}'})"
+    return Check(label, check.verdict, check.detail)
+
+
 async def _check_profile_device(
     url: str,
     spec: ProfileSpec,
@@ -161,7 +174,7 @@ async def _check_profile_device(
     from drivers.profile import ProfileError, load_profile
 
     try:
-        loaded = load_profile(spec.profile)
+        loaded = load_profile(spec.profile, spec.codes)
     except ProfileError as exc:
         return Check("device", "FAIL", f"{url}: {exc}")
     port = await _check_serial(
@@ -318,9 +331,16 @@ async def run_checks(
     checks = [config]
     if settings is None or offline:
         return checks
-    device = check_device(settings.device.url, settings.device.driver, timeout)
+    if settings.device is not None:
+        devices = [check_device(settings.device.url, settings.device.driver, timeout)]
+    else:
+        assert settings.devices is not None
+        devices = [
+            _check_reader(index, reader.name, reader.url, reader.driver, timeout)
+            for index, reader in enumerate(settings.devices)
+        ]
     brokers = [check_broker(address, settings.mqtt, timeout) for address in settings.mqtt.addresses]
-    results = await asyncio.gather(device, *brokers)
+    results = await asyncio.gather(*devices, *brokers)
     checks.extend(results)
     checks.append(check_journal(settings.journal.path))
     return checks

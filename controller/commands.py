@@ -84,21 +84,35 @@ class DecisionCommand(_CommandBody):
     decision: dict[str, Any] = Field(description="game-specific (e.g. {'action': 'call'})")
 
 
+OPERATOR_FIELD = Field(
+    default=None,
+    min_length=1,
+    max_length=64,
+    description="who asked, by name (the pit console's signed-in user); journalled with the "
+    "command",
+)
+"""The optional ``operator`` of the commands a person sends (pit resume, void, replay)."""
+
+
 class ReplayCommand(_CommandBody):
     """``cmd/replay``, ``cmd/pit/replay``: re-send results with ``from_seq <= seq <= to_seq``."""
 
     from_seq: int = Field(ge=1)
     to_seq: int | None = Field(default=None, ge=1, description="null: up to the last")
+    operator: str | None = OPERATOR_FIELD
 
 
 class ResumeCommand(_CommandBody):
     """``cmd/pit/resume``: continue a halted round."""
+
+    operator: str | None = OPERATOR_FIELD
 
 
 class VoidCommand(_CommandBody):
     """``cmd/pit/void``: void the round (refund every bet)."""
 
     reason: str = Field(min_length=1, max_length=500)
+    operator: str | None = OPERATOR_FIELD
 
 
 class BettingStatusMessage(BaseModel):
@@ -287,6 +301,8 @@ def parse_command(
             f"'from_seq' ({parsed.from_seq})",
         )
     data = parsed.model_dump(exclude={"command_id", "round"})
+    if data.get("operator", "") is None:
+        del data["operator"]  # optional: a command without one journals as before
     return Command(
         command_id=parsed.command_id,
         role=role,

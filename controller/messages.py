@@ -651,12 +651,9 @@ class RoundSnapshot:
         """The snapshot after ``entry``. Entries without a round only advance ``last_seq``."""
         if entry.round_id is None:
             return RoundSnapshot(self.fold, entry.seq)
-        fold = self.fold
-        if entry.kind == EntryKind.ROUND_OPENED or entry.round_id != fold.round_id:
-            # A new round starts (also when we first see a round midway, e.g. after a restart
-            # whose replay starts late).
-            fold = RoundFold(round_id=entry.round_id)
-        return RoundSnapshot(fold.apply(entry.kind, entry.body), entry.seq)
+        # A new round starts at its round_opened, and also when we first see a round midway
+        # (e.g. after a restart whose replay starts late): RoundFold.follow.
+        return RoundSnapshot(self.fold.follow(entry.round_id, entry.kind, entry.body), entry.seq)
 
     @property
     def round_id(self) -> str | None:

@@ -115,6 +115,138 @@ def resolve_target(
     return Target(MqttSettings(urls=list(brokers), **overrides), table_id)
 
 
+@dataclass(frozen=True)
+class PreparedCommand:
+    """One command ready to publish, and what identifies its answer.
+
+    Built by :func:`prepare_command`; sent by :func:`publish_command` on a connected client;
+    its answer recognised by :func:`match_answer`. ``tablectl pit`` and the studio's pit
+    console (:mod:`controller.studio.pit`) share these three, so both send the same bytes
+    and read answers the same way.
+
+    Attributes:
+        command_id: The command's id (the table answers a repeated id with its first answer).
+        role: ``pit`` or ``betting``.
+        name: ``resume``, ``void``, ``replay`` or ``decision``.
+        topic: Where it is published (``{prefix}/{table}/cmd/...``).
+        payload: The JSON body.
+        reply_topic: Where the answer comes: the v5 response topic, or ``reply/{role}``.
+        correlation: The v5 correlation data (``None`` with MQTT 3.1.1).
+    """
+
+    command_id: str
+    role: Role
+    name: str
+    topic: str
+    payload: bytes
+    reply_topic: str
+    correlation: bytes | None
+
+
+def prepare_command(
+    topics: Topics,
+    role: Role,
+    name: str,
+    body: dict[str, Any],
+    *,
+    v5: bool,
+    reply_leaf: str | None = None,
+) -> PreparedCommand:
+    """The command's topic, bytes, reply topic and correlation data (pure but for randomness).
+
+    Args:
+        topics: The table's topics.
+        role: ``pit`` (``cmd/pit/...``) or ``betting`` (``cmd/...``).
+        name: ``resume``, ``void``, ``replay`` or ``decision``.
+        body: The command's fields; ``command_id`` is added when missing.
+        v5: MQTT 5: a response topic of its own and correlation data.
+        reply_leaf: The response topic's last level (v5); random when not given.
+    """
+    command = {"command_id": f"{name}-{uuid.uuid4().hex[:12]}", **body}
+    leaf = reply_leaf if reply_leaf is not None else uuid.uuid4().hex[:12]
+    return PreparedCommand(
+        command_id=str(command["command_id"]),
+        role=role,
+        name=name,
+        topic=topics.cmd(f"pit/{name}" if role == "pit" else name),
+        payload=json.dumps(command, separators=(",", ":")).encode("utf-8"),
+        reply_topic=f"{topics.reply(role)}/{leaf}" if v5 else topics.reply(role),
+        correlation=secrets.token_bytes(16) if v5 else None,
+    )
+
+
+async def publish_command(client: Any, prepared: PreparedCommand, *, timeout: float) -> None:  # noqa: ASYNC109 (one PUBACK's bound, from the settings)
+    """Publish a prepared command (QoS 1) on a connected ``aiomqtt.Client``.
+
+    With MQTT 5 the publish carries the response topic and correlation data, and a PUBACK
+    that refuses it (ACL) raises.
+
+    Raises:
+        PublishRefused: The broker refused the publish (v5 only).
+        PublishError: No PUBACK within ``timeout``.
+        aiomqtt.MqttError: The link failed.
+    """
+    if prepared.correlation is None:
+        await client.publish(prepared.topic, prepared.payload, qos=1)
+        return
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    from controller.mqtt.ack import publish_checked
+
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    properties.ResponseTopic = prepared.reply_topic
+    properties.CorrelationData = prepared.correlation
+    await publish_checked(
+        client, prepared.topic, prepared.payload, 1, properties=properties, timeout=timeout
+    )
+
+
+def match_answer(
+    prepared: PreparedCommand, payload: bytes | bytearray | str, correlation: bytes | None
+) -> Outcome | None:
+    """The outcome if a message received on the reply topic is this command's answer.
+
+    Args:
+        prepared: The command sent.
+        payload: The received message's body.
+        correlation: Its v5 correlation data, if it carried any.
+
+    Returns:
+        The outcome (accepted or refused, with the reason), or ``None`` when the message
+        answers another command (or is not an answer).
+    """
+    if prepared.correlation is not None and correlation not in (None, prepared.correlation):
+        return None
+    try:
+        envelope = json.loads(payload)
+    except (ValueError, TypeError):
+        return None
+    data = envelope.get("data") if isinstance(envelope, dict) else None
+    if not isinstance(data, dict) or data.get("command_id") != prepared.command_id:
+        return None
+    return _outcome(envelope, data)
+
+
+def refused_by_broker(prepared: PreparedCommand, exc: Any) -> Outcome:
+    """The outcome of a publish the broker refused (``exc``: a ``PublishRefused``)."""
+    return Outcome(
+        EXIT_REFUSED,
+        f"REFUSED by the broker: {exc.reason} (reason code "
+        f"0x{exc.reason_code:02X}) publishing to {prepared.topic}: is this credential "
+        f"allowed to send {prepared.name}?",
+    )
+
+
+def no_answer(prepared: PreparedCommand, timeout: float) -> Outcome:
+    """The outcome of a command that got no answer within ``timeout`` seconds."""
+    return Outcome(
+        EXIT_NO_ANSWER,
+        f"NO ANSWER within {timeout:g} s to {prepared.name} {prepared.command_id} on "
+        f"{prepared.topic} (is the table's controller running and connected?)",
+    )
+
+
 async def send_command(
     target: Target,
     role: Role,
@@ -133,21 +265,14 @@ async def send_command(
         timeout: Seconds for connecting, sending and the answer together.
     """
     import aiomqtt
-    from paho.mqtt.packettypes import PacketTypes
-    from paho.mqtt.properties import Properties
 
-    from controller.mqtt.ack import PublishRefused, publish_checked
+    from controller.mqtt.ack import PublishRefused
 
     settings = target.mqtt
     topics = Topics(prefix=settings.topic_prefix, table=target.table_id)
-    command = {"command_id": f"{name}-{uuid.uuid4().hex[:12]}", **body}
-    command_id = str(command["command_id"])
-    topic = topics.cmd(f"pit/{name}" if role == "pit" else name)
     v5 = settings.protocol == "5"
-    reply_topic = f"{topics.reply(role)}/{uuid.uuid4().hex[:12]}" if v5 else topics.reply(role)
-    correlation = secrets.token_bytes(16)
+    prepared = prepare_command(topics, role, name, body, v5=v5)
     context = tls_context(settings) if settings.uses_tls else None
-    payload = json.dumps(command, separators=(",", ":")).encode("utf-8")
     errors: list[str] = []
     try:
         async with asyncio.timeout(timeout):
@@ -161,54 +286,24 @@ async def send_command(
                 )
                 try:
                     async with client:
-                        await client.subscribe(reply_topic, qos=1)
-                        if v5:
-                            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-                            properties.ResponseTopic = reply_topic
-                            properties.CorrelationData = correlation
-                            await publish_checked(
-                                client,
-                                topic,
-                                payload,
-                                1,
-                                properties=properties,
-                                timeout=settings.publish_timeout,
-                            )
-                        else:
-                            await client.publish(topic, payload, qos=1)
-                        return await _await_answer(client, command_id, correlation if v5 else None)
+                        await client.subscribe(prepared.reply_topic, qos=1)
+                        await publish_command(client, prepared, timeout=settings.publish_timeout)
+                        return await _await_answer(client, prepared)
                 except PublishRefused as exc:
-                    return Outcome(
-                        EXIT_REFUSED,
-                        f"REFUSED by the broker: {exc.reason} (reason code "
-                        f"0x{exc.reason_code:02X}) publishing to {topic}: is this credential "
-                        f"allowed to send {name}?",
-                    )
+                    return refused_by_broker(prepared, exc)
                 except (aiomqtt.MqttError, OSError, PublishError) as exc:
                     errors.append(f"{address.url}: {exc}")
     except TimeoutError:
-        return Outcome(
-            EXIT_NO_ANSWER,
-            f"NO ANSWER within {timeout} s to {name} {command_id} on {topic} "
-            "(is the table's controller running and connected?)",
-        )
+        return no_answer(prepared, timeout)
     return Outcome(EXIT_NO_ANSWER, "NO CONNECTION: " + "; ".join(errors))
 
 
-async def _await_answer(client: Any, command_id: str, correlation: bytes | None) -> Outcome:
+async def _await_answer(client: Any, prepared: PreparedCommand) -> Outcome:
     async for message in client.messages:
-        if correlation is not None:
-            got = getattr(message.properties, "CorrelationData", None)
-            if got is not None and got != correlation:
-                continue
-        try:
-            envelope = json.loads(message.payload)
-        except (ValueError, TypeError):
-            continue
-        data = envelope.get("data") if isinstance(envelope, dict) else None
-        if not isinstance(data, dict) or data.get("command_id") != command_id:
-            continue
-        return _outcome(envelope, data)
+        got = getattr(message.properties, "CorrelationData", None)
+        outcome = match_answer(prepared, message.payload, got)
+        if outcome is not None:
+            return outcome
     raise PublishError("the connection closed before an answer came")
 
 

@@ -17,7 +17,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -60,24 +68,115 @@ class DeviceSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _profile_loads(cls, url: str) -> str:
-        """A ``profile+serial://`` URL's device profile must load.
+        """A ``profile+serial://`` URL's device profile must load (:func:`check_profile_url`)."""
+        return check_profile_url(url)
 
-        A malformed profile or code table stops the controller at start (the file, the
-        field and the reason).
-        """
-        if not url.lower().startswith("profile+serial:"):
-            return url
-        from drivers.errors import DriverError
-        from drivers.profile import load_profile
-        from drivers.source import ProfileSpec, parse_url
 
-        try:
-            spec = parse_url(url)
-            assert isinstance(spec, ProfileSpec)
-            load_profile(spec.profile)
-        except DriverError as exc:
-            raise ValueError(str(exc)) from exc
+def check_profile_url(url: str) -> str:
+    """A device profile a URL names (and its code table) must load.
+
+    ``profile+serial://``, ``hidpos://`` and ``hidkbd://`` name one. A malformed profile or
+    code table stops the controller at start (the file, the field and the reason).
+
+    Raises:
+        ValueError: The profile or its code table does not load (why, where).
+    """
+    if not url.lower().startswith(("profile+serial:", "hidpos:", "hidkbd:")):
         return url
+    from drivers.errors import DriverError
+    from drivers.hid import HidSpec
+    from drivers.profile import load_profile
+    from drivers.source import ProfileSpec, parse_url
+
+    try:
+        spec = parse_url(url)
+        assert isinstance(spec, ProfileSpec | HidSpec)
+        load_profile(spec.profile, spec.codes)
+    except DriverError as exc:
+        raise ValueError(str(exc)) from exc
+    return url
+
+
+class ReaderSettings(BaseModel):
+    """One reader of a multi-reader table (``[[devices]]``).
+
+    Attributes:
+        name: The reader's name in logs and the journal (default ``reader-N``, N from 1).
+        url: Its device URL, as ``[device] url``.
+        positions: What it reads: slot names of the game (``"A1"``) or hand names
+            (``"A"``: every slot of the hand). Each slot is read by exactly one reader.
+        driver: Timeouts and line settings of its driver.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+    url: str = Field(min_length=1)
+    positions: list[str] = Field(min_length=1)
+    driver: DriverSettings = Field(default_factory=DriverSettings)
+
+    @field_validator("url")
+    @classmethod
+    def _profile_loads(cls, url: str) -> str:
+        """As ``[device] url``: a device profile must load."""
+        return check_profile_url(url)
+
+
+def reader_bindings(
+    game: str, readers: list[ReaderSettings], game_options: Mapping[str, Any] | None = None
+) -> dict[str, tuple[str, ...]]:
+    """Each reader's name and the slots it reads (hand names expanded), checked whole.
+
+    The slots are those a table of the game with ``game_options`` can deal
+    (:meth:`controller.games.spec.GameSpec.plan_for`: Hold'em's seats and burns, Mahjong's
+    positions); options the game refuses fall back to the default plan (the table stops on
+    them anyway, naming them).
+
+    Raises:
+        ValueError: A position that is no slot or hand of the game, a slot claimed by two
+            readers, a slot no reader reads, or two readers with one name (which entry,
+            which position, why).
+    """
+    from controller.games.registry import game_spec
+
+    spec = game_spec(game)
+    try:
+        plan = spec.plan_for(spec.options.model_validate(dict(game_options or {})))
+    except ValidationError:
+        plan = spec.deal_plan
+    slot_names = [slot.name for slot in plan.slots]
+    by_hand = {hand: [s.name for s in plan.slots if s.hand == hand] for hand in plan.hands}
+    owner: dict[str, str] = {}
+    bindings: dict[str, tuple[str, ...]] = {}
+    for index, reader in enumerate(readers):
+        name = reader.name or f"reader-{index + 1}"
+        where = f"devices[{index}] ({name})"
+        if name in bindings:
+            raise ValueError(f"{where}.name: another reader is named {name!r}")
+        slots: list[str] = []
+        for position in reader.positions:
+            if position in by_hand and position not in slot_names:
+                expanded = by_hand[position]
+            elif position in slot_names:
+                expanded = [position]
+            else:
+                raise ValueError(
+                    f"{where}.positions: {position!r} is no slot or hand of {game} "
+                    f"(slots: {', '.join(slot_names)}; hands: {', '.join(plan.hands)})"
+                )
+            for slot in expanded:
+                if slot in owner:
+                    raise ValueError(
+                        f"{where}.positions: {position!r} claims slot {slot}, already read "
+                        f"by {owner[slot]}: two readers cannot claim one position"
+                    )
+                owner[slot] = where
+                slots.append(slot)
+        bindings[name] = tuple(slots)
+    unread = [slot for slot in slot_names if slot not in owner]
+    if unread:
+        raise ValueError(f"no reader reads slot(s) {', '.join(unread)} of {game}")
+    return bindings
 
 
 class RoundSettings(BaseModel):
@@ -186,7 +285,9 @@ class TableSettings(BaseSettings):
     Attributes:
         table_id: The table's id in topics and results (letters, digits, ``-``, ``_``).
         game: The game this table deals.
-        device: The card source.
+        device: The card source (one device), or ``None`` when ``devices`` is given.
+        devices: A multi-reader table (``[[devices]]``): several readers, each bound to
+            positions; exactly one of ``device`` and ``devices`` is given.
         mqtt: The broker(s) and client settings.
         rounds: Round timing and escalation.
         journal: The journal file.
@@ -208,7 +309,7 @@ class TableSettings(BaseSettings):
 
     table_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
     game: GameId = DEFAULT_GAME
-    device: DeviceSettings
+    device: DeviceSettings | None = None
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     rounds: RoundSettings = Field(default_factory=RoundSettings)
     journal: JournalSettings = Field(default_factory=JournalSettings)
@@ -217,6 +318,28 @@ class TableSettings(BaseSettings):
     signing: SigningSettings = Field(default_factory=SigningSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    devices: list[ReaderSettings] | None = Field(default=None, min_length=1)
+
+    @field_validator("devices")
+    @classmethod
+    def _readers_cover_the_game(
+        cls, value: list[ReaderSettings] | None, info: ValidationInfo
+    ) -> list[ReaderSettings] | None:
+        """Each reader's positions are slots or hands of the game; each slot, one reader."""
+        game = info.data.get("game")
+        if value is None or game is None:
+            return value
+        reader_bindings(game, value, info.data.get("game_options"))
+        return value
+
+    @model_validator(mode="after")
+    def _one_device_form(self) -> TableSettings:
+        if (self.device is None) == (self.devices is None):
+            raise ValueError(
+                "give the card source once: [device] (one device) or [[devices]] "
+                "(several readers bound to positions)"
+            )
+        return self
 
     @field_validator("paytables")
     @classmethod

@@ -284,7 +284,7 @@ def describe(topic: str, envelope: Mapping[str, Any], *, now: datetime | None = 
     return f"{stamp} {text}"
 
 
-class _Tracker:
+class SeqTracker:
     """De-duplicates on (topic, seq) and notices gaps on ``events``.
 
     A ``seq`` is shown once; one that arrives after a higher one (a replay, a redelivery
@@ -360,7 +360,7 @@ async def watch(
     stream = out if out is not None else sys.stdout
     stop_event = stop if stop is not None else asyncio.Event()
     base = f"{prefix.rstrip('/')}/{table_id}" if prefix else table_id
-    tracker = _Tracker()
+    tracker = SeqTracker()
     version = aiomqtt.ProtocolVersion.V5 if protocol == "5" else aiomqtt.ProtocolVersion.V311
     index = 0
     while not stop_event.is_set():
@@ -392,7 +392,7 @@ async def watch(
 async def _print_messages(
     client: Any,
     stream: TextIO,
-    tracker: _Tracker,
+    tracker: SeqTracker,
     stop_event: asyncio.Event,
     on_event_seq: Callable[[int], None] | None,
 ) -> None:
@@ -420,7 +420,7 @@ async def _print_messages(
 def _show_message(
     message: Any,
     stream: TextIO,
-    tracker: _Tracker,
+    tracker: SeqTracker,
     on_event_seq: Callable[[int], None] | None,
 ) -> None:
     """Print one received message as a line (or a warning), noting an event's ``seq``."""

@@ -89,6 +89,8 @@ class HidSpec:
         serial: The serial-number string to match, or ``None`` for the first device.
         profile: The device profile (shipped name or ``.toml`` path) giving the code table.
         device: ``"vvvv:pppp"`` (plus ``"/SN"``), for logs and errors.
+        codes: A code table file replacing the profile's (as ``profile+serial://``'s
+            ``codes=``), or ``None``.
     """
 
     kind: HidKind
@@ -97,10 +99,11 @@ class HidSpec:
     serial: str | None
     profile: str
     device: str
+    codes: str | None = None
 
 
 def parse_hid_url(url: str, kind: HidKind, netloc: str, path: str, query: str) -> HidSpec:
-    """Resolve ``hidpos://VID:PID?profile=NAME[&serial=SN]`` (or ``hidkbd://``).
+    """Resolve ``hidpos://VID:PID?profile=NAME[&serial=SN][&codes=FILE]`` (or ``hidkbd://``).
 
     Raises:
         UnsupportedUrl: No hexadecimal VID:PID, a path, an unknown option, no profile.
@@ -118,10 +121,10 @@ def parse_hid_url(url: str, kind: HidKind, netloc: str, path: str, query: str) -
     if path not in ("", "/"):
         raise UnsupportedUrl(f"a {kind} URL takes no path", url=url, detail=path)
     options = parse_qs(query, keep_blank_values=True)
-    unknown = sorted(set(options) - {"profile", "serial"})
+    unknown = sorted(set(options) - {"profile", "serial", "codes"})
     if unknown:
         raise UnsupportedUrl(
-            f"unknown option in a {kind} URL (only profile, serial are known)",
+            f"unknown option in a {kind} URL (only profile, serial, codes are known)",
             url=url,
             detail=", ".join(unknown),
         )
@@ -133,9 +136,12 @@ def parse_hid_url(url: str, kind: HidKind, netloc: str, path: str, query: str) -
     serial = options["serial"][-1] if "serial" in options else None
     if serial == "":
         raise UnsupportedUrl(f"the serial option of a {kind} URL is empty", url=url)
+    codes = options["codes"][-1] if "codes" in options else None
+    if codes == "":
+        raise UnsupportedUrl(f"the codes option of a {kind} URL is empty", url=url)
     vendor, product = int(ids[0], 16), int(ids[1], 16)
     device = f"{vendor:04x}:{product:04x}" + (f"/{serial}" if serial else "")
-    return HidSpec(kind, vendor, product, serial, profile, device)
+    return HidSpec(kind, vendor, product, serial, profile, device, codes)
 
 
 # ---------------------------------------------------------------------- HID POS

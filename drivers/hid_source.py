@@ -88,7 +88,7 @@ class HidCardSource(QueuedReads):
         self._spec = spec
         self._settings = settings
         self._backend = backend
-        loaded = load_profile(spec.profile)
+        loaded = load_profile(spec.profile, spec.codes)
         self.profile = loaded.profile
         self._lines = LineDecoder(loaded.profile, loaded.table)
         self._reports: PosReportDecoder | KeyboardDecoder = (

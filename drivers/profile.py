@@ -25,7 +25,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from drivers.errors import DriverError
 from drivers.source import CardRead, DeviceStatus, Misread, Read
@@ -171,35 +178,54 @@ class Records(BaseModel):
 
 
 class CodeTable(BaseModel):
-    """Device code → card notation (one code a card, one card a code)."""
+    """Device code → card notation (one card a code; one code a card, or a card's copies).
+
+    Attributes:
+        name: The table's (the deck's) name.
+        codes: Code → card, in the controller's notation.
+        codes_per_card: How many codes one card may have: 1 for a deck of cards; 2 for
+            Mahjong Pai Gow's tiles, whose set holds two copies of each (each copy has its own
+            tag, both read as the same tile).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
+    codes_per_card: int = Field(default=1, ge=1, le=8)
     codes: dict[str, str] = Field(min_length=1)
 
     @field_validator("codes")
     @classmethod
-    def _one_code_a_card(cls, codes: dict[str, str]) -> dict[str, str]:
-        seen: dict[str, str] = {}
+    def _codes_a_card(cls, codes: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        most = info.data.get("codes_per_card", 1)
+        seen: dict[str, list[str]] = {}
         for code, card in codes.items():
             if not code or not card or not card.isascii() or len(card) > 8:
                 raise ValueError(f"code {code!r}: a card is 1-8 ASCII characters, not {card!r}")
-            if card in seen:
-                raise ValueError(f"card {card!r} has two codes: {seen[card]!r} and {code!r}")
-            seen[card] = code
+            seen.setdefault(card, []).append(code)
+            if len(seen[card]) <= most:
+                continue
+            if most == 1:
+                first = seen[card][0]
+                raise ValueError(f"card {card!r} has two codes: {first!r} and {code!r}")
+            listed = ", ".join(repr(c) for c in seen[card])
+            raise ValueError(
+                f"card {card!r} has {len(seen[card])} codes ({listed}); codes_per_card is {most}"
+            )
         return codes
 
     def card_of(self, code: str) -> str | None:
         """The card a code stands for, ``None`` if the table does not know it."""
         return self.codes.get(code)
 
-    def code_of(self, card: str) -> str | None:
-        """The code of a card (the simulator's direction)."""
-        for code, value in self.codes.items():
-            if value == card:
-                return code
-        return None
+    def code_of(self, card: str, copy: int = 0) -> str | None:
+        """The code of a card's ``copy``-th copy (the simulator's direction; wraps around)."""
+        codes = self.codes_of(card)
+        return codes[copy % len(codes)] if codes else None
+
+    def codes_of(self, card: str) -> list[str]:
+        """Every code of a card, in the table's order."""
+        return [code for code, value in self.codes.items() if value == card]
 
 
 class DeviceProfile(BaseModel):
@@ -217,6 +243,9 @@ class DeviceProfile(BaseModel):
         misread_status: Status words that mean "the device could not read the card".
         position_must_match_cue: A card read at a position other than the cued slot's name
             is refused.
+        position_reader: The device is a position reader (one at each place of a table,
+            bound to its positions by the table's ``[[devices]]``): ``run --simulate``
+            demos it with one simulated reader per hand.
         commands: What the host can send; a cue the device cannot take reaches the dealer
             through the table's event feed only.
         records: How the device writes records (for the simulator and the load's check).
@@ -233,6 +262,7 @@ class DeviceProfile(BaseModel):
     checksum: ChecksumKind | None = None
     misread_status: tuple[str, ...] = ()
     position_must_match_cue: bool = False
+    position_reader: bool = False
     commands: Commands = Commands()
     records: Records
     codes: dict[str, str] | None = None
@@ -409,17 +439,27 @@ class LoadedProfile:
     path: Path
 
 
-def load_profile(name_or_path: str) -> LoadedProfile:
+def load_profile(name_or_path: str, codes: str | None = None) -> LoadedProfile:
     """Load and check a profile and its code table.
 
     Besides each field, the load checks what only the whole can say: a code table is given
     exactly once, the checksum has its group, and every record template (with every code of
     the table) is read back by the pattern as what it was written from.
 
+    Args:
+        name_or_path: A shipped profile's name or a ``.toml`` path.
+        codes: A code table file replacing the profile's own (an enrolled deck: the URL's
+            ``codes=``); a relative path is taken from the working directory, or else, for a
+            shipped table, from the profile's folder (``codes/rfid-demo-tiles.toml``).
+
     Raises:
         ProfileError: The file, the field and the reason.
     """
     profile, path = load_grammar(name_or_path)
+    if codes is not None:
+        table = load_code_table(_code_table_path(path, codes))
+        _check_records(path, profile, table)
+        return LoadedProfile(profile, table, path)
     if (profile.codes is None) == (profile.code_table is None):
         raise ProfileError(
             "invalid device profile", file=str(path), field="codes",
@@ -435,6 +475,13 @@ def load_profile(name_or_path: str) -> LoadedProfile:
         table = load_code_table(path.parent / profile.code_table)
     _check_records(path, profile, table)
     return LoadedProfile(profile, table, path)
+
+
+def _code_table_path(profile_path: Path, codes: str) -> Path:
+    given = Path(codes)
+    if given.is_absolute() or given.exists():
+        return given
+    return profile_path.parent / codes
 
 
 def _check_records(path: Path, profile: DeviceProfile, table: CodeTable) -> None:

@@ -63,7 +63,7 @@ class ProfileCardSource(QueuedReads):
             self.profile, _ = load_grammar(spec.profile)
             self._decoder = LineDecoder(self.profile, None)
         else:
-            loaded = load_profile(spec.profile)
+            loaded = load_profile(spec.profile, spec.codes)
             self.profile = loaded.profile
             self._decoder = LineDecoder(self.profile, loaded.table)
         self._baud = spec.baud or self.profile.baud or settings.baud

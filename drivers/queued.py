@@ -8,7 +8,7 @@ it until the source is reopened. Closing keeps the reads not yet taken and drops
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from drivers.errors import DriverError, TransportError
 from drivers.source import Read
@@ -22,7 +22,14 @@ class QueuedReads:
     Args:
         url: The URL as configured (for logs and errors).
         device: The device named in errors.
+
+    Attributes:
+        loses_reads_while_away: A read the device made while it was away is lost with it (no
+            link retransmits it): the supervisor says so after ``recovered``
+            (``Misread("away")``), and the table asks for the card again.
     """
+
+    loses_reads_while_away: ClassVar[bool] = True
 
     def __init__(self, url: str, device: str) -> None:
         self._url = url

@@ -10,8 +10,9 @@ URLs (see ``docs/protocol.md``):
 * ``socket://host:port``: the same protocol over TCP (pyserial's socket handler);
 * ``usb://VID:PID[?serial=SN]``: a USB scanner with a bulk IN and a bulk OUT endpoint that
   carry the same framed byte stream (pyusb; see ``docs/drivers.md``);
-* ``profile+serial:///dev/ttyUSB0?profile=NAME[&baud=9600]``: a line-oriented reader described
-  by a device profile (a shipped name or a ``.toml`` path; ``drivers/profile.py``);
+* ``profile+serial:///dev/ttyUSB0?profile=NAME[&baud=9600][&codes=FILE]``: a line-oriented
+  reader described by a device profile (a shipped name or a ``.toml`` path;
+  ``drivers/profile.py``), ``codes`` an enrolled deck's code table replacing the profile's;
 * ``hidpos://VID:PID?profile=NAME`` / ``hidkbd://VID:PID?profile=NAME``: a USB HID barcode
   scanner (HID POS or keyboard mode) read with pyusb, codes mapped by the profile's code table
   (``drivers/hid.py``).
@@ -34,13 +35,15 @@ if TYPE_CHECKING:
     from usb.backend import IBackend
 
 MisreadCauseName = Literal[
-    "device", "crc", "malformed", "gap", "line", "checksum", "unknown_code", "position"
+    "device", "crc", "malformed", "gap", "line", "checksum", "unknown_code", "position", "away"
 ]
 """Why a read failed: the scanner said so, a frame failed its CRC, a frame was unusable, or
 a sequence gap showed that a frame (maybe a card) was lost. A line-oriented device (a device
 profile, ``drivers/profile.py``) adds: a record that does not match the profile (``line``), a
 bad checksum, a code its code table does not know, a card read at the wrong position. Those
-are not retransmitted by any link: the dealer scans again."""
+are not retransmitted by any link: the dealer scans again. ``away``: a device whose reads do
+not survive its absence (a line or HID device) came back; a read made meanwhile was lost
+with it (the supervisor says so after ``recovered``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +91,14 @@ class DeviceStatus:
         state: Machine word for the state.
         detail: Free text from the device.
         at: ``time.monotonic()`` when its bytes arrived.
+        device: The device it concerns when a source reads several (a multi-reader table:
+            the reader's URL); ``None``: the source's own device.
     """
 
     state: str
     detail: str
     at: float
+    device: str | None = None
 
 
 Read = CardRead | Misread | DeviceStatus
@@ -243,6 +249,7 @@ class ProfileSpec:
         device: The device path (for logs and errors).
         baud: The baud rate (``None``: the profile's, else the driver settings').
         profile: The profile's shipped name or file path.
+        codes: A code table file that replaces the profile's (an enrolled deck), or ``None``.
     """
 
     port_url: str
@@ -250,6 +257,7 @@ class ProfileSpec:
     baud: int | None
     profile: str
     kind: Literal["profile+serial"] = "profile+serial"
+    codes: str | None = None
 
 
 def _options(url: str, query: str, kind: str, known: str) -> dict[str, list[str]]:
@@ -321,7 +329,7 @@ def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
             "a profile URL names a device path: profile+serial:///dev/ttyUSB0?profile=NAME",
             url=url,
         )
-    options = _options(url, query, "profile+serial", "profile,baud")
+    options = _options(url, query, "profile+serial", "profile,baud,codes")
     profile = options.get("profile", [""])[-1]
     if not profile:
         raise UnsupportedUrl("a profile URL needs ?profile=NAME (or a .toml path)", url=url)
@@ -331,7 +339,10 @@ def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
         if not text.isdigit() or int(text) <= 0:
             raise UnsupportedUrl("baud must be a positive integer", url=url, detail=text)
         baud = int(text)
-    return ProfileSpec(path, path, baud, profile)
+    codes = options["codes"][-1] if "codes" in options else None
+    if codes == "":
+        raise UnsupportedUrl("the codes option of a profile URL is empty", url=url)
+    return ProfileSpec(path, path, baud, profile, codes=codes)
 
 
 def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec | ProfileSpec | HidSpec:

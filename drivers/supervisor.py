@@ -9,6 +9,10 @@ in order with the cards, as :class:`~drivers.source.DeviceStatus` reads the orch
 journals: ``connected`` (first open), ``lost`` (with the reason) and ``recovered`` (with how
 long the device was away and how many attempts it took).
 
+A device whose reads do not survive its absence (a line-oriented or HID device: nothing
+retransmits a record) is followed, after ``recovered``, by ``Misread("away")``: a card read
+while it was away is lost, and the table asks for it again.
+
 Commands sent while the device is away raise :class:`~drivers.errors.DeviceAway` (nothing
 is dropped silently); the orchestrator sends its EXPECT again after ``recovered``.
 Reconnection happens inside ``next_read`` (no background task): a cancelled ``next_read``
@@ -27,13 +31,21 @@ import structlog
 
 from drivers.codec import LedColor
 from drivers.errors import DeviceAway, DeviceTimeout, DriverError, TransportError
-from drivers.source import CardSource, DeviceStatus, DriverSettings, Read, open_card_source
+from drivers.source import (
+    CardSource,
+    DeviceStatus,
+    DriverSettings,
+    Misread,
+    Read,
+    open_card_source,
+)
 
 State = Literal["closed", "connected", "away", "probing"]
 
 CONNECTED = "connected"
 LOST = "lost"
 RECOVERED = "recovered"
+AWAY: Literal["away"] = "away"
 
 
 def backoff_delay(
@@ -252,6 +264,19 @@ class SupervisedCardSource:
         )
         self._log.info("device_recovered", attempts=self._attempt, away_s=now - self._lost_at)
         self._pending.append(DeviceStatus(RECOVERED, detail, now))
+        if getattr(self._source, "loses_reads_while_away", False):
+            # A line or HID device keeps nothing for us while away: a card read meanwhile is
+            # gone. Said as a misread (like a framed link's gap), so the table asks for the
+            # slot's card again; reads that came during the probe follow.
+            self._pending.append(
+                Misread(
+                    AWAY,
+                    f"the device was away {now - self._lost_at:.2f}s: a read it made "
+                    "meanwhile was lost with it; scan the card again",
+                    None,
+                    now,
+                )
+            )
         self._pending.extend(self._early)
         self._early = []
 

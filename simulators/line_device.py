@@ -277,7 +277,9 @@ class LineDeviceSimulator:
 
     def _card_record(self, frame: CardFrame) -> bytes:
         profile, faults, rng = self.profile, self.line_faults, self._profile_rng
-        code = self.loaded.table.code_of(frame.value)
+        # A card the set holds twice (a Mahjong tile) has a tag a copy: the n-th one drawn
+        # carries the n-th code (rescans of it, the same).
+        code = self.loaded.table.code_of(frame.value, self.drawn.count(frame.value) - 1)
         assert code is not None
         position = frame.position or ""
         faulty = False
@@ -377,12 +379,17 @@ class LineDeviceSimulator:
         task.add_done_callback(self._tasks.discard)
 
     def _pull_cable(self, seconds: float) -> None:
-        self.stats.unplugs += 1
-        self._spawn(self._unplug(seconds))
+        """The cable is out from now: the card about to be read is read into the void.
 
-    async def _unplug(self, seconds: float) -> None:
-        assert self._link is not None
+        A line device keeps nothing for the host: the record of the card being dealt is
+        lost (``stats.dropped_bytes``), which the table must notice and ask for again.
+        """
+        self.stats.unplugs += 1
         port, self._port = self._port, None
+        self._spawn(self._unplug(port, seconds))
+
+    async def _unplug(self, port: PtyPort | None, seconds: float) -> None:
+        assert self._link is not None
         with contextlib.suppress(FileNotFoundError):
             self._link.unlink()
         if port is not None:

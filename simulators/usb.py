@@ -28,6 +28,7 @@ from __future__ import annotations
 import array
 import asyncio
 import errno
+import random
 import threading
 import time
 from collections import deque
@@ -496,6 +497,28 @@ class HidScannerSimulator:
         elif card not in self.drawn:
             self.drawn.append(card)
         self.send_code(code)
+
+    async def free_run(self, interval: float, deck: Sequence[str], seed: int) -> None:
+        """Deal without cues (a task): every ``interval`` seconds the next card of a shoe.
+
+        For ``tablectl run --simulate`` with a HID scanner: nobody reads the event feed,
+        so the dealer scans on their own; a shoe is ``deck`` shuffled with
+        ``random.Random(f"{seed}:{n}")``, a new one when it runs out.
+        """
+        shoe: list[str] = []
+        shoes = 0
+        while True:
+            await asyncio.sleep(interval)
+            if not shoe:
+                shoe = list(deck)
+                random.Random(f"{seed}:{shoes}").shuffle(shoe)
+                shoes += 1
+            card = shoe.pop(0)
+            code = self.loaded.table.code_of(card)
+            if code is None:
+                raise ValueError(f"card {card!r} is not in code table {self.loaded.table.name!r}")
+            self.drawn.append(card)
+            self.send_code(code)
 
     def send_code(self, code: str) -> None:
         """Scan a code: its reports go to the host."""

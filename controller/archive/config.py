@@ -29,11 +29,23 @@ replay_role = "pit"         # cmd/pit/replay (the credential must be allowed to 
 public_key = "keys/tp-01.pub"   # results must carry a valid signature by this key
 
 [tables.tp-02]                  # a table that does not sign: an empty table
+
+[metrics]                       # `archive run` serves Prometheus metrics (docs/archive.md)
+host = "127.0.0.1"
+port = 9465
+
+[retention]                     # `archive retain` (docs/archive.md, "Retention")
+export_dir = "export"           # relative to the config file
+
+[retention.classes.regulated]
+tables = ["tp-*"]               # table ids or shell patterns (fnmatch)
+keep = "5y"                     # Nd, Nw, Nm (calendar months) or Ny
 ```
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 import zlib
 from pathlib import Path
@@ -166,6 +178,63 @@ class TableEntry(BaseModel):
     public_key: Path | None = None
 
 
+KEEP_PATTERN = re.compile(r"^([1-9][0-9]{0,4})([dwmy])$")
+"""A retention period: a count and a unit (days, weeks, calendar months, years)."""
+
+
+class RetentionClass(BaseModel):
+    """A class of tables and how long their entries are kept.
+
+    Attributes:
+        tables: Table ids or shell patterns (``fnmatch``, case-sensitive: ``tp-*``).
+        keep: How long: ``90d``, ``12w``, ``18m`` (calendar months) or ``5y``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    tables: list[str] = Field(min_length=1)
+    keep: str
+
+    @field_validator("keep")
+    @classmethod
+    def _keep_is_a_period(cls, value: str) -> str:
+        if not KEEP_PATTERN.match(value):
+            raise ValueError(
+                f"{value!r} is not a period: a number and d, w, m (months) or y, e.g. '5y'"
+            )
+        return value
+
+
+class RetentionSettings(BaseModel):
+    """What ``tablectl archive retain`` exports and deletes (docs/archive.md, "Retention").
+
+    Attributes:
+        export_dir: Where the CSV files and manifests go (relative: to the config file).
+        classes: Name → its tables and period. A table in no class is kept for ever.
+        lock_timeout_seconds: How long dropping a whole partition keeps trying to lock
+            ``events`` between the ingest's transactions (``NOWAIT``, every 50 ms) before it
+            falls back to deleting the rows.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    export_dir: Path = Path("export")
+    classes: dict[str, RetentionClass] = Field(default_factory=dict)
+    lock_timeout_seconds: float = Field(default=5.0, gt=0)
+
+
+class MetricsSettings(BaseModel):
+    """Where ``tablectl archive run`` serves ``/metrics`` (Prometheus text format).
+
+    Attributes:
+        host: The address to listen on (loopback by default; the studio network's to scrape).
+        port: The TCP port (9465 suggested; the tables' default is 9464); ``None``: no
+            endpoint (as a table's ``[metrics]``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
 class ArchiveSettings(BaseModel):
     """The whole archive config."""
 
@@ -175,6 +244,8 @@ class ArchiveSettings(BaseModel):
     consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
     gaps: GapSettings = Field(default_factory=GapSettings)
     tables: dict[str, TableEntry] = Field(default_factory=dict)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     def public_keys(self, base: Path | None = None) -> dict[str, Ed25519PublicKey | None]:
         """Each table's public key, loaded (relative paths from ``base``).

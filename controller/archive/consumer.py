@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("archive")
 
+BatchHook = Callable[[Sequence[Entry | Status | Rejected], Sequence[str]], None]
+"""What :attr:`ArchiveConsumer.on_batch` is called with: the messages classified, outcomes."""
+
 BATCH_MAX = 2000
 """At most this many waiting messages are stored in one transaction (docs/archive.md)."""
 
@@ -105,6 +108,11 @@ class ArchiveConsumer:
         subscribed: Set while subscribed to the broker.
         db: The ingest's database connection.
         gap_db: The gap checks' own connection (they run beside the ingest).
+        open_gaps: Gaps in the database not filled (alerted ones included), as of the last
+            gap check (every instance counts the same gaps).
+        on_batch: Called after each stored batch with what each message was and what became
+            of it (the metrics' hook, :mod:`controller.archive.metrics`); must not raise. A
+            batch retried after a lost database is reported once, when it is stored.
     """
 
     def __init__(
@@ -126,7 +134,9 @@ class ArchiveConsumer:
         self.gap_db = DbLink(settings.database, "gaps")
         self._books: dict[int, GapBook] = {}
         self._checks = 0
+        self.open_gaps = 0
         self._replays: set[asyncio.Task[None]] = set()
+        self.on_batch: BatchHook | None = None
 
     def _new_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if conn is not self.store.conn:
@@ -183,6 +193,8 @@ class ArchiveConsumer:
         if entries:
             await self._store_entries(messages, entries, outcomes)
         self.counts.update(outcomes)
+        if self.on_batch is not None:
+            self.on_batch(found, outcomes)
         return outcomes
 
     async def _store_entries(
@@ -281,14 +293,21 @@ class ArchiveConsumer:
                 to_seq=gap.hi,
                 missing=len(gap.missing),
             )
+        self.open_gaps = await self.gap_db.call(
+            lambda conn: self._book_for(conn).open_count(tables)
+        )
+
+    def _book_for(self, conn: psycopg.AsyncConnection[Any]) -> GapBook:
+        """The gap book on ``conn`` (made again with each new connection)."""
+        book = self._books.get(id(conn))
+        if book is None or book.conn is not conn:
+            self._books = {id(conn): GapBook(conn)}
+            book = self._books[id(conn)]
+        return book
 
     async def _book(self, step: Callable[[GapBook], Any]) -> list[Gap]:
         async def work(conn: psycopg.AsyncConnection[Any]) -> list[Gap]:
-            book = self._books.get(id(conn))
-            if book is None or book.conn is not conn:
-                self._books = {id(conn): GapBook(conn)}
-                book = self._books[id(conn)]
-            found: list[Gap] = await step(book)
+            found: list[Gap] = await step(self._book_for(conn))
             return found
 
         return await self.gap_db.call(work)

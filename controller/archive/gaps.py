@@ -220,6 +220,15 @@ class GapBook:
             cursor = await self.conn.execute(_FILL, (list(tables), alerted_too))
             return [_gap(row) for row in await cursor.fetchall()]
 
+    async def open_count(self, tables: Sequence[str]) -> int:
+        """How many gaps of ``tables`` are not filled (alerted ones included)."""
+        cursor = await self.conn.execute(
+            "SELECT count(*) FROM gaps WHERE filled_at IS NULL AND table_id = ANY(%s)",
+            (list(tables),),
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
     async def claim_replays(self, tables: Sequence[str]) -> list[Gap]:
         """Stamp ``replay_requested_at`` on open gaps without one; the gaps this caller won."""
         async with self.conn.transaction():

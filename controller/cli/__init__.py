@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         schema,
         signing,
         simulate,
+        studio,
         watch,
     )
 
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     signing.register(subparsers)
     schema.register(subparsers)
     archive.register(subparsers)
+    studio.register(subparsers)
     _name_the_usage(parser)
     return parser
 

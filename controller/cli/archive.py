@@ -5,7 +5,9 @@ PostgreSQL until SIGINT/SIGTERM; ``archive migrate`` (``--config`` or ``--databa
 brings the database schema up to date and prints the versions applied; ``archive report
 --table T --from --to`` prints a table's rounds, voids, delayed results and per-bet outcome
 counts over a period; ``archive verify --table T [--journal PATH]`` checks what the archive
-holds of a table, and that the table's journal agrees with it. The library is
+holds of a table, and that the table's journal agrees with it; ``archive retain`` exports each
+retention class's due months to CSV, verifies the files and deletes what they hold
+(``--dry-run``: only shows it). The library is
 :mod:`controller.archive`.
 """
 
@@ -76,6 +78,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verify.add_argument("--table", required=True, help="the table id")
     verify.add_argument("--journal", type=Path, metavar="PATH", help="the table's journal")
     verify.set_defaults(func=verify_command)
+    retain = actions.add_parser(
+        "retain",
+        help="export each retention class's old months to CSV, verify, then delete them",
+        description="For every table in a [retention.classes.*] class, the months of entries "
+        "older than the class keeps are exported (one CSV file per table and month, a "
+        "manifest.json and SHA256SUMS per month), each file read back and checked against "
+        "the database (rows, content digest), and only then deleted (a month every table of "
+        "which is due: its partition dropped whole). Tables in no class are kept.",
+    )
+    retain.add_argument("--config", type=Path, required=True, metavar="FILE", help="archive.toml")
+    retain.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show what would be exported and deleted; change nothing",
+    )
+    retain.set_defaults(func=retain_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -88,6 +106,7 @@ def run_command(args: argparse.Namespace) -> int:
     from controller.archive.config import load_archive_settings
     from controller.archive.consumer import ArchiveConsumer
     from controller.archive.ingest import TableKeys
+    from controller.archive.metrics import ArchiveMetrics
     from controller.archive.store import ArchiveStore
 
     settings = load_archive_settings(args.config)
@@ -96,6 +115,9 @@ def run_command(args: argparse.Namespace) -> int:
     async def main() -> None:
         store = await ArchiveStore.open(settings.database.url)
         consumer = ArchiveConsumer(settings, store, keys)
+        metrics = ArchiveMetrics()
+        metrics.watch_consumer(consumer)
+        server = metrics.serve(settings.metrics)  # [metrics] port: /metrics
         task = asyncio.create_task(consumer.run(), name="archive")
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -105,6 +127,8 @@ def run_command(args: argparse.Namespace) -> int:
         except asyncio.CancelledError:
             pass
         finally:
+            if server is not None:
+                server.shutdown()
             await store.close()
             await consumer.db.close()  # the connection made again after a loss, if any
             counts = ", ".join(f"{key} {value}" for key, value in sorted(consumer.counts.items()))
@@ -220,3 +244,24 @@ def verify_command(args: argparse.Namespace) -> int:
             print(f"  the archive holds up to seq {check.last_seq}, the journal {report.last_seq}")
         ok = ok and agree and report.last_seq == check.last_seq
     return 0 if ok else 1
+
+
+def retain_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl archive retain``: 0, or 1 when a month could not be pruned."""
+    from controller.archive.config import load_archive_settings
+    from controller.archive.retention import format_run, retain
+    from controller.logs import configure_logging
+
+    configure_logging()  # log lines to standard error; the plan or outcome to standard output
+    settings = load_archive_settings(args.config)
+    export_dir = settings.retention.export_dir
+    if not export_dir.is_absolute():
+        export_dir = args.config.parent / export_dir
+    now = datetime.now(UTC)
+    partitions = asyncio.run(
+        retain(settings.database.url, settings.retention, export_dir, now=now, dry_run=args.dry_run)
+    )
+    for line in format_run(partitions, now, export_dir):
+        print(line)
+    failed = any(item.outcome.startswith("failed") for part in partitions for item in part.items)
+    return 1 if failed else 0

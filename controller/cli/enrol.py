@@ -1,7 +1,9 @@
 """``tablectl enrol``: scan a deck in a shown order and write its code table.
 
 The library is :mod:`drivers.enrolment`; the device is a ``profile+serial://`` URL read
-without a code table (the codes as the device sends them).
+without a code table (the codes as the device sends them): an RFID reader's UIDs
+(``rfid-ntag``) or a barcode reader's codes. Decks: 52 cards, 53 with the joker, the 20
+Mahjong Pai Gow tiles.
 """
 
 from __future__ import annotations
@@ -9,21 +11,29 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-DECKS = ("standard", "standard-joker")
-"""The decks that can be enrolled: one code a card (Mahjong's pairs of equal tiles cannot
-be told apart by a code table that maps a tile to one code)."""
+DECKS = ("standard", "standard-joker", "mahjong-pai-gow-20")
+"""The decks that can be enrolled: 52 cards, 53 with the joker, the 20 Mahjong Pai Gow tiles
+(two of each: each copy has its own tag, both bound to the tile: ``codes_per_card = 2``)."""
 
 
 def deck_cards(name: str) -> list[str]:
-    """The cards of a deck, in the order the operator is asked for them."""
+    """The cards of a deck, in the order the operator is asked for them (copies together)."""
     from controller.cards import Deck
 
-    deck = Deck.with_joker() if name == "standard-joker" else Deck.standard()
-    return [str(piece) for piece in deck]
+    decks = {
+        "standard": Deck.standard,
+        "standard-joker": Deck.with_joker,
+        "mahjong-pai-gow-20": Deck.mahjong_pai_gow,
+    }
+    return [str(piece) for piece in decks[name]()]
 
 
-async def enrol_deck(url: str, deck: str, out: Path) -> int:
-    """Enrol ``deck`` from the device at ``url`` into ``out``; 0 when written."""
+async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | None = 30.0) -> int:
+    """Enrol ``deck`` from the device at ``url`` into ``out``; 0 when written.
+
+    ``tag_timeout``: seconds without a read before the operator is asked whether the card
+    is tagged (``None``: never).
+    """
     from drivers.enrolment import enrol, write_code_table
     from drivers.errors import UnsupportedUrl
     from drivers.profile_source import ProfileCardSource
@@ -35,8 +45,14 @@ async def enrol_deck(url: str, deck: str, out: Path) -> int:
     source = ProfileCardSource(url, spec, DriverSettings(heartbeat_timeout=None), raw_codes=True)
     await source.open()
     try:
+        cards = deck_cards(deck)
         table = await enrol(
-            source, deck_cards(deck), deck=deck, say=lambda text: print(text, flush=True)
+            source,
+            cards,
+            deck=deck,
+            say=lambda text: print(text, flush=True),
+            copies=max(cards.count(card) for card in cards),
+            tag_timeout=tag_timeout,
         )
     finally:
         await source.close()
@@ -49,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the enrolment."""
     import asyncio
 
-    return asyncio.run(enrol_deck(args.device, args.deck, Path(args.out)))
+    timeout = args.tag_timeout if args.tag_timeout > 0 else None
+    return asyncio.run(enrol_deck(args.device, args.deck, Path(args.out), tag_timeout=timeout))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,4 +83,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--deck", choices=DECKS, default="standard", help="the deck to enrol")
     parser.add_argument("--out", required=True, help="the code table file to write")
+    parser.add_argument(
+        "--tag-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds without a read before asking whether the card is tagged (0: never)",
+    )
     parser.set_defaults(func=run)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from controller.app import Companion
     from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
+    from controller.studio.pit.settings import PitSettings
 
 SIM_TABLE_ID = "sim-1"
 
@@ -94,7 +96,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="NAME",
         help="the simulated device speaks this device profile (drivers/profiles: "
-        "line-shoe, barcode-crlf, or a .toml path) through the profile+serial:// driver",
+        "line-shoe, barcode-crlf, rfid-ntag, or a .toml path) through the profile+serial:// "
+        "driver; a position reader's profile (rfid-ntag) makes a table of one reader a hand",
+    )
+    sim.add_argument(
+        "--codes",
+        default=None,
+        metavar="FILE",
+        help="with --profile: a code table replacing the profile's (an enrolled deck; "
+        "codes/rfid-demo-tiles.toml for mahjong-pai-gow on rfid-ntag)",
+    )
+    sim.add_argument(
+        "--hid",
+        choices=["pos", "kbd"],
+        default=None,
+        help="with --profile: the device is a USB HID scanner (HID POS or keyboard mode) on "
+        "the simulated pyusb backend, read through hidpos:// or hidkbd://",
+    )
+    sim.add_argument(
+        "--wrong-reader-at",
+        default=None,
+        metavar="N[,N...]",
+        help="with a position reader's profile: the N-th card dealt (1-based) is first put "
+        "on the wrong reader (refused: read from the wrong position; rescanned at the right one)",
     )
     add_fault_arguments(sim)
     sim.add_argument(
@@ -103,6 +127,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.4,
         metavar="S",
         help="seconds the simulated dealer takes per card",
+    )
+    studio = parser.add_argument_group("studio (with --simulate: docs/studio.md)")
+    studio.add_argument(
+        "--no-studio",
+        action="store_true",
+        help="do not start the studio (dealer screen, stream overlay) beside the table",
+    )
+    studio.add_argument(
+        "--studio-port",
+        type=int,
+        default=8080,
+        metavar="PORT",
+        help="the studio's port on 127.0.0.1 (default 8080; a free one when it is taken)",
+    )
+    studio.add_argument(
+        "--studio-secure-delay",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the overlay's secure-delay mode holds the secure feed back this long "
+        "(default 10; 0: no secure-delay mode)",
     )
     parser.set_defaults(func=run_command)
 
@@ -219,7 +264,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     from controller.logs import configure_logging
     from controller.settings import load_settings
     from simulators.cli import fault_plan_from_args, scenario_from_args
-    from simulators.table import Simulation, simulated_scanner
+    from simulators.table import Simulation, simulated_devices
 
     game_id = overrides.get("game", "teen-patti-20-20")
     table_id = overrides.get("table_id", SIM_TABLE_ID)
@@ -231,12 +276,17 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         if scenario.game and "game" not in overrides:
             game_id = scenario.game
             overrides["game"] = game_id
+    if (args.hid or args.codes or args.wrong_reader_at) and args.profile is None:
+        raise ConfigError("--hid, --codes and --wrong-reader-at need --profile", field="--profile")
     sim = Simulation(
         seed=seed,
         cards=cards,
         faults=fault_plan_from_args(args, seed=seed, scenario=scenario),
         deal_delay=args.deal_delay,
         profile=args.profile,
+        codes=args.codes,
+        hid=args.hid,
+        wrong_reader_at=_card_numbers(args.wrong_reader_at),
     )
     defaults: dict[str, Any] = {
         "table_id": table_id,
@@ -257,8 +307,8 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # yet; a placeholder stands for it, replaced below.
     load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
     _say_seed(args, seed)
-    async with simulated_scanner(game_id, sim) as url:
-        settings = load_settings(None, **_merge(merged, {"device": {"url": url}}))
+    async with simulated_devices(game_id, sim) as devices:
+        settings = load_settings(None, **_merge(merged, devices.settings))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
         summaries = await run_table(
             settings,
@@ -266,10 +316,26 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             show=args.show,
             broker_urls_given=bool(settings.mqtt.urls),
             install_signal_handlers=True,
-            companions=_simulated_betting(settings, seed),
+            companions={**_simulated_betting(settings, seed), **_studio(args, settings)},
+            usb_backend=devices.usb_backend,
         )
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
+
+
+def _card_numbers(text: str | None) -> tuple[int, ...]:
+    """``--wrong-reader-at 3,7`` (1-based, as people count cards) as 0-based indices."""
+    if not text:
+        return ()
+    numbers = []
+    for part in text.replace(",", " ").split():
+        if not part.isdigit() or int(part) < 1:
+            raise ConfigError(
+                f"--wrong-reader-at takes card numbers from 1, not {part!r}",
+                field="--wrong-reader-at",
+            )
+        numbers.append(int(part) - 1)
+    return tuple(numbers)
 
 
 def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companion]:
@@ -293,3 +359,70 @@ def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companio
         )
 
     return {"simulated-betting": betting}
+
+
+def _studio(args: argparse.Namespace, settings: TableSettings) -> dict[str, Companion]:
+    """The studio beside a simulated table (``--no-studio``: none), on the table's broker."""
+    if args.no_studio:
+        return {}
+    if not 0 <= args.studio_port <= 65535:
+        raise ConfigError("--studio-port must be 0-65535", field="--studio-port")
+    if args.studio_secure_delay < 0:
+        raise ConfigError("--studio-secure-delay must be 0 or more", field="--studio-secure-delay")
+    table_id = settings.table_id
+    password = secrets.token_urlsafe(9)
+
+    async def studio(mqtt: MqttSettings, stop: asyncio.Event) -> None:
+        import structlog
+
+        from controller.studio.config import HttpSettings, SecureSettings, StudioSettings
+        from controller.studio.errors import StudioError
+        from controller.studio.server import StudioAddress, run_studio
+
+        delay = args.studio_secure_delay
+        studio_settings = StudioSettings(
+            http=HttpSettings(host="127.0.0.1", port=args.studio_port),
+            # A client id of its own (not the table's): two `make run` on one broker coexist.
+            mqtt=mqtt.model_copy(update={"client_id": None}),
+            tables=[table_id],
+            secure=SecureSettings(delay_seconds=delay) if delay > 0 else None,
+            pit=await _demo_pit(mqtt, table_id, password),
+        )
+
+        def ready(address: StudioAddress) -> None:
+            dealer, overlay = address.pages(table_id)
+            secure = f" {overlay}?mode=secure-delay" if delay > 0 else ""
+            print(f"studio: {dealer} {overlay}{secure}", file=sys.stderr, flush=True)
+            print(
+                f"pit console: {address.url}/pit/ (sign in as {DEMO_PIT_USER!r}, "
+                f"password {password!r}, made for this run)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        try:
+            await run_studio(studio_settings, stop, on_ready=ready, fallback_to_free_port=True)
+        except StudioError as exc:  # the table plays on without its studio
+            structlog.get_logger("studio").warning("studio not started", error=str(exc))
+
+    return {"studio": studio}
+
+
+DEMO_PIT_USER = "pit"
+"""The simulated table's pit-console user (its password is made for each run and printed)."""
+
+
+async def _demo_pit(mqtt: MqttSettings, table_id: str, password: str) -> PitSettings:
+    """The pit console of a simulated table: one ``pitboss`` user, a fresh password."""
+    from controller.studio.pit.passwords import hash_password
+    from controller.studio.pit.settings import PitSettings
+
+    stored = await asyncio.to_thread(hash_password, password)
+    return PitSettings.model_validate(
+        {
+            "users": [{"name": DEMO_PIT_USER, "role": "pitboss", "password_hash": stored}],
+            "session_secret": secrets.token_urlsafe(32),
+            "mqtt": mqtt.model_copy(update={"client_id": None}),
+            "tables": [table_id],
+        }
+    )

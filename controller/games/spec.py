@@ -61,6 +61,18 @@ class GameSpec(Declared):
         model: type[GameOptions] = importlib.import_module(self.live).Options
         return model
 
+    def plan_for(self, options: GameOptions) -> DealPlan:
+        """Every slot a table with these options can deal.
+
+        The live module's ``deal_plan_for(options)`` when the options change the slots
+        (Hold'em's seats and burns, Mahjong's positions), else :attr:`deal_plan`.
+        """
+        plan_for = getattr(importlib.import_module(self.live), "deal_plan_for", None)
+        if plan_for is None:
+            return self.deal_plan
+        plan: DealPlan = plan_for(options)
+        return plan
+
     def build_live(self, options: GameOptions, paytables: PayTables) -> LiveGame:
         """The table's live game, from its validated options and merged pay tables."""
         build: LiveFactory = importlib.import_module(self.live).build

@@ -145,7 +145,12 @@ class RescanRequestedData(EntryBody):
     KIND: ClassVar[EntryKind] = EntryKind.RESCAN_REQUESTED
 
     slot: str
-    cause: str = Field(description="device, crc, malformed or gap")
+    cause: str = Field(
+        description="device, crc, malformed or gap (framed devices); line, checksum, "
+        "unknown_code, position (a device profile; on a multi-reader table also a card from "
+        "another slot's reader) or away (a line or HID device came back: a read made while "
+        "it was away is lost)"
+    )
     detail: str | None = None
     attempt: int = Field(ge=1)
 

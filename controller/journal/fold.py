@@ -136,6 +136,19 @@ class RoundFold:
             fold = fold.apply(kind, body)
         return fold
 
+    def follow(self, round_id: str, kind: str, body: Mapping[str, Any]) -> RoundFold:
+        """The fold after an entry of round ``round_id``, which may be a new round.
+
+        A ``round_opened``, or an entry of another round than this fold's (a round first seen
+        midway: a restart whose replay starts late, a subscriber joining), starts a new fold.
+        The retained round snapshot (:class:`controller.messages.RoundSnapshot`) and the
+        studio's round view (:mod:`controller.studio.view`) follow a table with it.
+        """
+        fold = self
+        if kind == K.ROUND_OPENED or round_id != self.round_id:
+            fold = RoundFold(round_id=round_id)
+        return fold.apply(kind, body)
+
     def apply(self, kind: str, body: Mapping[str, Any]) -> RoundFold:
         """The fold after one entry of this round (``round_opened`` starts it afresh)."""
         if kind == K.ROUND_OPENED:

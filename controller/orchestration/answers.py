@@ -66,7 +66,7 @@ class Answers:
         reason = str(command.data.get("reason") or "").strip()
         if not reason:
             return Answer(False, "a void needs a reason")
-        self._desk.void_reason = f"voided by the pit boss: {reason}"
+        self._desk.void_reason = f"voided by the pit boss{_named(command)}: {reason}"
         self._desk.inbox.poke()
         return Answer(True, "", {"round": current.round_id})
 
@@ -76,7 +76,8 @@ class Answers:
             return Answer(False, "only the pit boss can resume a round")
         if not current.halted:
             return Answer(False, f"round {current.round_id} is not halted")
-        self._desk.append(RoundResumedData.model_construct(by="pit"))
+        by = f"pit ({command.data['operator']})" if command.data.get("operator") else "pit"
+        self._desk.append(RoundResumedData.model_construct(by=by))
         self._desk.wait.resume()
         self._desk.inbox.poke()
         return Answer(True, "", {"round": current.round_id})
@@ -94,3 +95,9 @@ class Answers:
             return Answer(False, "from_seq must be >= 1 and to_seq >= from_seq")
         count = await self._replay(from_seq, to_seq)
         return Answer(True, "", {"resent": count})
+
+
+def _named(command: Command) -> str:
+    """`` (NAME)`` for a command that names its operator, else nothing."""
+    operator = command.data.get("operator")
+    return f" ({operator})" if operator else ""

@@ -47,13 +47,15 @@ class Dealer:
     ) -> None:
         self._desk = desk
         self._on_card = on_card
-        self._last_accept: tuple[str, float] | None = None
+        self._last_accept: tuple[str, float, bool] | None = None
+        self._away_rescan = False
         self._cued_at = 0.0
         self._stopped_halted_at: float | None = None
 
     def round_finished(self) -> None:
         """Forget the last card (a bounce never spans rounds)."""
         self._last_accept = None
+        self._away_rescan = False
 
     async def deal(self, current: Round, step: DealStep) -> None:
         """Cue the dealer and wait for a good read of the slot, however long it takes.
@@ -205,6 +207,12 @@ class Dealer:
                 detail=read.detail,
             )
             return
+        if read.cause == "away":
+            # The device was away and reads nothing it made meanwhile: the card may have
+            # been read then and lost, so it is asked for again. If it was not (the dealer
+            # placed it only after the device came back), the rescan reads it a second time:
+            # that second read is a bounce even for a tile the set holds twice.
+            self._away_rescan = True
         await self._rescan(current, step.slot.name, read)
 
     def _halt(self, current: Round, reason: str) -> None:
@@ -267,7 +275,8 @@ class Dealer:
         )
         if self._on_card is not None:
             self._on_card(entry, read.at)
-        self._last_accept = (str(piece), read.at)
+        self._last_accept = (str(piece), read.at, self._away_rescan)
+        self._away_rescan = False
         return piece
 
     async def _refuse(self, current: Round, step: DealStep, read: CardRead, reason: str) -> None:
@@ -286,11 +295,13 @@ class Dealer:
         Within ``bounce_seconds`` of the acceptance, the same value is a bounce when the deck
         holds one copy of it (a second copy cannot exist), or when it was read before the
         next slot was even cued. A set with two copies of a tile may deal the second one
-        straight after the first: read after the cue, it is a new tile.
+        straight after the first: read after the cue, it is a new tile, unless the card just
+        accepted had been asked for again after its device came back (``Misread("away")``):
+        then its second read is the rescan's.
         """
         if self._last_accept is None:
             return False
-        value, at = self._last_accept
+        value, at, rescanned = self._last_accept
         if read.value != value or read.at - at > self._desk.settings.bounce_seconds:
             return False
         deck = self._desk.game.deck
@@ -298,4 +309,4 @@ class Dealer:
             copies = deck.copies.get(deck.parse(read.value), 0)
         except (NotationError, PieceRefused):
             return False
-        return copies <= 1 or read.at < self._cued_at
+        return copies <= 1 or read.at < self._cued_at or rescanned

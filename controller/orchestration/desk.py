@@ -95,6 +95,7 @@ class Desk:
         self.inbox = Inbox(source)
         self.wait = SlotWait()
         self.stop = asyncio.Event()
+        self._away: set[str] = set()
 
     def append(self, body: EntryBody, *, fold: bool = True) -> JournalEntry:
         """Journal an entry of the current round, then fold it into the round's state.
@@ -141,25 +142,39 @@ class Desk:
             self._between_cards()
 
     def device_status(self, read: DeviceStatus) -> bool:
-        """Journal a device state; returns whether the device just came back."""
+        """Journal a device state; returns whether the device just came back.
+
+        A source of several devices (a multi-reader table) names the device of each state:
+        the table is away while any of them is (the halt counts from the first loss), and
+        each device coming back is answered (the slot cued again).
+        """
+        device = read.device or self.source.url
         self.append(
-            DeviceStatusData.model_construct(
-                device=self.source.url, state=read.state, detail=read.detail
-            )
+            DeviceStatusData.model_construct(device=device, state=read.state, detail=read.detail)
         )
-        if self.metrics is not None:
-            if read.state in LOST_STATES:
-                self.metrics.set_device_connected(False)
-            elif read.state in BACK_STATES:
-                self.metrics.set_device_connected(True)
-                if read.state == "recovered":
-                    self.metrics.device_reconnected()
         if read.state in LOST_STATES:
+            self._away.add(device)
+            self._device_metrics(read.state)
             self.wait.device_lost(asyncio.get_running_loop().time())
             return False
-        if read.state in BACK_STATES:
-            return self.wait.device_back()
-        return False
+        if read.state not in BACK_STATES:
+            return False
+        was_away = device in self._away
+        self._away.discard(device)
+        self._device_metrics(read.state)
+        if not was_away:
+            return False
+        if self._away:
+            return True  # this one is back; the table still waits for the others
+        return self.wait.device_back()
+
+    def _device_metrics(self, state: str) -> None:
+        """The table's device is connected when none of its devices is away."""
+        if self.metrics is None:
+            return
+        self.metrics.set_device_connected(not self._away)
+        if state == "recovered":
+            self.metrics.device_reconnected()
 
     async def out_of_turn(self, read: Read, reason: str) -> None:
         """A read while no card is expected: refuse cards, record device states."""

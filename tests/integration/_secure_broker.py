@@ -259,9 +259,41 @@ class SecureBroker:
         self.stop()
 
 
+COMMITTED = Path(__file__).resolve().parents[2] / "config" / "mosquitto"
+"""The committed broker config folder (config/mosquitto)."""
+
+
 def copy_committed(name: str, directory: Path) -> Path:
     """Copy a file from config/mosquitto into ``directory`` (unchanged) and return its path."""
-    source = Path(__file__).resolve().parents[2] / "config" / "mosquitto" / name
+    source = COMMITTED / name
     target = directory / name
     shutil.copyfile(source, target)
     return target
+
+
+def production_config(
+    directory: Path, tls: TlsFiles, passwd: Path, passwd_tables: Path | None = None
+) -> str:
+    """config/mosquitto/mosquitto.conf with only its file paths and ports replaced.
+
+    The roles' TLS listener (8883) becomes ``broker.tls_port``, the controllers' (8884)
+    ``broker.port``.
+    """
+    text = copy_committed("mosquitto.conf", directory).read_text()
+    replacements = {
+        "/etc/mosquitto/certs/ca.crt": str(tls.ca_cert),
+        "/etc/mosquitto/certs/server.crt": str(tls.server_cert),
+        "/etc/mosquitto/certs/server.key": str(tls.server_key),
+        "/etc/mosquitto/passwd-tables": str(passwd_tables or passwd),
+        "/etc/mosquitto/passwd": str(passwd),
+        "/etc/mosquitto/acl": str(COMMITTED / "acl"),
+        "/var/lib/mosquitto/": f"{directory}/data/",
+        "listener 8883": "listener {tls_port} 127.0.0.1",
+        "listener 8884": "listener {port} 127.0.0.1",
+        "log_dest syslog": "log_dest stderr",
+    }
+    for old, new in replacements.items():
+        assert old in text, f"mosquitto.conf no longer mentions {old!r}"
+        text = text.replace(old, new)
+    (directory / "data").mkdir()
+    return text

@@ -20,10 +20,12 @@ from typing import Any, Literal
 import pytest
 
 from drivers.errors import DeviceAway
+from drivers.multi_reader import MultiReaderSource, ReaderBinding
 from drivers.profile import load_profile, shipped_profiles
 from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread
 from drivers.supervisor import SupervisedCardSource
 from simulators.line_device import LineDeviceSimulator, LineFaults
+from simulators.multi_reader import MultiReaderSimulator
 from simulators.scanner import FaultPlan, ScannerSimulator
 from simulators.usb import PRODUCT_ID, VENDOR_ID, HidScannerSimulator, SimulatedUsbBackend
 
@@ -270,9 +272,10 @@ async def play_line(
 ) -> tuple[Outcome, int]:
     """What the orchestrator does with a line device: like :func:`play`, but every misread
     (whatever its cause: no link retransmits a record) asks for a rescan, a card already
-    dealt is refused (a duplicate), and after "recovered" the slot is cued and rescanned (a
-    record read while the device was away is lost). A cue the device cannot take reaches the
-    simulated dealer through :meth:`LineDeviceSimulator.screen` (the event feed)."""
+    dealt is refused (a duplicate), and after "recovered" the slot is cued again; the
+    supervisor's ``Misread("away")`` that follows (a record read while the device was away
+    is lost) asks for the rescan. A cue the device cannot take reaches the simulated dealer
+    through :meth:`LineDeviceSimulator.screen` (the event feed)."""
     out = Outcome()
     duplicates = 0
     slot = 0
@@ -288,7 +291,6 @@ async def play_line(
             out.statuses.append(read.state)
             if read.state == "recovered":
                 await cue("expect")
-                await cue("rescan")
             continue
         if isinstance(read, Misread):
             out.misreads.append(read)
@@ -385,6 +387,11 @@ async def test_profile_contract(profile: str, fault: str) -> None:
         assert expected_activity[fault] > 0
     if fault == "unplug":
         assert source.losses >= 1 and source.reconnects == source.losses
+    # Each time the device came back, the supervisor said a read may have been lost (the
+    # card dealt as the cable was pulled was: its record went nowhere) and it was rescanned.
+    assert causes.count("away") == source.reconnects
+    if plan.unplugs:
+        assert sim.stats.dropped_bytes > 0
 
 
 # ---------------------------------------------------------------------- USB HID scanners
@@ -416,9 +423,11 @@ async def test_hid_contract(kind: Literal["pos", "kbd"], fault: str) -> None:
             await source.close()
 
     assert out.cards == sim.drawn == CARDS
-    causes = [m.cause for m in out.misreads]
+    causes = [m.cause for m in out.misreads if m.cause != "away"]
     assert causes == ["unknown_code"] * sim.stats.unknown_codes
-    assert all("ean13-standard" in m.detail for m in out.misreads)
+    # After each replug: the scan lost with the cable is asked for again.
+    assert [m.cause for m in out.misreads].count("away") == sim.stats.unplugs
+    assert all("ean13-standard" in m.detail for m in out.misreads if m.cause != "away")
     assert out.statuses[0] == "connected"
     away = [s for s in out.statuses if s in ("lost", "recovered")]
     assert away == ["lost", "recovered"] * sim.stats.unplugs
@@ -450,3 +459,113 @@ async def test_contract_on_hardware() -> None:
     finally:
         await source.close()
     assert out.cards == cards
+
+
+# ---------------------------------------------------------------------- a multi-reader table
+
+READERS = {"seat-A": ("A1", "A2", "A3"), "seat-B": ("B1", "B2", "B3"), "board": ("F1", "F2", "F3")}
+SLOTS = ["A1", "B1", "A2", "B2", "A3", "B3", "F1", "F2", "F3"]
+"""Three RFID readers (two seats and the board), dealt in this order."""
+
+MULTI_FAULTS: dict[str, tuple[FaultPlan, LineFaults, frozenset[int]]] = {
+    name: (plan, line, frozenset())
+    for name, (plan, line) in PROFILE_FAULTS.items()
+    if name != "bad-checksum"  # the RFID profile carries no checksum
+}
+MULTI_FAULTS["wrong-reader-at"] = (FaultPlan(), LineFaults(), frozenset({1, 4, 8}))
+"""The line faults an RFID reader can have (``wrong-position``: a card put on another
+position's reader, drawn at random; ``wrong-reader-at``: the 2nd, 5th and 9th card)."""
+
+
+async def play_multi(source: MultiReaderSource) -> Outcome:
+    """The orchestrator over a multi-reader table: as :func:`play_line`, the slots named."""
+    out = Outcome()
+    last: CardRead | None = None
+    slot = 0
+    await command(source.expect(1, slot, SLOTS[slot]))
+    while len(out.cards) < len(SLOTS):
+        read = await source.next_read()
+        if isinstance(read, DeviceStatus):
+            out.statuses.append(read.state)
+            if read.state == "recovered":
+                await command(source.expect(1, slot, SLOTS[slot]))
+            continue
+        if isinstance(read, Misread):
+            out.misreads.append(read)
+            await command(source.request_rescan(SLOTS[slot], "again"))
+            continue
+        if is_bounce(read, last):
+            out.bounces += 1
+            continue
+        assert read.position == SLOTS[slot]  # only the slot's reader's cards come out
+        out.cards.append(read.value)
+        last = read
+        slot += 1
+        if slot < len(SLOTS):
+            await command(source.expect(1, slot, SLOTS[slot]))
+    return out
+
+
+@pytest.mark.parametrize("fault", list(MULTI_FAULTS))
+async def test_multi_reader_contract(fault: str) -> None:
+    """Three RFID readers on three ptys, each under its own supervisor, behind one source:
+    the cards that went in, in order, each from its slot's reader; a card on the wrong
+    reader is refused naming both readers and rescanned at the right one."""
+    plan, line_faults, wrong_at = MULTI_FAULTS[fault]
+    loaded = load_profile("rfid-ntag")
+    sim = MultiReaderSimulator(
+        loaded,
+        READERS,
+        wrong_reader_at=wrong_at,
+        cards=CARDS,
+        faults=plan,
+        line_faults=line_faults,
+        deal_delay=0.01,
+    )
+    async with asyncio.timeout(30), sim.serve_ptys() as links:
+        source = MultiReaderSource(
+            [
+                ReaderBinding(
+                    name, f"profile+serial://{links[name]}?profile=rfid-ntag", slots, SETTINGS
+                )
+                for name, slots in READERS.items()
+            ]
+        )
+        await source.open()
+        try:
+            out = await play_multi(source)
+        finally:
+            await source.close()
+
+    assert out.cards == CARDS
+    causes = [m.cause for m in out.misreads]
+    wrong = sim.line_stats.wrong_positions
+    assert causes.count("position") == source.wrong_position
+    for misread in out.misreads:
+        if misread.cause == "position":
+            assert "read from the wrong position" in misread.detail
+            assert "but the table waits for" in misread.detail
+    # Each wrong placement was asked for again at the right reader (its RESCAN), never there.
+    rescans = {
+        name: [c for c in heard if c.startswith("RESCAN")]
+        for name, heard in sim.reader_commands.items()
+    }
+    for name, heard in rescans.items():
+        assert all(line.split()[1] in READERS[name] for line in heard)
+    mixed = bool(plan.garbage_rate or plan.corrupt_rate or plan.double_read_rate or plan.delay)
+    if not mixed and not plan.unplugs:
+        # (a garbled or lost record of a misplaced card is refused for that, or never seen)
+        assert causes.count("position") == wrong
+        assert sum(len(r) for r in rescans.values()) >= wrong
+        assert causes.count("unknown_code") == sim.line_stats.unknown_codes
+        assert causes.count("device") == sim.stats.misreads_sent
+    assert out.statuses[:3] == ["connected"] * 3
+    assert causes.count("away") <= sum(s.reconnects for s in source.readers.values())  # type: ignore[attr-defined]
+    if fault == "clean":
+        assert out.misreads == [] and out.bounces == 0
+    if fault in {"wrong-position", "wrong-reader-at"}:
+        assert wrong > 0
+    if fault == "unplug":
+        supervisors = list(source.readers.values())
+        assert sum(s.losses for s in supervisors) >= 1  # type: ignore[attr-defined]
+        assert sim.stats.unplugs > 0 and sim.stats.dropped_bytes > 0

@@ -40,9 +40,9 @@ from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
     SecureBroker,
     TlsFiles,
-    copy_committed,
     make_password_file,
     make_tls,
+    production_config,
 )
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
@@ -345,34 +345,6 @@ async def test_publish_checked_wants_qos_1(broker: SecureBroker) -> None:
 
 TABLE_USERS = {user: pw for user, pw in ROLE_PASSWORDS.items() if user.startswith("table-")}
 ROLE_USERS = {user: pw for user, pw in ROLE_PASSWORDS.items() if user not in TABLE_USERS}
-
-
-def production_config(
-    directory: Path, tls: TlsFiles, passwd: Path, passwd_tables: Path | None = None
-) -> str:
-    """config/mosquitto/mosquitto.conf with only its file paths and ports replaced.
-
-    The roles' TLS listener (8883) becomes ``broker.tls_port``, the controllers' (8884)
-    ``broker.port``.
-    """
-    text = copy_committed("mosquitto.conf", directory).read_text()
-    replacements = {
-        "/etc/mosquitto/certs/ca.crt": str(tls.ca_cert),
-        "/etc/mosquitto/certs/server.crt": str(tls.server_cert),
-        "/etc/mosquitto/certs/server.key": str(tls.server_key),
-        "/etc/mosquitto/passwd-tables": str(passwd_tables or passwd),
-        "/etc/mosquitto/passwd": str(passwd),
-        "/etc/mosquitto/acl": str(ACL),
-        "/var/lib/mosquitto/": f"{directory}/data/",
-        "listener 8883": "listener {tls_port} 127.0.0.1",
-        "listener 8884": "listener {port} 127.0.0.1",
-        "log_dest syslog": "log_dest stderr",
-    }
-    for old, new in replacements.items():
-        assert old in text, f"mosquitto.conf no longer mentions {old!r}"
-        text = text.replace(old, new)
-    (directory / "data").mkdir()
-    return text
 
 
 @pytest.fixture(scope="module")

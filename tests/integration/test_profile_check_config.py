@@ -57,3 +57,49 @@ async def test_device_check_loads_the_profile_and_opens_the_port(pty_path: str) 
         "profile+serial:///dev/no-such-tty?profile=line-shoe", DriverSettings(), 5.0
     )
     assert missing.verdict == "FAIL" and "does not exist" in missing.detail
+
+
+def _multi_config(tmp_path: Path, readers: list[tuple[str, str, str]]) -> Path:
+    lines = ['table_id = "rf-01"', 'game = "teen-patti-20-20"', "[journal]",
+             f'path = "{tmp_path / "j.sqlite"}"']  # fmt: skip
+    for name, url, positions in readers:
+        lines += ["[[devices]]", f'name = "{name}"', f'url = "{url}"', f"positions = {positions}"]
+    path = tmp_path / "multi.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def test_check_config_checks_every_reader_of_a_multi_reader_table(
+    tmp_path: Path, pty_path: str
+) -> None:
+    from controller.checkconfig import run_checks
+
+    config = _multi_config(
+        tmp_path,
+        [
+            ("seat-A", f"profile+serial://{pty_path}?profile=rfid-ntag", '["A"]'),
+            ("seat-B", "profile+serial:///dev/no-such-tty?profile=rfid-ntag", '["B"]'),
+        ],
+    )
+    checks = {check.name: check for check in await run_checks(config, timeout=2.0)}
+    assert checks["config"].verdict == "OK"
+    assert checks["device[0] (seat-A)"].verdict == "OK"
+    assert "profile rfid-ntag" in checks["device[0] (seat-A)"].detail
+    assert checks["device[1] (seat-B)"].verdict == "FAIL"
+    assert "does not exist" in checks["device[1] (seat-B)"].detail
+
+
+def test_check_config_refuses_two_readers_on_one_position(tmp_path: Path) -> None:
+    config = _multi_config(
+        tmp_path,
+        [
+            ("seat-A", "profile+serial:///dev/ttyACM0?profile=rfid-ntag", '["A", "B1"]'),
+            ("seat-B", "profile+serial:///dev/ttyACM1?profile=rfid-ntag", '["B"]'),
+        ],
+    )
+    result, settings = check_config(config)
+    assert result.verdict == "FAIL" and settings is None
+    assert str(config) in result.detail
+    assert "devices[1] (seat-B).positions: 'B' claims slot B1, already read by devices[0]" in (
+        result.detail
+    )

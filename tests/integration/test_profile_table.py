@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
+import pytest
+
 from controller.app import run_table
 from drivers.profile import load_profile
 from simulators.faults import FaultPlan
 from simulators.line_device import LineDeviceSimulator, LineFaults
-from simulators.table import Simulation, simulated_scanner
+from simulators.table import Simulation, simulated_devices, simulated_scanner
 from tests.integration.test_table_hil import Recorder, settings_for
 
 
@@ -82,4 +84,30 @@ async def test_run_simulate_with_the_barcode_profile_deals_a_round(mosquitto, tm
     assert len(summaries) == 1
     dealt = [e for e in recorder.on("events") if e["kind"] == "card_dealt"]
     assert len(dealt) == 6
+    assert sum(len(cards) for cards in result["data"]["cards"].values()) == 6
+
+
+@pytest.mark.parametrize("mode", ["pos", "kbd"])
+async def test_run_simulate_with_a_hid_scanner_deals_a_round(mosquitto, tmp_path, mode):
+    """``run --simulate --profile barcode-crlf --hid pos|kbd``'s device: a USB HID scanner on
+    the simulated pyusb backend (the real pyusb code path), read through ``hidpos://`` or
+    ``hidkbd://``, dealing on its own; a whole round through the orchestrator."""
+    sim = Simulation(seed=3, deal_delay=0.05, profile="barcode-crlf", hid=mode)
+    table = f"hid-{mode}"
+    recorder = Recorder(mosquitto.host, mosquitto.port, table)
+    async with asyncio.timeout(60), asyncio.TaskGroup() as group:
+        task = group.create_task(recorder.run(), name="recorder")
+        await recorder.ready.wait()
+        async with simulated_devices("teen-patti-20-20", sim) as devices:
+            url = devices.settings["device"]["url"]
+            assert url.startswith(f"hid{mode}://") and url.endswith("?profile=barcode-crlf")
+            settings = settings_for(mosquitto.url, table, tmp_path / "j.sqlite", url)
+            summaries = await run_table(settings, rounds=1, usb_backend=devices.usb_backend)
+        result = await recorder.results.get()
+        await asyncio.sleep(0.2)
+        task.cancel()
+    assert len(summaries) == 1
+    dealt = [e["data"]["card"] for e in recorder.on("events") if e["kind"] == "card_dealt"]
+    assert len(dealt) == 6
+    assert set(dealt) <= set(devices.simulator.drawn)
     assert sum(len(cards) for cards in result["data"]["cards"].values()) == 6

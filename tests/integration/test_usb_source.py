@@ -131,11 +131,18 @@ async def test_unplug_is_connection_lost_and_commands_fail() -> None:
             await source.close()
 
 
-async def test_no_libusb_is_a_clear_error() -> None:
-    """Without a backend argument pyusb looks for libusb; if there is none, say so."""
-    import usb.backend.libusb1
+async def test_no_libusb_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a backend argument pyusb looks for libusb; if there is none, say so.
 
-    if usb.backend.libusb1.get_backend() is not None:
-        pytest.skip("libusb is installed here: the missing-backend path cannot be shown")
+    This machine has libusb (Chromium's packages bring it), so its absence is what cannot
+    exist here: each of pyusb's backend loaders is made to find no library, and the rest of
+    pyusb's real lookup (``usb.core.find`` raising ``NoBackendError``) runs as it would.
+    """
+    import usb.backend.libusb0
+    import usb.backend.libusb1
+    import usb.backend.openusb
+
+    for module in (usb.backend.libusb1, usb.backend.openusb, usb.backend.libusb0):
+        monkeypatch.setattr(module, "get_backend", lambda *args, **kwargs: None)
     with pytest.raises(TransportError, match="no libusb backend"):
         await open_card_source(URL, SETTINGS).open()

@@ -203,3 +203,48 @@ def test_the_worked_example_in_the_docs_loads_and_reads(tmp_path: Path) -> None:
     record = f"{body}|{sum(body.encode()) % 256:02X}\r\n".encode()
     assert decoder.feed(record + b"#3|ERR|00\r\n", 0.0)[0] == CardRead("As", "3", 0, 0.0)
     assert loaded.profile.command("rescan") == b"B\r\n"
+
+
+def test_a_code_table_has_one_code_a_card_or_its_copies() -> None:
+    from pydantic import ValidationError
+
+    from drivers.profile import CodeTable
+
+    with pytest.raises(ValidationError, match=r"card '1p' has two codes: 'A' and 'B'"):
+        CodeTable(name="t", codes={"A": "1p", "B": "1p"})
+    tiles = CodeTable(name="t", codes={"A": "1p", "B": "1p", "C": "2p"}, codes_per_card=2)
+    assert tiles.codes_of("1p") == ["A", "B"] and tiles.code_of("1p", 1) == "B"
+    with pytest.raises(
+        ValidationError, match=r"has 3 codes \('A', 'B', 'C'\); codes_per_card is 2"
+    ):
+        CodeTable(name="t", codes={"A": "1p", "B": "1p", "C": "1p"}, codes_per_card=2)
+
+
+def test_a_profile_url_may_name_an_enrolled_deck(tmp_path: Path) -> None:
+    from drivers.errors import UnsupportedUrl
+    from drivers.source import ProfileSpec, parse_url
+
+    spec = parse_url(
+        "profile+serial:///dev/ttyACM0?profile=rfid-ntag&codes=codes/rfid-demo-tiles.toml"
+    )
+    assert isinstance(spec, ProfileSpec) and spec.codes == "codes/rfid-demo-tiles.toml"
+    loaded = load_profile(spec.profile, spec.codes)
+    assert loaded.table.name == "rfid-demo-tiles" and loaded.table.codes_per_card == 2
+    with pytest.raises(UnsupportedUrl, match="codes option"):
+        parse_url("profile+serial:///dev/ttyACM0?profile=rfid-ntag&codes=")
+    bad = tmp_path / "deck.toml"
+    bad.write_text('name = "x"\n[codes]\n"zz" = "As"\n')  # not a UID the pattern reads
+    with pytest.raises(ProfileError, match=r"records\.card"):
+        load_profile("rfid-ntag", str(bad))
+
+
+def test_a_hid_url_may_name_an_enrolled_deck_and_a_bad_one_stops_the_config() -> None:
+    from controller.errors import ConfigError
+    from controller.settings import load_settings
+    from drivers.hid import HidSpec
+
+    spec = parse_url("hidpos://05e0:1200?profile=barcode-crlf&codes=codes/ean13-standard.toml")
+    assert isinstance(spec, HidSpec) and spec.codes == "codes/ean13-standard.toml"
+    with pytest.raises(ConfigError, match=r"no shipped device profile") as caught:
+        load_settings(None, table_id="t", device={"url": "hidkbd://05e0:1200?profile=nope"})
+    assert caught.value.context["field"] == "device.url"

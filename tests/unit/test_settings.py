@@ -20,7 +20,7 @@ def test_example_config_loads() -> None:
     settings = load_settings(EXAMPLE)
     assert settings.table_id == "tp-01"
     assert settings.game == "teen-patti-20-20"
-    assert settings.device.url.startswith("serial://")
+    assert settings.device is not None and settings.device.url.startswith("serial://")
     assert settings.rounds.betting_seconds == 15
 
 

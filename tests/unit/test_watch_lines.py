@@ -65,9 +65,9 @@ def test_a_pit_alert_at_a_slot_names_it():
 
 
 def test_a_late_seq_is_shown_once_and_a_repeat_is_not():
-    from controller.watch import _Tracker
+    from controller.watch import SeqTracker
 
-    tracker = _Tracker()
+    tracker = SeqTracker()
     assert tracker.check(TOPIC, {"seq": 1}) == (True, None)
     assert tracker.check(TOPIC, {"seq": 3}) == (True, "! gap: events 2..2 not received")
     assert tracker.check(TOPIC, {"seq": 2}) == (True, None)  # late (a replay): shown

@@ -333,6 +333,15 @@ class Options(GameOptions):
         return self
 
 
+def deal_plan_for(options: Options) -> DealPlan:
+    """Every slot a round at this table can deal (each position's and the banker's tiles).
+
+    The banker's position is not dealt in a round; its slots still exist: what a
+    multi-reader table binds its readers to.
+    """
+    return rules.deal_plan(options.positions)
+
+
 def build(options: Options, paytables: PayTables) -> MahjongLiveGame:
     """The table's live game (the registry's live factory)."""
     return MahjongLiveGame(

@@ -27,7 +27,7 @@ from pydantic import Field, model_validator
 
 from controller.cards import Card, Piece
 from controller.errors import ConfigError, IllegalAction, PieceRefused, RulesError
-from controller.games.base import Declared
+from controller.games.base import DealPlan, Declared
 from controller.games.live._common import (
     RevealsHands,
     check_decision_fields,
@@ -546,6 +546,15 @@ class Options(GameOptions):
         if any(s <= 0 for s in self.bet_shares):
             raise ValueError("bet_shares must all be positive percentages")
         return self
+
+
+def deal_plan_for(options: Options) -> DealPlan:
+    """Every slot a hand at this table can deal (the seats, the board, the burns if any).
+
+    Which seats are dealt depends on the hand (folded-out stacks, the button); the slots
+    that exist do not: what a multi-reader table binds its readers to.
+    """
+    return rules.deal_plan(range(1, options.seats + 1), burns=options.burns)
 
 
 def build(options: Options, paytables: PayTables) -> HoldemLiveGame:

@@ -1,0 +1,374 @@
+"""The pit console's engine: one MQTT connection feeding the floor, the pit actions, the pages.
+
+:class:`PitConsole` connects with the pit role's credential through
+:class:`controller.mqtt.connection.Connector` (bounded connect, failover, back-off), subscribes
+to the tables' public topics (:meth:`Floor.subscriptions`: never ``secure/``) and to its own
+reply topics, folds every message into the :class:`~controller.studio.pit.floor.Floor` and
+pushes the changed views to every page subscribed (:meth:`PitConsole.updates`). When the link
+drops the floor says so; on reconnect the subscriptions deliver the retained status and round
+snapshot again, so the floor re-reads the state.
+
+A pit action (:meth:`PitConsole.act`) is sent on the same connection exactly as ``tablectl
+pit`` sends it (:func:`controller.pitcli.prepare_command`, :func:`~controller.pitcli.
+publish_command`, :func:`~controller.pitcli.match_answer`) with the user's name as
+``operator``. Its ``command_id`` is made from the page's nonce, so an action clicked twice is
+one command: a second click while the first waits shares its answer, a click after the answer
+gets the same answer again, and after "no answer" the same id is sent again (the table answers
+a repeated id with its first answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from controller.aio import first_completed
+from controller.broker import BrokerAddress
+from controller.messages import Topics
+from controller.mqtt.connection import Connector
+from controller.mqtt.settings import MqttSettings
+from controller.pitcli import (
+    EXIT_ACCEPTED,
+    EXIT_REFUSED,
+    Outcome,
+    PreparedCommand,
+    match_answer,
+    no_answer,
+    prepare_command,
+    publish_command,
+    refused_by_broker,
+)
+from controller.studio.pit.floor import Floor
+from controller.studio.pit.recall import SeenRounds
+from controller.studio.pit.settings import ACTING_ROLES, PitSettings, PitUser
+
+if TYPE_CHECKING:
+    import aiomqtt
+
+ConnectorFactory = Callable[[MqttSettings], Connector]
+"""Builds the console's broker connection from its settings (tests may pass their own)."""
+
+ACTIONS = ("resume", "void", "replay")
+NONCE = re.compile(r"^[A-Za-z0-9_-]{8,40}$")
+UPDATES_QUEUE = 1000
+"""Updates a page may fall behind by before it is dropped (it reconnects and re-reads)."""
+ANSWERS_KEPT = 1000
+
+
+def default_connector(settings: MqttSettings) -> Connector:
+    """The console's connection: a clean session (what it missed is re-read on reconnect)."""
+    client_id = settings.client_id or f"tablectl-studio-pit-{uuid.uuid4().hex[:8]}"
+    return Connector(settings, client_id=client_id, name="pit console", logger="tablectl.pit")
+
+
+@dataclass(frozen=True)
+class ActionRequest:
+    """A pit action as a page asks for it.
+
+    Attributes:
+        table: The table.
+        name: ``resume``, ``void`` or ``replay``.
+        nonce: The page's id for this action (the same on a second click or a retry).
+        round_id: The round the page shows (the table refuses it if it is not current).
+        reason: Why (``void`` only).
+        from_seq: First ``seq`` to re-send (``replay`` only).
+        to_seq: Last ``seq`` (``replay``; ``None``: up to the last).
+    """
+
+    table: str
+    name: str
+    nonce: str
+    round_id: str | None = None
+    reason: str | None = None
+    from_seq: int | None = None
+    to_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What became of a pit action, for the page.
+
+    Attributes:
+        status: ``accepted``, ``refused``, ``no_answer`` or ``invalid`` (not sent).
+        text: What to show.
+        command_id: The command's id, once one was made.
+        repeated: The answer is the one a first click got.
+    """
+
+    status: str
+    text: str
+    command_id: str | None = None
+    repeated: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The page's form."""
+        return {
+            "status": self.status,
+            "text": self.text,
+            "command_id": self.command_id,
+            "repeated": self.repeated,
+        }
+
+
+def _result(outcome: Outcome, command_id: str, *, repeated: bool = False) -> ActionResult:
+    status = {EXIT_ACCEPTED: "accepted", EXIT_REFUSED: "refused"}.get(outcome.code, "no_answer")
+    return ActionResult(status, outcome.text, command_id, repeated)
+
+
+class ActionInvalid(ValueError):
+    """A pit action a page asked for that cannot be sent as it is."""
+
+
+def check_action(user: PitUser, request: ActionRequest, known_tables: set[str]) -> dict[str, Any]:
+    """The command's body for a page's request (pure).
+
+    Returns:
+        The body: ``round``, ``operator`` and the action's own fields.
+
+    Raises:
+        ActionInvalid: The user may not act, or a field is missing or wrong (named).
+    """
+    if user.role not in ACTING_ROLES:
+        raise ActionInvalid(f"user {user.name} ({user.role}) may not send pit actions")
+    if request.name not in ACTIONS:
+        raise ActionInvalid(f"unknown action {request.name!r} (known: {', '.join(ACTIONS)})")
+    if request.table not in known_tables:
+        raise ActionInvalid(f"unknown table {request.table!r}")
+    if not NONCE.match(request.nonce):
+        raise ActionInvalid("the page's action id must be 8-40 letters, digits, '-' or '_'")
+    body: dict[str, Any] = {"round": request.round_id or None, "operator": user.name}
+    if request.name == "void":
+        body["reason"] = _void_reason(request)
+    elif request.name == "replay":
+        body.update(_replay_range(request), round=None)
+    return body
+
+
+def _void_reason(request: ActionRequest) -> str:
+    reason = (request.reason or "").strip()
+    if not reason:
+        raise ActionInvalid("a void needs a reason")
+    if len(reason) > 500:
+        raise ActionInvalid("the reason is longer than 500 characters")
+    return reason
+
+
+def _replay_range(request: ActionRequest) -> dict[str, int | None]:
+    if request.from_seq is None or request.from_seq < 1:
+        raise ActionInvalid("replay needs a sequence number of 1 or more (from seq)")
+    if request.to_seq is not None and request.to_seq < request.from_seq:
+        raise ActionInvalid("the last seq is below the first")
+    return {"from_seq": request.from_seq, "to_seq": request.to_seq}
+
+
+class PitConsole:
+    """The floor, fed from the broker, and the pit actions sent on the same connection.
+
+    Args:
+        settings: The console's settings.
+        connector_factory: Builds the broker connection (default: :func:`default_connector`).
+        log: A structlog logger.
+
+    Attributes:
+        floor: The floor model.
+        seen: The rounds seen, for recall without the archive.
+        reply_leaf: The last level of this console's v5 response topics.
+    """
+
+    def __init__(
+        self,
+        settings: PitSettings,
+        *,
+        connector_factory: ConnectorFactory | None = None,
+        log: Any = None,
+    ) -> None:
+        self.settings = settings
+        mqtt = settings.mqtt
+        self.log = log if log is not None else structlog.get_logger(__name__)
+        self.floor = Floor(
+            mqtt.topic_prefix,
+            settings.tables,
+            betting_status_topic=mqtt.betting_status_topic,
+            alerts_per_table=settings.alerts_per_table,
+            lines_per_table=settings.lines_per_table,
+        )
+        self.seen = SeenRounds(settings.recent_rounds)
+        self.reply_leaf = f"studio-pit-{uuid.uuid4().hex[:12]}"
+        self._v5 = mqtt.protocol == "5"
+        self._connector = (connector_factory or default_connector)(mqtt)
+        self._client: aiomqtt.Client | None = None
+        self._pending: dict[str, tuple[PreparedCommand, asyncio.Future[Outcome]]] = {}
+        self._answers: OrderedDict[str, ActionResult] = OrderedDict()
+        self._pages: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self.connected = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    # -- the connection ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep the connection (reconnecting with back-off) until ``stop`` is set."""
+        self._stop = stop
+        await self._connector.run(self._serve, stop=stop, on_error=self._lost)
+
+    def reply_filters(self) -> list[str]:
+        """Where the tables' answers to this console come."""
+        prefix = self.settings.mqtt.topic_prefix.rstrip("/")
+        tables = self.settings.tables or ["+"]
+        leaf = f"/{self.reply_leaf}" if self._v5 else ""
+        return [f"{prefix}/{table}/reply/pit{leaf}" for table in tables]
+
+    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+        for topic in [*self.floor.subscriptions(), *self.reply_filters()]:
+            await client.subscribe(topic, qos=1)
+        self._client = client
+        self.connected.set()
+        self.floor.set_broker(True, f"connected to {address.url}")
+        self._broadcast({"type": "floor", "floor": self.floor.floor_view()})
+        self.log.info("pit console connected", url=address.url)
+        try:
+            reader = asyncio.ensure_future(self._read(client))
+            done = await first_completed(reader, self._stop.wait())
+            if reader in done and not reader.cancelled():
+                error = reader.exception()
+                if error is not None:
+                    raise error
+        finally:
+            self._client = None
+            self.connected.clear()
+            if self._stop.is_set():
+                self.floor.set_broker(False, "the console is stopping")
+
+    async def _read(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            self._received(str(message.topic), message.payload, message.properties)
+
+    def _lost(self, address: BrokerAddress, exc: Exception) -> bool:
+        was_up = self.floor.broker
+        self.floor.set_broker(False, f"broker {address.url}: {type(exc).__name__}: {exc}")
+        self._broadcast({"type": "floor", "floor": self.floor.floor_view()})
+        self.log.warning("pit console: broker link lost", url=address.url, error=str(exc))
+        return was_up
+
+    def _received(self, topic: str, payload: Any, properties: Any) -> None:
+        raw = payload if isinstance(payload, bytes | bytearray | str) else b""
+        if "/reply/pit" in topic:
+            self._answer(raw, getattr(properties, "CorrelationData", None))
+            return
+        changed = self.floor.apply(topic, raw)
+        if changed is None:
+            return
+        if changed == "":
+            self._broadcast({"type": "floor", "floor": self.floor.floor_view()})
+            return
+        message = self.floor.last_message
+        if message is not None:
+            self.seen.add(message.table, message.leaf, message.envelope)
+        self._broadcast({"type": "table", "table": self.floor.table_view(changed)})
+
+    def _answer(self, payload: bytes | bytearray | str, correlation: bytes | None) -> None:
+        for prepared, future in list(self._pending.values()):
+            outcome = match_answer(prepared, payload, correlation)
+            if outcome is not None and not future.done():
+                future.set_result(outcome)
+                return
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def updates(self) -> AsyncIterator[asyncio.Queue[dict[str, Any] | None]]:
+        """A page's queue of updates, the whole floor first (``None``: fell behind, reload)."""
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(UPDATES_QUEUE)
+        queue.put_nowait({"type": "snapshot", "floor": self.floor.view()})
+        self._pages.add(queue)
+        try:
+            yield queue
+        finally:
+            self._pages.discard(queue)
+
+    def _broadcast(self, update: dict[str, Any]) -> None:
+        for queue in list(self._pages):
+            try:
+                queue.put_nowait(update)
+            except asyncio.QueueFull:
+                self._pages.discard(queue)
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+                queue.put_nowait(None)
+
+    # -- pit actions ---------------------------------------------------------------------------
+
+    async def act(self, user: PitUser, request: ActionRequest) -> ActionResult:
+        """Send a pit action as ``user`` and wait (bounded) for the table's answer."""
+        try:
+            body = check_action(user, request, set(self.floor.tables))
+        except ActionInvalid as exc:
+            return ActionResult("invalid", str(exc))
+        command_id = f"{request.name}-{user.name}-{request.nonce}"[:128]
+        answered = self._answers.get(command_id)
+        if answered is not None:
+            return ActionResult(answered.status, answered.text, command_id, repeated=True)
+        pending = self._pending.get(command_id)
+        if pending is not None:
+            outcome = await asyncio.shield(pending[1])
+            return _result(outcome, command_id, repeated=True)
+        result = await self._send(request, {"command_id": command_id, **body}, command_id)
+        if result.status in ("accepted", "refused"):
+            self._answers[command_id] = result
+            while len(self._answers) > ANSWERS_KEPT:
+                self._answers.popitem(last=False)
+        return result
+
+    async def _send(
+        self, request: ActionRequest, body: dict[str, Any], command_id: str
+    ) -> ActionResult:
+        import aiomqtt
+
+        from controller.errors import PublishError
+        from controller.mqtt.ack import PublishRefused
+
+        topics = Topics(prefix=self.settings.mqtt.topic_prefix, table=request.table)
+        prepared = prepare_command(
+            topics, "pit", request.name, body, v5=self._v5, reply_leaf=self.reply_leaf
+        )
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._pending[command_id] = (prepared, future)
+        timeout = self.settings.command_timeout
+        try:
+            client = self._client
+            if client is None:
+                return ActionResult(
+                    "no_answer",
+                    "NOT SENT: the console is not connected to the broker "
+                    f"({self.floor.broker_detail}); try again once it is",
+                    command_id,
+                )
+            async with asyncio.timeout(timeout):
+                await publish_command(client, prepared, timeout=self.settings.mqtt.publish_timeout)
+                outcome = await asyncio.shield(future)
+        except PublishRefused as exc:
+            outcome = refused_by_broker(prepared, exc)
+        except TimeoutError:
+            outcome = no_answer(prepared, timeout)
+        except (PublishError, aiomqtt.MqttError) as exc:
+            outcome = Outcome(2, f"NOT SENT (the broker link failed: {exc}); try again")
+        finally:
+            self._pending.pop(command_id, None)
+            if not future.done():
+                future.set_result(no_answer(prepared, timeout))
+        self.log.info(
+            "pit action",
+            command_id=command_id,
+            table=request.table,
+            action=request.name,
+            operator=body.get("operator"),
+            outcome=outcome.code,
+        )
+        return _result(outcome, command_id)

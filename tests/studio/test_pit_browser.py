@@ -1,0 +1,282 @@
+"""The pit console in a real headless Chromium, against a simulated table on a real Mosquitto.
+
+The broker runs the committed ACL (``config/mosquitto/acl``): the console connects with the
+``pitboss`` credential, as in production. The table (``run_table`` in-process, the scanner
+simulator on a real pty) has its scanner cable pulled at the 4th card, so the round halts
+after ``device_halt_seconds``; the pit boss voids it from the page. The betting system's
+credential watches the table's public topics and the stream credential its ``secure/`` ones.
+
+Screenshots go to ``$TABLECTL_ARTIFACTS`` or ``tests/artifacts/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, expect
+
+from controller.journal import Journal
+from controller.studio.pit import build_pit_app
+from controller.studio.pit.console import ActionRequest
+from controller.studio.pit.passwords import hash_password
+from controller.studio.pit.runner import serving
+from controller.studio.pit.settings import PitSettings, pit_settings
+from simulators.scanner import CardFault, FaultPlan
+from simulators.table import Simulation
+from tests.integration._live_helpers import TABLE, Live, Peer, acl_broker, live_table
+from tests.integration._secure_broker import ROLE_PASSWORDS, SecureBroker
+from tests.support.browser import artifacts_dir
+from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
+from tests.support.mosquitto import have_mosquitto
+
+pytestmark = [
+    pytest.mark.hil,
+    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
+]
+
+CARDS = ["As", "Kd", "Ah", "Kc", "Ad", "Kh"]
+FAST = {"n": 2**10, "r": 8, "p": 1}
+REASON = "scanner cable pulled at B2"
+BROWSER_SECONDS = 20_000
+"""Milliseconds a page expectation may wait (a halt takes a few seconds on a loaded box)."""
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[SecureBroker]:
+    with acl_broker(tmp_path / "broker") as running:
+        yield running
+
+
+def console_settings(broker: SecureBroker, **overrides: Any) -> PitSettings:
+    return pit_settings(
+        {
+            "users": [
+                {
+                    "name": "alice",
+                    "role": "pitboss",
+                    "password_hash": hash_password("pw-a", **FAST),
+                },
+                {"name": "sam", "role": "observer", "password_hash": hash_password("pw-s", **FAST)},
+            ],
+            "session_secret": "s" * 40,
+            "mqtt": {
+                "urls": [f"mqtt://127.0.0.1:{broker.port}"],
+                "username": "pitboss",
+                "password": ROLE_PASSWORDS["pitboss"],
+                "reconnect_min_seconds": 0.05,
+                "reconnect_max_seconds": 0.5,
+            },
+            "tables": [TABLE],
+            "command_timeout": 10,
+            "login": {"failure_delay_seconds": 0.2},
+            **overrides,
+        }
+    )
+
+
+async def sign_in(page: Page, url: str, user: str, password: str) -> None:
+    await page.goto(url + "/")
+    await page.fill("#username", user)
+    await page.fill("#password", password)
+    await page.click("#sign-in")
+
+
+async def shot(page: Page, name: str) -> None:
+    await page.screenshot(path=str(artifacts_dir() / f"pit-{name}.png"), full_page=True)
+
+
+def _frames(page: Page) -> list[str]:
+    """Every WebSocket frame the page receives, as text."""
+    frames: list[str] = []
+
+    def socket(ws: Any) -> None:
+        ws.on("framereceived", lambda payload: frames.append(str(payload)))
+
+    page.on("websocket", socket)
+    return frames
+
+
+@asynccontextmanager
+async def _stream_peer(broker: SecureBroker) -> AsyncIterator[Peer]:
+    peer = Peer(broker, "stream")
+    task = asyncio.create_task(peer.run(), name="peer-stream")
+    try:
+        async with asyncio.timeout(10):
+            await peer.ready.wait()
+        yield peer
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def _table(broker: SecureBroker, tmp_path: Path) -> Any:
+    faults = FaultPlan(script=(CardFault(at=3, kind="unplug", seconds=2.5),))
+    sim = Simulation(cards=tuple(CARDS), deal_delay=0.0, faults=faults)
+    return live_table(
+        broker,
+        "teen-patti-20-20",
+        sim,
+        tmp_path / "j.sqlite",
+        rounds=1,
+        users=("betting",),
+        round_settings={"device_halt_seconds": 0.5, "pause_seconds": 6.0},
+        driver={"backoff_min": 0.05, "backoff_max": 0.25},
+    )
+
+
+async def _void_from_the_page(page: Page, live: Live) -> dict[str, Any]:
+    """Halted on the page → void with a reason (clicked twice) → the table's answer shown."""
+    card = page.locator(f"#card-{TABLE}")
+    await expect(card.locator(".halted-badge")).to_be_visible(timeout=BROWSER_SECONDS)
+    await expect(page.locator("#alerts")).to_contain_text("round HALTED")
+    await shot(page, "halted")
+    round_id = (await card.locator(".round").text_content()) or ""
+    await card.locator(".void-reason").fill(REASON)
+    await card.locator("button.void").dblclick()
+    answer = card.locator(".answer")
+    await expect(answer).to_have_class("answer accepted", timeout=BROWSER_SECONDS)
+    await expect(answer).to_contain_text("ACCEPTED void")
+    await expect(card.locator(".state")).to_have_text("voided", timeout=BROWSER_SECONDS)
+    await shot(page, "voided")
+    _, voided = await live["betting"].wait_event("round_voided")
+    return {"round": round_id, "voided": voided}
+
+
+async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path, browser):
+    async with (
+        serving(build_pit_app(console_settings(broker))) as url,
+        _table(broker, tmp_path) as live,
+    ):
+        page = await browser.new_page()
+        frames = _frames(page)
+        async with _stream_peer(broker) as stream:
+            await sign_in(page, url, "alice", "not her password")
+            await expect(page.locator("#login-error")).to_have_text("wrong user name or password")
+            await shot(page, "wrong-login")
+            await sign_in(page, url, "alice", "pw-a")
+            card = page.locator(f"#card-{TABLE}")
+            await expect(card.locator(".online")).to_have_text("ONLINE", timeout=BROWSER_SECONDS)
+            await expect(page.locator("#broker")).to_have_text("connected")
+            voided = await _void_from_the_page(page, live)
+
+            # A pit action on the finished round: the table's refusal, shown plainly.
+            await card.locator("button.resume").click()
+            answer = card.locator(".answer")
+            await expect(answer).to_have_class("answer refused", timeout=BROWSER_SECONDS)
+            await expect(answer).to_contain_text("REFUSED resume")
+            await shot(page, "refused")
+
+            # The table stops after its one round: offline on the page.
+            await expect(card.locator(".online")).to_contain_text(
+                "OFFLINE", timeout=BROWSER_SECONDS
+            )
+            await shot(page, "offline")
+
+            # Recall of the voided round, from what the console saw (no archive here).
+            await page.fill("#recall-round", voided["round"])
+            await page.click("#recall-go")
+            await expect(page.locator("#recall-text")).to_contain_text(REASON)
+            await expect(page.locator("#recall-result")).to_contain_text("round_voided")
+            await shot(page, "recall")
+            await live.finished()
+            secure = list(stream.messages)
+
+    # The table published the void, naming the pit boss, once.
+    body = voided["voided"].body
+    assert body["round"] == voided["round"]
+    assert body["data"]["reason"] == f"voided by the pit boss (alice): {REASON}"
+    voids = [m for m in live["betting"].events("command_received") if m.data["name"] == "void"]
+    assert len(voids) == 1, "two clicks, one command"
+    # ... and journalled the command with the user's name.
+    with Journal.open_readonly(tmp_path / "j.sqlite") as journal:
+        received = [e.body for e in journal.entries() if e.kind == "command_received"]
+    void_bodies = [b for b in received if b["name"] == "void"]
+    assert len(void_bodies) == 1
+    assert void_bodies[0]["role"] == "pit"
+    assert void_bodies[0]["data"] == {"reason": REASON, "operator": "alice"}
+    assert void_bodies[0]["command_id"].startswith("void-alice-")
+    resumes = [b for b in received if b["name"] == "resume"]
+    assert [b["data"] for b in resumes] == [{"operator": "alice"}]
+
+    # On the wire: the page never received anything from a secure/ topic.
+    assert frames, "the page's WebSocket received frames"
+    assert not [f for f in frames if "/secure/" in f]
+    secure_payloads = [m.raw.decode() for m in secure if "/secure/" in m.topic]
+    assert secure_payloads, "the stream credential did see secure messages (the check is real)"
+    for payload in secure_payloads:
+        secure_body = json.loads(payload)
+        assert not [f for f in frames if payload in f]
+        if secure_body.get("kind") == "command_received":
+            # The full command (its data) is secure; the page has its public view only.
+            assert not [f for f in frames if '"data": {"reason"' in f]
+
+
+async def test_a_click_twice_is_one_command_even_at_the_server(broker, tmp_path):
+    settings = console_settings(broker)
+    app = build_pit_app(settings)
+    console = app.state.pit_console
+    alice = settings.user("alice")
+    assert alice is not None
+    async with serving(app), _table(broker, tmp_path) as live:
+        async with asyncio.timeout(10):
+            await console.connected.wait()
+        await live["betting"].wait_event("round_opened")
+        request = ActionRequest(table=TABLE, name="resume", nonce="same-click-1")
+        first, second = await asyncio.gather(
+            console.act(alice, request), console.act(alice, request)
+        )
+        third = await console.act(alice, request)
+        # A different action after them: once it is answered, any repeat sent before it (on
+        # the same connection, in order) would have been received by the table too.
+        sentinel = ActionRequest(table=TABLE, name="resume", nonce="sentinel-2")
+        assert (await console.act(alice, sentinel)).status == "refused"
+        await live["betting"].wait_event(
+            "command_answered", where=lambda d: d["command_id"] == "resume-alice-sentinel-2"
+        )
+        # Replay from a seq, as the page sends it: table-wide, answered with the count.
+        replay = ActionRequest(table=TABLE, name="replay", nonce="replay-one-1", from_seq=1)
+        replayed = await console.act(alice, replay)
+        assert (replayed.status, replayed.command_id) == ("accepted", "replay-alice-replay-one-1")
+        assert replayed.text.startswith("ACCEPTED replay replay-alice-replay-one-1")
+        assert '"resent": 0' in replayed.text, "no result in the journal yet"
+    assert (
+        first.command_id == second.command_id == third.command_id == ("resume-alice-same-click-1")
+    )
+    assert {first.status, second.status, third.status} == {"refused"}
+    assert first.text == second.text == third.text
+    assert [first.repeated, second.repeated, third.repeated].count(False) == 1
+    received = [m.data["command_id"] for m in live["betting"].events("command_received")]
+    assert received[:2] == ["resume-alice-same-click-1", "resume-alice-sentinel-2"]
+
+
+async def test_the_page_shows_a_lost_connection_and_recovers_by_itself(broker, tmp_path, browser):
+    settings = console_settings(broker)
+    app = build_pit_app(settings)
+    async with serving(app) as url:
+        page = await browser.new_page()
+        await sign_in(page, url, "sam", "pw-s")
+        await expect(page.locator("#broker")).to_have_text("connected", timeout=BROWSER_SECONDS)
+        assert await page.locator("button.void").count() == 0, "an observer has no actions"
+        # The broker restarts: the page says so, then the console reconnects and re-reads.
+        await asyncio.to_thread(broker.stop)
+        await expect(page.locator("#broker")).to_contain_text(
+            "DISCONNECTED", timeout=BROWSER_SECONDS
+        )
+        await shot(page, "broker-lost")
+        await asyncio.to_thread(broker.start)
+        await expect(page.locator("#broker")).to_have_text("connected", timeout=BROWSER_SECONDS)
+    # The console's server went away: the page shows the lost connection...
+    await expect(page.locator("#lost")).to_be_visible(timeout=BROWSER_SECONDS)
+    await shot(page, "console-lost")
+    port = int(url.rsplit(":", 1)[1])
+    # ... and, once a console answers on the same address, reconnects and reads the floor.
+    async with serving(build_pit_app(settings), port=port):
+        await expect(page.locator("#lost")).to_be_hidden(timeout=BROWSER_SECONDS)
+        await expect(page.locator(f"#card-{TABLE}")).to_be_visible()

@@ -1,0 +1,85 @@
+"""The pit commands as the console builds them: ``operator``, shared building and matching."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.commands import Command, Refusal, parse_command
+from controller.messages import Topics
+from controller.pitcli import EXIT_ACCEPTED, EXIT_REFUSED, match_answer, prepare_command
+from controller.studio.pit.console import ActionInvalid, ActionRequest, check_action
+from controller.studio.pit.passwords import hash_password
+from controller.studio.pit.settings import PitUser
+
+TOPICS = Topics(prefix="tables", table="tp-01")
+ALICE = PitUser(name="alice", role="pitboss", password_hash=hash_password("x", n=1024))
+SAM = PitUser(name="sam", role="observer", password_hash=hash_password("x", n=1024))
+
+
+def test_the_operator_is_accepted_and_kept_with_the_command():
+    payload = json.dumps({"command_id": "v-1", "reason": "cable", "operator": "alice"}).encode()
+    command = parse_command(TOPICS, "tables/tp-01/cmd/pit/void", payload)
+    assert isinstance(command, Command)
+    assert command.data == {"reason": "cable", "operator": "alice"}
+
+
+def test_a_command_without_operator_reads_as_before():
+    command = parse_command(TOPICS, "tables/tp-01/cmd/pit/resume", b'{"command_id": "r-1"}')
+    assert isinstance(command, Command) and command.data == {}
+
+
+def test_an_empty_operator_is_refused_naming_the_field():
+    payload = b'{"command_id": "r-2", "operator": ""}'
+    refused = parse_command(TOPICS, "tables/tp-01/cmd/pit/resume", payload)
+    assert isinstance(refused, Refusal) and "field 'operator'" in refused.reason
+
+
+def test_prepared_commands_carry_the_console_reply_topic_and_match_only_their_answer():
+    prepared = prepare_command(
+        TOPICS, "pit", "void", {"command_id": "c-1", "reason": "r"}, v5=True, reply_leaf="pit-x"
+    )
+    assert prepared.topic == "tables/tp-01/cmd/pit/void"
+    assert prepared.reply_topic == "tables/tp-01/reply/pit/pit-x"
+    assert json.loads(prepared.payload) == {"command_id": "c-1", "reason": "r"}
+
+    def answer(command_id: str, accepted: bool) -> bytes:
+        data = {"command_id": command_id, "name": "void", "accepted": accepted, "reason": "no"}
+        return json.dumps({"kind": "command_answered", "data": data}).encode()
+
+    assert match_answer(prepared, answer("c-2", True), prepared.correlation) is None
+    assert match_answer(prepared, answer("c-1", True), b"other correlation") is None
+    assert match_answer(prepared, b"garbage", prepared.correlation) is None
+    accepted = match_answer(prepared, answer("c-1", True), prepared.correlation)
+    assert accepted is not None and accepted.code == EXIT_ACCEPTED
+    refused = match_answer(prepared, answer("c-1", False), None)
+    assert refused is not None and refused.code == EXIT_REFUSED
+    assert refused.text == "REFUSED void c-1: no"
+
+
+def test_the_page_request_becomes_a_command_body_naming_the_user():
+    tables = {"tp-01"}
+    void = ActionRequest("tp-01", "void", "abcdefgh", round_id="tp-01-000001", reason=" cable ")
+    assert check_action(ALICE, void, tables) == {
+        "round": "tp-01-000001",
+        "operator": "alice",
+        "reason": "cable",
+    }
+    replay = ActionRequest("tp-01", "replay", "abcdefgh", round_id="tp-01-000001", from_seq=5)
+    assert check_action(ALICE, replay, tables) == {
+        "round": None,
+        "operator": "alice",
+        "from_seq": 5,
+        "to_seq": None,
+    }
+    for user, request, says in [
+        (SAM, void, "may not send pit actions"),
+        (ALICE, ActionRequest("tp-01", "shutdown", "abcdefgh"), "unknown action"),
+        (ALICE, ActionRequest("tp-01", "resume", "short"), "action id"),
+        (ALICE, ActionRequest("tp-01", "replay", "abcdefgh", from_seq=0), "1 or more"),
+        (ALICE, ActionRequest("tp-01", "replay", "abcdefgh", from_seq=5, to_seq=4), "below"),
+        (ALICE, ActionRequest("tp-01", "void", "abcdefgh", reason="x" * 501), "500"),
+    ]:
+        with pytest.raises(ActionInvalid, match=says):
+            check_action(user, request, tables)

@@ -1,0 +1,182 @@
+"""The pit console's floor model, fed messages as the tables publish them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controller.studio.pit.floor import Floor
+
+T = "tables/tp-01"
+
+
+def env(kind: str, seq: int, data: dict[str, Any], **extra: Any) -> bytes:
+    body = {
+        "schema_version": "2",
+        "table": "tp-01",
+        "round": extra.pop("round", "tp-01-000001"),
+        "seq": seq,
+        "session": 1,
+        "kind": kind,
+        "at": extra.pop("at", f"2026-11-25T08:00:{seq:02d}.000000Z"),
+        "delayed": False,
+        "data": data,
+        **extra,
+    }
+    return json.dumps(body).encode()
+
+
+def status(state: str, **extra: Any) -> bytes:
+    return json.dumps({"schema_version": "2", "state": state, "table": "tp-01", **extra}).encode()
+
+
+def test_online_offline_from_the_retained_status():
+    floor = Floor()
+    assert floor.apply(f"{T}/status", status("online", game="teen-patti-20-20", session=3)) == (
+        "tp-01"
+    )
+    view = floor.table_view("tp-01")
+    assert view["online"] is True and view["game"] == "teen-patti-20-20" and view["session"] == 3
+    floor.apply(f"{T}/status", status("offline", reason="connection lost", at=None))
+    view = floor.table_view("tp-01")
+    assert view["online"] is False and view["status_reason"] == "connection lost"
+
+
+def test_a_round_halts_with_its_alerts_and_the_void_ends_it():
+    floor = Floor()
+    floor.apply(f"{T}/events", env("round_opened", 1, {"round_no": 1, "game": "g"}))
+    floor.apply(f"{T}/events", env("betting_closed", 2, {}))
+    floor.apply(f"{T}/events", env("device_status", 3, {"device": "scanner", "state": "lost"}))
+    floor.apply(f"{T}/events", env("round_halted", 4, {"reason": "device lost for 0.5 s"}))
+    floor.apply(f"{T}/events", env("pit_alert", 5, {"slot": "B2", "reason": "round halted"}))
+    view = floor.table_view("tp-01")
+    assert view["round"] == "tp-01-000001" and view["state"] == "dealing" and view["halted"]
+    assert view["devices"]["scanner"]["state"] == "lost"
+    assert [a["kind"] for a in view["alerts"]] == ["device_status", "round_halted", "pit_alert"]
+    assert "PIT ALERT at B2: round halted" in [a["text"] for a in view["alerts"]]
+    floor.apply(f"{T}/events", env("round_voided", 6, {"reason": "voided by the pit boss: x"}))
+    view = floor.table_view("tp-01")
+    assert view["state"] == "voided" and not view["halted"]
+    assert view["result"] == "voided: voided by the pit boss: x"
+    assert view["last_seq"] == 6
+    assert any("VOIDED" in line for line in view["lines"])
+
+
+def test_alerts_of_every_table_oldest_first():
+    floor = Floor()
+    floor.apply(
+        "tables/tp-02/events",
+        env("pit_alert", 9, {"reason": "late"}, at="2026-11-25T08:00:30.000000Z", round=None),
+    )
+    floor.apply(
+        f"{T}/events",
+        env("table_status", 3, {"state": "waiting", "detail": "broker"}, round=None),
+    )
+    alerts = floor.alerts()
+    assert [(a.table, a.kind) for a in alerts] == [
+        ("tp-01", "table_status"),
+        ("tp-02", "pit_alert"),
+    ]
+    assert floor.table_view("tp-01")["gate"]["state"] == "waiting"
+
+
+def test_repeats_are_dropped_and_an_old_snapshot_does_not_undo_events():
+    floor = Floor()
+    opened = env("round_opened", 10, {"round_no": 4, "game": "g"}, round="tp-01-000004")
+    assert floor.apply(f"{T}/events", opened) == "tp-01"
+    assert floor.apply(f"{T}/events", opened) is None
+    floor.apply(f"{T}/events", env("betting_closed", 11, {}, round="tp-01-000004"))
+    stale = env("round_snapshot", 9, {"round_no": 3, "state": "settled", "last_seq": 9})
+    floor.apply(f"{T}/round", stale)
+    assert floor.table_view("tp-01")["state"] == "dealing"
+    fresh = env(
+        "round_snapshot",
+        12,
+        {
+            "round_no": 4,
+            "state": "dealing",
+            "halted": True,
+            "awaiting_rescan": "A2",
+            "last_seq": 12,
+        },
+        round="tp-01-000004",
+    )
+    floor.apply(f"{T}/round", fresh)
+    view = floor.table_view("tp-01")
+    assert view["halted"] and view["awaiting_rescan"] == "A2" and view["round_no"] == 4
+
+
+def test_the_snapshot_alone_gives_the_state_to_a_console_that_joins_late():
+    floor = Floor()
+    snapshot = env(
+        "round_snapshot",
+        40,
+        {"round_no": 7, "state": "voided", "result": {"voided": True, "reason": "pit"}},
+        round="tp-01-000007",
+    )
+    floor.apply(f"{T}/round", snapshot)
+    view = floor.table_view("tp-01")
+    assert (view["round"], view["state"], view["result"]) == (
+        "tp-01-000007",
+        "voided",
+        "voided: pit",
+    )
+
+
+def test_delayed_results_are_listed():
+    floor = Floor()
+    late = env("round_result", 20, {"winner": "A"}, delayed=True)
+    floor.apply(f"{T}/results", late)
+    floor.apply(f"{T}/results", env("round_result", 30, {"winner": "B"}))
+    delayed = floor.table_view("tp-01")["delayed"]
+    assert [(d["seq"], d["text"]) for d in delayed] == [(20, "A wins")]
+
+
+def test_secure_topics_and_other_tables_never_reach_the_view():
+    floor = Floor(tables=["tp-01"])
+    hidden = env("card_dealt", 5, {"slot": "A1", "card": "As", "face": "hidden"})
+    assert floor.apply(f"{T}/secure/events", hidden) is None
+    assert floor.apply("tables/tp-09/events", env("pit_alert", 1, {"reason": "x"})) is None
+    assert floor.apply(f"{T}/reply/pit", env("command_answered", 6, {})) is None
+    assert "As" not in json.dumps(floor.view())
+    assert "tp-09" not in json.dumps(floor.view())
+    assert all("secure" not in topic and "#" not in topic for topic in floor.subscriptions())
+    assert floor.subscriptions() == [
+        f"{T}/status",
+        f"{T}/round",
+        f"{T}/events",
+        f"{T}/results",
+        "betting/status",
+    ]
+
+
+def test_every_table_seen_subscribes_with_a_single_level_wildcard():
+    floor = Floor(prefix="studio-3/tables", betting_status_topic=None)
+    assert floor.subscriptions() == [
+        "studio-3/tables/+/status",
+        "studio-3/tables/+/round",
+        "studio-3/tables/+/events",
+        "studio-3/tables/+/results",
+    ]
+    assert floor.apply("studio-3/tables/mj-1/status", status("online")) == "mj-1"
+
+
+def test_bad_input_is_counted_and_named_and_changes_nothing():
+    floor = Floor()
+    assert floor.apply(f"{T}/events", b"not json") == ""
+    assert floor.apply(f"{T}/events", b"[1, 2]") == ""
+    future = json.loads(env("pit_alert", 1, {"reason": "x"}))
+    future["schema_version"] = "3"
+    assert floor.apply(f"{T}/events", json.dumps(future).encode()) == ""
+    assert floor.problems == 3
+    assert floor.last_problem == f"{T}/events: schema_version '3' is not one this console knows"
+    assert floor.tables == {}
+
+
+def test_the_betting_system_presence():
+    floor = Floor()
+    assert floor.betting is None
+    assert floor.apply("betting/status", b'{"state": "online"}') == ""
+    assert floor.floor_view()["betting"] == "online"
+    floor.apply("betting/status", b'{"state": "offline"}')
+    assert floor.floor_view()["betting"] == "offline"

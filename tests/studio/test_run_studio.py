@@ -1,0 +1,103 @@
+"""``tablectl run --simulate`` starts the studio beside the table and prints its address."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+import websockets
+
+from controller.studio.errors import StudioError
+from controller.studio.server import bind
+
+pytestmark = pytest.mark.hil
+
+
+async def test_run_simulate_serves_the_studio_and_prints_its_address(mosquitto, tmp_path):
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "controller.cli", "run", "--simulate", "--broker", mosquitto.url,
+        "--rounds", "2", "--journal", str(tmp_path / "j.sqlite"), "--betting-seconds", "0.5",
+        "--deal-delay", "0.2", "--studio-port", "0", "--log-level", "WARNING",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                line = (await process.stderr.readline()).decode()
+                assert line, "tablectl run ended without printing the studio's address"
+                if line.startswith("studio: "):
+                    break
+        dealer, overlay, secure = line.split()[1:4]
+        async with asyncio.timeout(10):
+            pit_line = (await process.stderr.readline()).decode()
+        assert pit_line.startswith("pit console: http://127.0.0.1:"), pit_line
+        pit_url = pit_line.split()[2]
+        password = pit_line.split("password ")[1].split("'")[1]
+        assert len(password) >= 12
+        await _signs_in(pit_url, "pit", password)
+        assert dealer.startswith("http://127.0.0.1:") and dealer.endswith("/tables/sim-1/dealer")
+        assert overlay.endswith("/tables/sim-1/overlay")
+        assert secure.endswith("/tables/sim-1/overlay?mode=secure-delay")
+        page = await asyncio.to_thread(lambda: urllib.request.urlopen(dealer, timeout=5).read())
+        assert b"dealer.js" in page
+        socket_url = dealer.replace("http://", "ws://").replace(
+            "/tables/sim-1/dealer", "/ws/tables/sim-1/public"
+        )
+        async with websockets.connect(socket_url) as ws, asyncio.timeout(20):
+            while True:
+                state = json.loads(await ws.recv())
+                if state["view"]["round"]["id"]:
+                    break
+        assert state["view"]["table"] == "sim-1"
+        async with asyncio.timeout(60):
+            await process.stderr.read()
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def test_a_taken_port_falls_back_only_when_asked():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(StudioError, match=f"cannot listen on 127.0.0.1:{port}"):
+            bind("127.0.0.1", port)
+        other = bind("127.0.0.1", port, fallback_to_free=True)
+        try:
+            assert other.getsockname()[1] not in (0, port)
+        finally:
+            other.close()
+
+
+async def _signs_in(pit_url: str, user: str, password: str) -> None:
+    """The printed pit console takes the printed user and password (and not a wrong one)."""
+    import http.cookiejar
+    import re
+    import urllib.parse
+
+    def sign_in(with_password: str) -> str:
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        form = opener.open(pit_url + "login", timeout=5).read().decode()
+        token = re.search(r'name="?csrf"? value="?([^" >]+)', form)
+        assert token is not None, form
+        body = urllib.parse.urlencode(
+            {"username": user, "password": with_password, "csrf": token.group(1)}
+        ).encode()
+        try:
+            return str(opener.open(pit_url + "login", data=body, timeout=10).read().decode())
+        except urllib.error.HTTPError as error:
+            return str(error.read().decode())
+
+    assert "wrong user name or password" in await asyncio.to_thread(sign_in, password + "x")
+    page = await asyncio.to_thread(sign_in, password)
+    assert 'data-user="pit" data-role="pitboss"' in page, page[:500]
