@@ -1,23 +1,29 @@
-"""The archive consumer: tables' MQTT topics in, PostgreSQL rows out, gaps chased.
+"""The archive consumer: tables' MQTT topics in, archive rows out, gaps chased.
 
 :class:`ArchiveConsumer` subscribes (QoS 1, a persistent session under a stable client id, so
 the broker keeps what arrives while the archive is away) to ``{prefix}/+/events``,
 ``{prefix}/+/results`` and ``{prefix}/+/status`` (with ``consumer.share_group``, MQTT 5 shared
-subscriptions ``$share/{group}/...``: several instances share the load), classifies each
-message (:func:`controller.archive.ingest.classify`), and stores it
-(:class:`controller.archive.store.ArchiveStore`): an entry once, a status as history, anything
-else as rejected with its reason. Nothing a message holds can stop the consumer.
+subscriptions ``$share/{group}/...``: several instances share the load; ``only_known_tables``:
+the configured tables' own topics), classifies each message
+(:func:`controller.archive.ingest.classify_batch`), and stores it
+(:mod:`controller.archive.backend`: PostgreSQL or SQLite): an entry once, a status as
+history, anything else as rejected with its reason. Nothing a message holds can stop the
+consumer. While a batch is being committed the next one is classified
+(:meth:`ArchiveConsumer.handle_batches`).
 
 A message is **acknowledged only once its batch is committed**: a consumer killed between
 receipt and commit loses nothing (the broker sends it again to the session), and while the
 database is away the consumer stores nothing, acknowledges nothing and reconnects
 (:class:`controller.archive.dblink.DbLink`), keeping the batch in hand.
 
-Gaps live in the database (:class:`controller.archive.gaps.GapBook`), so that instances that
-each see part of a table's ``seq`` agree on them: a hole the database still has after
-``gaps.grace_seconds`` is a gap; one instance sends the table ``replay --from-seq`` for it (the
-existing command: the table re-sends the *results* in the range); a gap not filled within
-``gaps.timeout_seconds`` is an alert: an error log line and a row in ``alerts``, once.
+Gaps (docs/archive.md, "Gaps"): on PostgreSQL they live in the database
+(:class:`controller.archive.gaps.GapBook`), so that instances that each see part of a table's
+``seq`` agree on them: a hole the database still has after ``gaps.grace_seconds`` is a gap;
+one instance sends the table ``replay --from-seq`` for it (the existing command: the table
+re-sends the *results* in the range); a gap not filled within ``gaps.timeout_seconds`` is an
+alert: an error log line and a row in ``alerts``, once. On SQLite (one archive beside one
+table, ``make run``) the consumer follows each table's ``seq`` in memory as it stores
+(:class:`controller.archive.gap_tracker.GapTracker`), with the same replay and alert rules.
 """
 
 from __future__ import annotations
@@ -26,17 +32,20 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 import structlog
 
+from controller.archive.backend import LOST, REFUSED, Store
 from controller.archive.config import ArchiveSettings
 from controller.archive.dblink import DbLink
-from controller.archive.gaps import Gap, GapBook
-from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
+from controller.archive.errors import ArchiveError
+from controller.archive.gap_tracker import GapTracker, TrackedGap
+from controller.archive.gaps import Gap, GapBook, ranges
+from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
 from controller.archive.store import ArchiveStore
 from controller.mqtt.adapter import ack, manual_acks
 from controller.mqtt.connection import Connector
@@ -54,12 +63,15 @@ BatchHook = Callable[[Sequence[Entry | Status | Rejected], Sequence[str]], None]
 
 BATCH_MAX = 2000
 """At most this many waiting messages are stored in one transaction (docs/archive.md)."""
+CLASSIFY_SLICE = 250
+"""Messages classified between two yields to the event loop, so a batch being committed
+meanwhile is not held up (:meth:`ArchiveConsumer.handle_batches`)."""
 
 ALERTED_FILL_EVERY = 25
 """Gap checks between two looks at alerted gaps (a late fill is still stamped)."""
 
-_LINK_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
-"""The database's failures that are not a message's fault."""
+Message = tuple[str, bytes]
+Found = Entry | Status | Rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +82,17 @@ class Received:
         topic: The topic.
         payload: The bytes.
         mid: The MQTT packet id (for the acknowledgement).
-        qos: Its QoS.
+        qos: Its QoS (0: nothing to acknowledge).
     """
 
     topic: str
     payload: bytes
-    mid: int
-    qos: int
+    mid: int = 0
+    qos: int = 0
+
+
+Committed = Callable[[Sequence[Received]], None]
+"""Called with each batch once it is committed (the acknowledgements)."""
 
 
 class _AckAfterCommit(Connector):
@@ -97,19 +113,25 @@ class ArchiveConsumer:
 
     Args:
         settings: The archive config.
-        store: The database (its connection is made again if lost).
+        store: The database (PostgreSQL: its connection is made again if lost; SQLite: a
+            write that failed for the file's sake is tried again).
         keys: Known tables and their public keys.
-        clock: Monotonic seconds (tests may pass their own).
+        clock: Monotonic seconds (tests may pass their own; the SQLite gap path's clock).
+        only_known_tables: Subscribe to the configured tables' topics only, not ``+`` (the
+            archive beside one table on a broker other tables use: ``make run``).
 
     Attributes:
         counts: ``new``, ``duplicate``, ``conflict``, ``status``, ``rejected:<category>``,
             ``gap_opened``, ``replay_requested``, ``gap_alert``, ``gap_filled`` (the gaps
             this instance recorded, asked for, alerted, saw filled).
         subscribed: Set while subscribed to the broker.
-        db: The ingest's database connection.
-        gap_db: The gap checks' own connection (they run beside the ingest).
-        open_gaps: Gaps in the database not filled (alerted ones included), as of the last
-            gap check (every instance counts the same gaps).
+        shared_gaps: Gaps are kept in the database (PostgreSQL, :class:`GapBook`), else in
+            memory (SQLite, :attr:`gaps`).
+        db: The ingest's database link (reconnects, bounds every call).
+        gap_db: The gap checks' own connection (PostgreSQL only; they run beside the ingest).
+        gaps: The SQLite path's gap tracker (:meth:`load_state` fills it at start).
+        open_gaps: Gaps not filled (alerted ones included), as of the last gap check (on
+            PostgreSQL the database's count, the same for every instance).
         on_batch: Called after each stored batch with what each message was and what became
             of it (the metrics' hook, :mod:`controller.archive.metrics`); must not raise. A
             batch retried after a lost database is reported once, when it is stored.
@@ -118,20 +140,27 @@ class ArchiveConsumer:
     def __init__(
         self,
         settings: ArchiveSettings,
-        store: ArchiveStore,
+        store: Store,
         keys: TableKeys,
         *,
         clock: Callable[[], float] = time.monotonic,
+        only_known_tables: bool = False,
     ) -> None:
         self.settings = settings
         self.store = store
         self.keys = keys
         self.clock = clock
+        self.only_known_tables = only_known_tables
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
-        self.db = DbLink(settings.database, "ingest", conn=store.conn)
-        self.db.on_connect(self._new_store)
-        self.gap_db = DbLink(settings.database, "gaps")
+        self.shared_gaps = isinstance(store, ArchiveStore)
+        if isinstance(store, ArchiveStore):
+            self.db = DbLink(settings.database, "ingest", conn=store.conn)
+            self.db.on_connect(self._new_store)
+        else:
+            self.db = DbLink(settings.database, "ingest")
+        self.gap_db: DbLink | None = DbLink(settings.database, "gaps") if self.shared_gaps else None
+        self.gaps = GapTracker()
         self._books: dict[int, GapBook] = {}
         self._checks = 0
         self.open_gaps = 0
@@ -139,22 +168,31 @@ class ArchiveConsumer:
         self.on_batch: BatchHook | None = None
 
     def _new_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        if conn is not self.store.conn:
+        if not isinstance(self.store, ArchiveStore) or conn is not self.store.conn:
             self.store = ArchiveStore(conn)
 
     def topics(self) -> list[str]:
         """The subscriptions: ``{prefix}/+/events|results|status``, shared if configured.
 
-        Partitioned (``consumer.partition``): each of this instance's tables' own topics.
+        Partitioned (``consumer.partition``): each of this instance's tables' own topics;
+        ``only_known_tables``: each configured table's own topics.
         """
         prefix = self.settings.mqtt.topic_prefix.rstrip("/")
         consumer = self.settings.consumer
         share = f"$share/{consumer.share_group}/" if consumer.share_group else ""
         tables = ["+"]
-        if consumer.partition is not None:
+        if consumer.partition is not None or self.only_known_tables:
             tables = [t for t in sorted(self.keys.tables) if consumer.owns(t)]
         suffixes = ("events", "results", "status")
         return [f"{share}{prefix}/{table}/{suffix}" for table in tables for suffix in suffixes]
+
+    async def load_state(self) -> None:
+        """SQLite path: each table's highest archived ``seq`` (a restart sees no old gaps).
+
+        On PostgreSQL nothing to load: the gaps are the database's.
+        """
+        if not self.shared_gaps:
+            self.gaps = GapTracker(await self.store.highest_seqs())
 
     # -- one message -------------------------------------------------------------------------
 
@@ -162,12 +200,12 @@ class ArchiveConsumer:
         """Classify and store one message; what became of it (a :attr:`counts` key).
 
         Raises:
-            psycopg.OperationalError: The database is gone (not this message's fault).
+            psycopg.OperationalError: The database is gone (``backend.LOST``).
         """
         return (await self.handle_batch([(topic, payload)]))[0]
 
     async def handle_batch(
-        self, messages: Sequence[tuple[str, bytes]], done: list[str] | None = None
+        self, messages: Sequence[Message], done: list[str] | None = None
     ) -> list[str]:
         """Classify and store messages (``(topic, payload)``), entries in one transaction.
 
@@ -181,11 +219,99 @@ class ArchiveConsumer:
                 (``""``: not stored yet); what it holds is not stored again.
 
         Raises:
-            psycopg.OperationalError: The database is gone (not a message's fault); ``done``
+            psycopg.OperationalError: The database is gone (``backend.LOST``); ``done``
                 then holds what was stored before.
         """
-        outcomes = done if done is not None else [""] * len(messages)
-        found = [classify(topic, payload, self.keys) for topic, payload in messages]
+        return await self.store_classified(messages, classify_batch(messages, self.keys), done)
+
+    async def classify(self, messages: Sequence[Message]) -> list[Found]:
+        """:func:`classify_batch` in slices, yielding to the event loop between them."""
+        seen: dict[bytes, Entry] = {}
+        found: list[Found] = []
+        for first in range(0, len(messages), CLASSIFY_SLICE):
+            found += classify_batch(messages[first : first + CLASSIFY_SLICE], self.keys, seen)
+            await asyncio.sleep(0)
+        return found
+
+    async def handle_batches(
+        self, batches: AsyncIterator[Sequence[Received]], committed: Committed | None = None
+    ) -> None:
+        """Store each batch as :meth:`store_batch` does, classifying the next meanwhile.
+
+        While a batch's transaction is at the database the next batch is classified (JSON,
+        digests, signatures: the consumer's CPU), so the two overlap; batches are still
+        stored one at a time, in order, each retried after a lost database until it is
+        stored, and only then handed to ``committed`` (the acknowledgements). Ends when
+        ``batches`` does (its last batch stored).
+
+        Raises:
+            Exception: The source's (the broker connection's), once the batch in hand is
+                stored.
+        """
+        storing: asyncio.Task[None] | None = None
+        try:
+            async for batch in batches:
+                messages = [(m.topic, m.payload) for m in batch]
+                found = await self.classify(messages)
+                if storing is not None:
+                    await storing
+                storing = asyncio.create_task(
+                    self._commit(batch, messages, found, committed), name="archive-store-batch"
+                )
+        except asyncio.CancelledError:
+            if storing is not None:
+                storing.cancel()
+                await asyncio.gather(storing, return_exceptions=True)
+            raise
+        except Exception:
+            # The source failed (the broker connection): the batch in hand is still stored.
+            if storing is not None:
+                await asyncio.gather(storing, return_exceptions=True)
+            raise
+        if storing is not None:
+            await storing
+
+    async def _commit(
+        self,
+        batch: Sequence[Received],
+        messages: Sequence[Message],
+        found: Sequence[Found],
+        committed: Committed | None,
+    ) -> None:
+        await self.store_found(messages, found)
+        if committed is not None:
+            committed(batch)
+
+    async def store_batch(self, messages: Sequence[Message]) -> list[str]:
+        """:meth:`handle_batch`, bounded, and retried after a lost database until it is stored."""
+        return await self.store_found(messages, classify_batch(messages, self.keys))
+
+    async def store_found(self, messages: Sequence[Message], found: Sequence[Found]) -> list[str]:
+        """:meth:`store_classified`, bounded, and retried after a lost database until stored.
+
+        Returns once every message of the batch is stored (or rejected with its reason);
+        while the database is away it waits (reconnecting with back-off), never drops.
+        """
+        done = [""] * len(messages)
+
+        async def attempt() -> list[str]:
+            return await self.store_classified(messages, found, done)
+
+        if self.shared_gaps:
+            return await self.db.call(lambda _: attempt())
+        return await self.db.retry(attempt)
+
+    async def store_classified(
+        self, messages: Sequence[Message], found: Sequence[Found], done: list[str] | None = None
+    ) -> list[str]:
+        """Store classified messages (:meth:`handle_batch`'s second half); their outcomes.
+
+        Args:
+            messages: The batch.
+            found: What each message is (:meth:`classify`).
+            done: As in :meth:`handle_batch`.
+        """
+        outcomes = done if done is not None else [""] * len(found)
         entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry) and not outcomes[i]]
         for i, item in enumerate(found):
             if not isinstance(item, Entry) and not outcomes[i]:
@@ -199,28 +325,32 @@ class ArchiveConsumer:
 
     async def _store_entries(
         self,
-        messages: Sequence[tuple[str, bytes]],
+        messages: Sequence[Message],
         entries: list[tuple[int, Entry]],
         outcomes: list[str],
     ) -> None:
         try:
             stored = await self.store.store_entries([e for _, e in entries])
-        except _LINK_LOST:
+        except LOST:
             raise
-        except psycopg.Error:
+        except REFUSED:
             for i, entry in entries:
                 outcomes[i] = await self._guarded(messages[i], entry)
         else:
             for (i, _), outcome in zip(entries, stored, strict=True):
                 outcomes[i] = outcome
+        if not self.shared_gaps:
+            for i, entry in entries:
+                if not outcomes[i].startswith("rejected:"):
+                    await self._track(entry)
 
-    async def _guarded(self, message: tuple[str, bytes], found: Entry | Status | Rejected) -> str:
+    async def _guarded(self, message: Message, found: Found) -> str:
         topic, payload = message
         try:
             return await self._store(found)
-        except _LINK_LOST:
+        except LOST:
             raise
-        except psycopg.Error as exc:
+        except REFUSED as exc:
             # The database refused this message (its transaction was rolled back, e.g. a
             # "\u0000" that jsonb cannot hold): keep it as rejected with the server's words
             # rather than stop the consumer.
@@ -232,7 +362,7 @@ class ArchiveConsumer:
             log.error("message not stored", topic=topic, seq=seq, error=str(exc))
             return "rejected:store_error"
 
-    async def _store(self, found: Entry | Status | Rejected) -> str:
+    async def _store(self, found: Found) -> str:
         if isinstance(found, Rejected):
             await self.store.store_rejected(found)
             log.warning(
@@ -244,29 +374,62 @@ class ArchiveConsumer:
             return "status"
         return await self.store.store_entry(found)
 
-    async def store_batch(self, messages: Sequence[tuple[str, bytes]]) -> list[str]:
-        """:meth:`handle_batch`, bounded, and retried after a lost database until it is stored.
+    # -- gaps: SQLite (in memory, one process) -------------------------------------------------
 
-        Returns once every message of the batch is stored (or rejected with its reason);
-        while the database is away it waits (reconnecting with back-off), never drops.
-        """
-        done = [""] * len(messages)
+    async def _track(self, entry: Entry) -> None:
+        in_order = entry.topic.endswith("/events")
+        gap = self.gaps.seen(entry.table, entry.seq, self.clock(), in_order_topic=in_order)
+        if gap is not None:
+            gap.gap_id = await self.store.open_gap(gap.table, gap.lo, gap.hi)
+            self.counts["gap_opened"] += 1
+            log.warning("gap in seq", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
+        for filled in self.gaps.filled():
+            self.counts["gap_filled"] += 1
+            if filled.gap_id is not None:
+                await self.store.mark_gap(filled.gap_id, "filled")
+            log.info("gap filled", table=filled.table, from_seq=filled.lo, to_seq=filled.hi)
 
-        async def attempt(_: psycopg.AsyncConnection[Any]) -> list[str]:
-            return await self.handle_batch(messages, done)
+    async def _check_tracked_gaps(self) -> None:
+        """Ask for replays of gaps past their grace, alert on gaps past their timeout."""
+        now = self.clock()
+        config = self.settings.gaps
+        for gap in self.gaps.due_for_replay(now, config.grace_seconds):
+            gap.requested = True
+            self.counts["replay_requested"] += 1
+            if gap.gap_id is not None:
+                await self.store.mark_gap(gap.gap_id, "replay_requested", gap.missing())
+            self._ask_replay(gap.table, gap.lo, gap.hi)
+        for gap in self.gaps.due_for_alert(now, config.timeout_seconds):
+            gap.alerted = True
+            self.counts["gap_alert"] += 1
+            await self._alert_tracked(gap, config.timeout_seconds)
+        self.open_gaps = len(self.gaps.open)
 
-        return await self.db.call(attempt)
+    async def _alert_tracked(self, gap: TrackedGap, after_seconds: float) -> None:
+        missing = gap.missing()
+        detail = (
+            f"seq {gap.lo}..{gap.hi} of table {gap.table} not filled within {after_seconds} s: "
+            f"{len(missing)} missing ({ranges(missing)}); a replay re-sends results only"
+        )
+        log.error(
+            "gap not filled", table=gap.table, from_seq=gap.lo, to_seq=gap.hi, missing=len(missing)
+        )
+        await self.store.raise_alert(gap.table, "gap", detail, gap_id=gap.gap_id, missing=missing)
 
-    # -- gaps ----------------------------------------------------------------------------------
+    # -- gaps: PostgreSQL (in the database, shared by the instances) ---------------------------
 
     async def check_gaps(self) -> None:
-        """One look at the gaps, shared with the other instances through the database.
+        """One look at the gaps.
 
-        Record the holes past their grace, stamp the gaps now filled, send the replays this
-        instance claimed, alert the gaps past their timeout (docs/archive.md, "Gaps").
-        Each step is bounded by ``database.timeout_seconds`` and retried after a lost
-        connection.
+        PostgreSQL: shared with the other instances through the database: record the holes
+        past their grace, stamp the gaps now filled, send the replays this instance claimed,
+        alert the gaps past their timeout (docs/archive.md, "Gaps"); each step bounded by
+        ``database.timeout_seconds`` and retried after a lost connection. SQLite: the
+        in-memory tracker's gaps past their grace or timeout.
         """
+        if not self.shared_gaps:
+            await self.db.retry(self._check_tracked_gaps)
+            return
         tables = sorted(self.keys.tables)
         if not tables:
             return
@@ -281,9 +444,7 @@ class ArchiveConsumer:
             log.info("gap filled", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
         for gap in await self._book(lambda book: book.claim_replays(tables)):
             self.counts["replay_requested"] += 1
-            task = asyncio.create_task(self._replay(gap), name=f"replay-{gap.table}-{gap.lo}")
-            self._replays.add(task)
-            task.add_done_callback(self._replays.discard)
+            self._ask_replay(gap.table, gap.lo, gap.hi)
         for gap in await self._book(lambda book: book.alert(tables, config.timeout_seconds)):
             self.counts["gap_alert"] += 1
             log.error(
@@ -293,9 +454,14 @@ class ArchiveConsumer:
                 to_seq=gap.hi,
                 missing=len(gap.missing),
             )
-        self.open_gaps = await self.gap_db.call(
+        self.open_gaps = await self._gap_link().call(
             lambda conn: self._book_for(conn).open_count(tables)
         )
+
+    def _gap_link(self) -> DbLink:
+        if self.gap_db is None:  # pragma: no cover (only the PostgreSQL path calls it)
+            raise ArchiveError("the SQLite archive keeps no gap connection")
+        return self.gap_db
 
     def _book_for(self, conn: psycopg.AsyncConnection[Any]) -> GapBook:
         """The gap book on ``conn`` (made again with each new connection)."""
@@ -305,39 +471,41 @@ class ArchiveConsumer:
             book = self._books[id(conn)]
         return book
 
-    async def _book(self, step: Callable[[GapBook], Any]) -> list[Gap]:
+    async def _book(self, step: Callable[[GapBook], Awaitable[list[Gap]]]) -> list[Gap]:
         async def work(conn: psycopg.AsyncConnection[Any]) -> list[Gap]:
-            found: list[Gap] = await step(self._book_for(conn))
-            return found
+            return await step(self._book_for(conn))
 
-        return await self.gap_db.call(work)
+        return await self._gap_link().call(work)
 
-    async def _replay(self, gap: Gap) -> None:
+    def _ask_replay(self, table: str, lo: int, hi: int) -> None:
+        task = asyncio.create_task(self._replay(table, lo, hi), name=f"replay-{table}-{lo}")
+        self._replays.add(task)
+        task.add_done_callback(self._replays.discard)
+
+    async def _replay(self, table: str, lo: int, hi: int) -> None:
         config = self.settings.gaps
-        target = Target(self.settings.mqtt, gap.table)
+        target = Target(self.settings.mqtt, table)
         try:
             outcome = await send_command(
                 target,
                 config.replay_role,
                 "replay",
                 {
-                    "command_id": f"archive-{gap.table}-{gap.lo}-{uuid.uuid4().hex[:8]}",
+                    "command_id": f"archive-{table}-{lo}-{uuid.uuid4().hex[:8]}",
                     "round": None,
-                    "from_seq": gap.lo,
-                    "to_seq": gap.hi,
+                    "from_seq": lo,
+                    "to_seq": hi,
                 },
                 timeout=config.replay_timeout_seconds,
             )
         except Exception as exc:  # a failed request is logged; the alert follows
-            log.warning(
-                "replay not asked", table=gap.table, from_seq=gap.lo, to_seq=gap.hi, error=str(exc)
-            )
+            log.warning("replay not asked", table=table, from_seq=lo, to_seq=hi, error=str(exc))
             return
         log.info(
             "replay asked",
-            table=gap.table,
-            from_seq=gap.lo,
-            to_seq=gap.hi,
+            table=table,
+            from_seq=lo,
+            to_seq=hi,
             code=outcome.code,
             answer=outcome.text,
         )
@@ -347,8 +515,8 @@ class ArchiveConsumer:
             await asyncio.sleep(self.settings.gaps.check_seconds)
             try:
                 await self.check_gaps()
-            except psycopg.Error as exc:
-                # Not the connection's (DbLink retries those): a statement the server
+            except REFUSED as exc:
+                # Not the connection's (DbLink retries those): a statement the database
                 # refused. Logged; the next check tries again.
                 log.error("gap check failed", error=f"{type(exc).__name__}: {exc}")
 
@@ -366,6 +534,7 @@ class ArchiveConsumer:
             receive_maximum=self.settings.consumer.receive_maximum,
             log=log,
         )
+        await self.db.retry(self.load_state)
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._gap_loop(), name="archive-gaps")
@@ -376,7 +545,8 @@ class ArchiveConsumer:
             for task in list(self._replays):
                 task.cancel()
             await asyncio.gather(*self._replays, return_exceptions=True)
-            await self.gap_db.close()
+            if self.gap_db is not None:
+                await self.gap_db.close()
 
     async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
         """While connected: subscribe, then store what arrives in batches, ack after commit."""
@@ -387,26 +557,15 @@ class ArchiveConsumer:
         log.info("archive subscribed", url=address.url, topics=len(topics), first=topics[:3])
         queue: asyncio.Queue[Received] = asyncio.Queue()
         reader = asyncio.create_task(self._read(client, queue), name="archive-read")
+
+        def committed(batch: Sequence[Received]) -> None:
+            # Committed: only now may the broker forget them (in the order received).
+            for message in batch:
+                if message.qos > 0:
+                    ack(client, message.mid, message.qos)
+
         try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                try:
-                    await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    if not getter.done():
-                        getter.cancel()
-                if getter.cancelled():
-                    reader.result()  # the broker connection's error
-                    return  # pragma: no cover (the message stream never ends)
-                # What arrived while the last batch was stored is the next batch.
-                batch = [getter.result()]
-                while len(batch) < BATCH_MAX and not queue.empty():
-                    batch.append(queue.get_nowait())
-                await self.store_batch([(m.topic, m.payload) for m in batch])
-                # Committed: only now may the broker forget them (in the order received).
-                for message in batch:
-                    if message.qos > 0:
-                        ack(client, message.mid, message.qos)
+            await self.handle_batches(_waiting(queue, reader), committed)
         finally:
             self.subscribed.clear()
             reader.cancel()
@@ -418,3 +577,29 @@ class ArchiveConsumer:
             queue.put_nowait(
                 Received(str(message.topic), bytes(message.payload), message.mid, message.qos)
             )
+
+
+async def _waiting(
+    queue: asyncio.Queue[Received], reader: asyncio.Task[None]
+) -> AsyncIterator[list[Received]]:
+    """Batch after batch, what waits in ``queue`` (one message at least, BATCH_MAX at most).
+
+    What arrived while the last batch was classified and handed over is the next one.
+
+    Raises:
+        Exception: The reader's (the broker connection's error) when it ends.
+    """
+    while True:
+        getter = asyncio.ensure_future(queue.get())
+        try:
+            await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():
+                getter.cancel()
+        if getter.cancelled():
+            reader.result()  # the broker connection's error
+            return  # pragma: no cover (the message stream never ends)
+        batch = [getter.result()]
+        while len(batch) < BATCH_MAX and not queue.empty():
+            batch.append(queue.get_nowait())
+        yield batch

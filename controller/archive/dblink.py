@@ -24,18 +24,16 @@ from typing import Any, TypeVar
 import psycopg
 import structlog
 
+from controller.archive.backend import LOST as STORE_LOST
 from controller.archive.config import DatabaseSettings
 
 log = structlog.get_logger("archive")
 
 T = TypeVar("T")
 
-LOST: tuple[type[BaseException], ...] = (
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    TimeoutError,
-)
-"""Failures that are the connection's, not a message's: reconnect and retry."""
+LOST: tuple[type[BaseException], ...] = (*STORE_LOST, TimeoutError)
+"""Failures that are the connection's, not a message's (``backend.LOST``, either store's, and
+a call past ``database.timeout_seconds``): reconnect and retry."""
 
 SUMMARY_EVERY = 60.0
 """Seconds between "still unreachable" lines once the attempts no longer double quickly."""
@@ -99,6 +97,32 @@ class DbLink:
                     return await work(conn)
             except LOST as exc:
                 await self.lost(exc)
+
+    async def retry(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work`` bounded; after a loss, back off and run it again (no connection to make).
+
+        For a store that holds its own file (SQLite: :class:`ArchiveDatabaseLost`, a file
+        locked or read-only past its busy timeout): the same bounds, back-off and logs as
+        :meth:`call`, without :meth:`connection`.
+
+        Raises:
+            Exception: A failure that is not :data:`LOST` (the caller decides).
+        """
+        while True:
+            if self._failures:
+                await asyncio.sleep(self._backoff())
+            try:
+                async with asyncio.timeout(self.settings.timeout_seconds):
+                    result = await work()
+            except LOST as exc:
+                if self._lost_at is not None:
+                    self._failed(exc)
+                else:
+                    await self.lost(exc)
+                continue
+            if self._lost_at is not None:
+                self._back(None)
+            return result
 
     async def connection(self) -> psycopg.AsyncConnection[Any]:
         """The connection; made again (with back-off between attempts) if it was lost."""
@@ -164,7 +188,7 @@ class DbLink:
                 last_error=f"{type(exc).__name__}: {exc}",
             )
 
-    def _back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def _back(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
         if self._lost_at is not None:
             self.reconnects += 1
             log.info(
@@ -176,8 +200,9 @@ class DbLink:
         self._failures = 0
         self._reported = 0
         self._lost_at = None
-        for callback in self._on_connect:
-            callback(conn)
+        if conn is not None:
+            for callback in self._on_connect:
+                callback(conn)
 
     def _backoff(self) -> float:
         low = self.settings.reconnect_min_seconds

@@ -7,3 +7,18 @@ from controller.errors import TablectlError
 
 class ArchiveError(TablectlError):
     """The archive cannot do what it was asked: a config, a migration, the database."""
+
+
+class ArchiveRefused(ArchiveError):
+    """The archive database refused what it was given.
+
+    A message's fault: stored as rejected (``store_error``); nothing of that transaction was
+    written.
+    """
+
+
+class ArchiveDatabaseLost(ArchiveError):
+    """The archive database cannot be used any more.
+
+    Gone, read-only, locked past its timeout: not a message's fault; the consumer stops.
+    """

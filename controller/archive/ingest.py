@@ -4,20 +4,32 @@ Pure (no I/O): :func:`classify` reads a topic and a payload and answers with an
 :class:`Entry`, a :class:`Status` or a :class:`Rejected` that names the reason. Nothing it is
 given can make it raise: a malformed message, an unknown ``schema_version``, an unknown table,
 a bad signature are all rejections (docs/archive.md, "What is rejected").
+
+Speed (docs/archive.md, "Speed"): the canonical JSON of the digest and of a signature check
+(the standard library's bytes) is written by orjson when the payload holds no float (both
+spell everything else alike), a signature is checked without re-parsing the envelope, and
+:func:`classify_batch` classifies a payload that arrives twice in a batch (a result on
+``events`` and on ``results``) once.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from controller.signing import why_invalid
+from controller.signing import ALGORITHM, SIGNATURE_FIELD, why_invalid
 
 SCHEMA_VERSIONS = frozenset({"2"})
 """The contract versions this archive reads (docs/mqtt.md, "Changelog")."""
@@ -25,11 +37,16 @@ SIGNED_KINDS = frozenset({"round_result", "round_voided"})
 """The kinds a signing table signs."""
 ENTRY_TOPICS = frozenset({"events", "results"})
 """The per-table topics whose messages are journal entries."""
+TOPICS = ENTRY_TOPICS | {"status"}
+"""The per-table topics the archive reads."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Entry:
     """A journal entry as published, accepted.
+
+    Not to be changed once made; not frozen only because a frozen dataclass's ``__init__``
+    costs a tenth of a classification.
 
     Attributes:
         topic: Where it came from.
@@ -45,6 +62,9 @@ class Entry:
         signed: It carried a signature that verified.
         envelope: The whole envelope.
         digest: sha256 over (round, kind, at, data): every copy of the entry agrees on it.
+        raw: The payload's bytes when they are UTF-8 (the store keeps that text as the
+            envelope, the message's own spelling); ``b""`` otherwise (the store re-dumps
+            ``envelope``).
     """
 
     topic: str
@@ -60,6 +80,7 @@ class Entry:
     signed: bool
     envelope: dict[str, Any]
     digest: str
+    raw: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,15 +128,78 @@ class TableKeys:
     prefix: str = "tables"
 
 
-def entry_digest(round_id: str | None, kind: str, at: str, data: Any) -> str:
-    """sha256 of an entry's content (not its delivery flags or signature)."""
-    text = json.dumps(
-        {"round": round_id, "kind": kind, "at": at, "data": data},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+class _FloatWatch(threading.local):
+    """Whether the payload being parsed (in this thread) held a float, NaN or Infinity."""
+
+    seen = False
+
+
+_WATCH = _FloatWatch()
+
+
+def _float(text: str) -> float:
+    _WATCH.seen = True
+    return float(text)
+
+
+_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_float)
+"""The standard library's parser (its values exactly), noting any float on the way."""
+
+
+def loads(payload: bytes) -> tuple[Any, bool, bool]:
+    """Parse a payload: ``(value, utf8, plain)``, the values :func:`json.loads` gives.
+
+    ``utf8``: the payload is UTF-8 text (the store keeps that text as the envelope).
+    ``plain``: and it holds no float, NaN or Infinity, so :func:`canonical_json` may take
+    orjson's spelling (the same bytes then). What the fast path refuses (a BOM, UTF-16,
+    not JSON) goes to :func:`json.loads`, so what is accepted and its errors are unchanged.
+
+    Raises:
+        ValueError: Not JSON (``json.JSONDecodeError``, or ``UnicodeDecodeError``).
+    """
+    try:
+        text = payload.decode("utf-8")
+        _WATCH.seen = False
+        value = _DECODER.decode(text)
+    except ValueError:
+        return json.loads(payload), False, False
+    return value, True, not _WATCH.seen
+
+
+def canonical_json(value: Any, plain: bool = False) -> bytes:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, UTF-8.
+
+    The standard library's bytes (archived digests and the tables' signatures are made from
+    them). With ``plain`` (no float in ``value``: :func:`loads`) orjson writes them, several
+    times faster: without floats both spell every JSON value alike (a hypothesis test in
+    ``tests/unit/test_archive_ingest.py`` holds them equal); what orjson cannot write (an
+    integer beyond 64 bits, a lone surrogate) goes to :func:`json.dumps`.
+
+    Raises:
+        TypeError, ValueError: Not JSON-able.
+        UnicodeEncodeError: A lone surrogate in a string.
+    """
+    if plain:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            pass
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8")
+
+
+def entry_digest(
+    round_id: str | None, kind: str, at: str, data: Any, *, plain: bool = False
+) -> str:
+    """sha256 of an entry's content (not its delivery flags or signature).
+
+    ``plain``: no float in it (:func:`canonical_json`).
+
+    Raises:
+        UnicodeEncodeError: A lone surrogate in a string.
+    """
+    doc = {"round": round_id, "kind": kind, "at": at, "data": data}
+    return hashlib.sha256(canonical_json(doc, plain)).hexdigest()
 
 
 def _split_topic(topic: str, prefix: str) -> tuple[str, str] | None:
@@ -142,12 +226,12 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
     def reject(category: str, reason: str, seq: int | None = None) -> Rejected:
         return Rejected(topic, table, seq, category, reason, payload)
 
-    if parts is None or parts[1] not in {*ENTRY_TOPICS, "status"}:
+    if parts is None or parts[1] not in TOPICS:
         return reject(
             "malformed", f"topic {topic!r} is not {keys.prefix}/TABLE/events|results|status"
         )
     try:
-        envelope = json.loads(payload)
+        envelope, utf8, plain = loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
         return reject("malformed", f"payload is not JSON: {exc}")
     if not isinstance(envelope, dict):
@@ -166,7 +250,53 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
         )
     if parts[1] == "status":
         return _status(envelope, table, reject)
-    return _entry(topic, table, envelope, keys.tables[table], reject)
+    try:
+        return _entry(
+            topic,
+            table,
+            envelope,
+            keys.tables[table],
+            reject,
+            raw=payload if utf8 else b"",
+            plain=plain,
+        )
+    except UnicodeEncodeError as exc:
+        return reject("malformed", f"a string is not valid Unicode ({exc.reason})")
+
+
+def classify_batch(
+    messages: Sequence[tuple[str, bytes]],
+    keys: TableKeys,
+    seen: dict[bytes, Entry] | None = None,
+) -> list[Entry | Status | Rejected]:
+    """:func:`classify` of each ``(topic, payload)``, in order.
+
+    A payload that came before in the batch on another entry topic of the same table (a
+    result: on ``events`` and on ``results``, the same bytes) is not parsed, digested and
+    verified again: it is the first copy's entry with its own topic.
+
+    Args:
+        messages: The batch.
+        keys: The known tables and their public keys.
+        seen: The entries met so far, by payload (a batch classified in parts passes one).
+    """
+    out: list[Entry | Status | Rejected] = []
+    seen = {} if seen is None else seen
+    for topic, payload in messages:
+        known = seen.get(payload)
+        if known is not None and _same_table_entry_topic(topic, known, keys.prefix):
+            out.append(dataclasses.replace(known, topic=topic))
+            continue
+        found = classify(topic, payload, keys)
+        if isinstance(found, Entry):
+            seen[payload] = found
+        out.append(found)
+    return out
+
+
+def _same_table_entry_topic(topic: str, known: Entry, prefix: str) -> bool:
+    parts = _split_topic(topic, prefix)
+    return parts is not None and parts[0] == known.table and parts[1] in ENTRY_TOPICS
 
 
 def _status(
@@ -206,6 +336,9 @@ def _entry(
     envelope: dict[str, Any],
     key: Ed25519PublicKey | None,
     reject: Callable[..., Rejected],
+    *,
+    raw: bytes = b"",
+    plain: bool = False,
 ) -> Entry | Rejected:
     problem = _field_error(envelope)
     seq = envelope.get("seq") if isinstance(envelope.get("seq"), int) else None
@@ -222,7 +355,7 @@ def _entry(
     kind: str = envelope["kind"]
     signed = False
     if key is not None and (kind in SIGNED_KINDS or "signature" in envelope):
-        why = why_invalid(envelope, key)
+        why = "" if _verifies(envelope, key, plain) else why_invalid(envelope, key)
         if why:
             return reject("signature", f"{kind} seq {seq}: {why}", seq)
         signed = True
@@ -239,5 +372,27 @@ def _entry(
         replayed=envelope.get("replayed") is True,
         signed=signed,
         envelope=envelope,
-        digest=entry_digest(envelope.get("round"), kind, envelope["at"], envelope["data"]),
+        digest=entry_digest(
+            envelope.get("round"), kind, envelope["at"], envelope["data"], plain=plain
+        ),
+        raw=raw,
     )
+
+
+def _verifies(envelope: dict[str, Any], key: Ed25519PublicKey, plain: bool) -> bool:
+    """:func:`controller.signing.verify_envelope` without its re-parsing and copying.
+
+    ``False``: :func:`controller.signing.why_invalid` says why (the slow path, rare).
+    """
+    signature = envelope.get(SIGNATURE_FIELD)
+    if not isinstance(signature, dict) or signature.get("alg") != ALGORITHM:
+        return False
+    value = signature.get("value")
+    if not isinstance(value, str):
+        return False
+    body = {k: v for k, v in envelope.items() if k != SIGNATURE_FIELD}
+    try:
+        key.verify(base64.b64decode(value, validate=True), canonical_json(body, plain))
+    except (InvalidSignature, ValueError, TypeError, binascii.Error):  # UnicodeEncodeError too
+        return False
+    return True

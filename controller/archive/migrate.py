@@ -37,15 +37,18 @@ class Migration:
     sql: str
 
 
-def migrations() -> list[Migration]:
+def migrations(folder: str = "migrations") -> list[Migration]:
     """The shipped migrations, in version order.
+
+    Args:
+        folder: The package folder that holds them (``migrations``: PostgreSQL;
+            ``migrations_sqlite``: the SQLite archive).
 
     Raises:
         ArchiveError: A file name that is not ``NNNN_name.sql``, or two files with one number.
     """
     found: dict[int, Migration] = {}
-    folder = resources.files("controller.archive").joinpath("migrations")
-    for item in folder.iterdir():
+    for item in resources.files("controller.archive").joinpath(folder).iterdir():
         if not item.name.endswith(".sql"):
             continue
         match = _NAME.match(item.name)

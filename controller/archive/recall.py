@@ -10,11 +10,14 @@ received it.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 import psycopg
 
 from controller.archive.errors import ArchiveError
+from controller.archive.sqlite_store import from_time_text, is_sqlite_url, read_rows
 from controller.journal import JournalEntry
 from controller.recall import RoundNotFound, RoundRecord, round_record
 
@@ -44,17 +47,11 @@ async def recall_from_archive(url: str, round_id: str, table: str | None = None)
         ArchiveError: The archive database cannot be read, or the round id is on several
             tables and none was named.
     """
-    try:
-        async with await psycopg.AsyncConnection.connect(url) as conn:
-            cursor = await conn.execute(
-                "SELECT seq, session, round_id, kind, at, envelope->'data', received_at, table_id"
-                " FROM events WHERE round_id = %s AND (%s::text IS NULL OR table_id = %s)"
-                " ORDER BY table_id, seq",
-                (round_id, table, table),
-            )
-            rows = await cursor.fetchall()
-    except psycopg.Error as exc:
-        raise ArchiveError(f"cannot read the archive: {exc}", round_id=round_id) from exc
+    rows = (
+        await asyncio.to_thread(_sqlite_rows, url, round_id, table)
+        if is_sqlite_url(url)
+        else await _postgres_rows(url, round_id, table)
+    )
     tables = sorted({str(row[7]) for row in rows})
     if not rows:
         raise ArchiveRoundNotFound("no such round in the archive", round_id=round_id, table=table)
@@ -65,3 +62,40 @@ async def recall_from_archive(url: str, round_id: str, table: str | None = None)
             round_id=round_id,
         )
     return round_record(round_id, [_entry(tuple(row[:7])) for row in rows])
+
+
+async def _postgres_rows(url: str, round_id: str, table: str | None) -> list[tuple[Any, ...]]:
+    try:
+        async with await psycopg.AsyncConnection.connect(url) as conn:
+            cursor = await conn.execute(
+                "SELECT seq, session, round_id, kind, at, envelope->'data', received_at, table_id"
+                " FROM events WHERE round_id = %s AND (%s::text IS NULL OR table_id = %s)"
+                " ORDER BY table_id, seq",
+                (round_id, table, table),
+            )
+            return list(await cursor.fetchall())
+    except psycopg.Error as exc:
+        raise ArchiveError(f"cannot read the archive: {exc}", round_id=round_id) from exc
+
+
+def _sqlite_rows(url: str, round_id: str, table: str | None) -> list[tuple[Any, ...]]:
+    """The same rows from an SQLite archive (times and the envelope's ``data`` decoded)."""
+    rows = read_rows(
+        url,
+        "SELECT seq, session, round_id, kind, at, envelope, received_at, table_id FROM events"
+        " WHERE round_id = ? AND (? IS NULL OR table_id = ?) ORDER BY table_id, seq",
+        (round_id, table, table),
+    )
+    return [
+        (
+            seq,
+            session,
+            rid,
+            kind,
+            from_time_text(at),
+            json.loads(text)["data"],
+            from_time_text(received),
+            table_id,
+        )
+        for seq, session, rid, kind, at, text, received, table_id in rows
+    ]

@@ -14,6 +14,7 @@ and are not counted per bet: the voids are listed with their reasons instead.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import psycopg
 
 from controller.archive.errors import ArchiveError
+from controller.archive.sqlite_store import from_time_text, is_sqlite_url, read_rows, time_text
 from controller.journal.entries import QUALIFIERS
 from controller.messages import utc_text
 
@@ -91,6 +93,32 @@ async def table_report(url: str, table: str, start: datetime, end: datetime) -> 
             f"the report's --from ({utc_text(start)}) must be before --to ({utc_text(end)})",
             table=table,
         )
+    if is_sqlite_url(url):
+        counts, lines, finished = await asyncio.to_thread(_sqlite_rows, url, table, start, end)
+    else:
+        counts, lines, finished = await _postgres_rows(url, table, start, end)
+    if counts is None:  # pragma: no cover (an aggregate always answers)
+        raise ArchiveError("the report's count returned nothing", table=table)
+    return TableReport(
+        table=table,
+        start=start,
+        end=end,
+        rounds=int(counts[0]),
+        results=int(counts[1]),
+        voids=int(counts[2]),
+        unfinished=int(counts[3]),
+        delayed=int(counts[4]),
+        bets=_bets(lines),
+        void_rounds=[_finished(row) for row in finished if row[2] == "void"],
+        delayed_rounds=[_finished(row) for row in finished if row[3]],
+    )
+
+
+_Rows = tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+async def _postgres_rows(url: str, table: str, start: datetime, end: datetime) -> _Rows:
+    """The report's three queries on PostgreSQL: counts, settlement lines, voids/delayed."""
     period = (table, start, end)
     try:
         async with await psycopg.AsyncConnection.connect(url) as conn:
@@ -123,20 +151,50 @@ async def table_report(url: str, table: str, start: datetime, end: datetime) -> 
             finished = await cursor.fetchall()
     except psycopg.Error as exc:
         raise ArchiveError(f"cannot read the archive: {exc}", table=table) from exc
-    if counts is None:  # pragma: no cover (an aggregate always answers)
-        raise ArchiveError("the report's count returned nothing", table=table)
-    return TableReport(
-        table=table,
-        start=start,
-        end=end,
-        rounds=int(counts[0]),
-        results=int(counts[1]),
-        voids=int(counts[2]),
-        unfinished=int(counts[3]),
-        delayed=int(counts[4]),
-        bets=_bets(lines),
-        void_rounds=[_finished(row) for row in finished if row[2] == "void"],
-        delayed_rounds=[_finished(row) for row in finished if row[3]],
+    return counts, lines, finished
+
+
+_SQLITE_IN_PERIOD = (
+    "table_id = ? AND coalesce(opened_at, finished_at) >= ?"
+    " AND coalesce(opened_at, finished_at) < ?"
+)
+
+
+def _sqlite_rows(url: str, table: str, start: datetime, end: datetime) -> _Rows:
+    """The same three queries on an SQLite archive.
+
+    Times are UTC text (text order is time order); JSON through SQLite's JSON functions.
+    """
+    period = (table, time_text(start), time_text(end))
+    counts = read_rows(
+        url,
+        "SELECT count(*), count(*) FILTER (WHERE outcome = 'result'),"
+        " count(*) FILTER (WHERE outcome = 'void'), count(*) FILTER (WHERE outcome IS NULL),"
+        " count(*) FILTER (WHERE outcome IS NOT NULL AND delayed)"
+        f" FROM rounds WHERE {_SQLITE_IN_PERIOD}",
+        period,
+    )
+    lines = read_rows(
+        url,
+        "SELECT line.value ->> 'bet', line.value ->> 'position', line.value ->> 'path',"
+        " line.value ->> 'setting', line.value ->> 'outcome', count(*) FROM rounds,"
+        " json_each(CASE WHEN json_type(bets) = 'array' THEN bets ELSE '[]' END) AS line"
+        f" WHERE outcome = 'result' AND {_SQLITE_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5",
+        period,
+    )
+    finished = read_rows(
+        url,
+        "SELECT round_id, finished_at, outcome, delayed, result ->> 'winner',"
+        " (SELECT envelope -> 'data' ->> 'reason' FROM events e"
+        "  WHERE e.table_id = rounds.table_id AND e.seq = rounds.result_seq LIMIT 1)"
+        " FROM rounds WHERE outcome IS NOT NULL AND (outcome = 'void' OR delayed)"
+        f" AND {_SQLITE_IN_PERIOD} ORDER BY finished_at, round_id",
+        period,
+    )
+    return (
+        counts[0] if counts else None,
+        lines,
+        [(r[0], from_time_text(r[1]), r[2], bool(r[3]), *r[4:]) for r in finished],
     )
 
 

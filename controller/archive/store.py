@@ -16,15 +16,42 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import Any, Literal
 
+import orjson
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
+from controller.archive.batch import (
+    RoundFolds,
+    RoundKey,
+    RoundRow,
+    Stored,
+    conflict,
+    envelope_text,
+    first_copies,
+    outcomes,
+)
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, Rejected, Status
 from controller.archive.migrate import migrate
-from controller.journal.fold import RoundFold
 
-Stored = Literal["new", "duplicate", "conflict"]
+__all__ = ["ArchiveStore", "Stored"]
+
+
+_INSERT_KEYS = (
+    "INSERT INTO entry_keys (table_id, session, seq, at, digest)"
+    " SELECT k.t, k.s, k.q, k.a, k.d FROM json_to_recordset(%s::json)"
+    " AS k(t text, s integer, q bigint, a timestamptz, d text)"
+    " ON CONFLICT DO NOTHING RETURNING table_id, session, seq"
+)
+"""The batch's keys (one JSON document: orjson writes it, the server reads it) into
+``entry_keys``; a key already there is left alone; answers the new ones."""
+
+_ARCHIVED_DIGESTS = (
+    "SELECT e.table_id, e.session, e.seq, e.digest FROM entry_keys e"
+    " JOIN json_to_recordset(%s::json) AS k(t text, s integer, q bigint)"
+    " ON e.table_id = k.t AND e.session = k.s AND e.seq = k.q"
+)
+"""The archived digests of the batch's keys that were there before it."""
 
 
 class ArchiveStore:
@@ -37,6 +64,8 @@ class ArchiveStore:
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn
         self._partitions: set[str] = set()
+        self._folds = RoundFolds()
+        set_json_loads(_json_loads, conn)
 
     @classmethod
     async def open(cls, url: str, *, run_migrations: bool = True) -> ArchiveStore:
@@ -87,84 +116,74 @@ class ArchiveStore:
             return await self._store_entries(entries)
         except psycopg.Error:
             self._partitions.clear()
+            self._folds.clear()
             raise
 
     async def _store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
-        first: dict[tuple[str, int, int], Entry] = {}
-        for entry in entries:
-            first.setdefault((entry.table, entry.session, entry.seq), entry)
+        first = first_copies(entries)
         keys = list(first.values())
-        outcomes: list[Stored] = []
         async with self.conn.transaction():
-            cursor = await self.conn.execute(
-                "INSERT INTO entry_keys (table_id, session, seq, at, digest)"
-                " SELECT * FROM unnest(%s::text[], %s::integer[], %s::bigint[],"
-                " %s::timestamptz[], %s::text[]) ON CONFLICT DO NOTHING"
-                " RETURNING table_id, session, seq",
-                (
-                    [e.table for e in keys],
-                    [e.session for e in keys],
-                    [e.seq for e in keys],
-                    [e.at for e in keys],
-                    [e.digest for e in keys],
-                ),
-            )
+            for entry in keys:
+                if not entry.raw or b"\\u0000" in entry.raw:
+                    # What the recall and the refold read (envelope->'data') must be readable:
+                    # the server refuses a "\u0000" there (the batch then goes one by one).
+                    await self.conn.execute("SELECT (%s::json)->'data'", (envelope_text(entry),))
+            document = orjson.dumps(
+                [
+                    {"t": e.table, "s": e.session, "q": e.seq, "a": e.at.isoformat(), "d": e.digest}
+                    for e in keys
+                ]
+            ).decode()
+            cursor = await self.conn.execute(_INSERT_KEYS, (document,))
             new = {(str(r[0]), int(r[1]), int(r[2])) for r in await cursor.fetchall()}
-            old = [key for key in first if key not in new]
-            stored: dict[tuple[str, int, int], str] = {}
-            if old:
-                cursor = await self.conn.execute(
-                    "SELECT k.table_id, k.session, k.seq, k.digest FROM entry_keys k"
-                    " JOIN unnest(%s::text[], %s::integer[], %s::bigint[]) AS o(t, s, q)"
-                    " ON k.table_id = o.t AND k.session = o.s AND k.seq = o.q",
-                    ([k[0] for k in old], [k[1] for k in old], [k[2] for k in old]),
-                )
-                stored = {
-                    (str(r[0]), int(r[1]), int(r[2])): str(r[3]) for r in await cursor.fetchall()
-                }
-            for key in new:
-                stored[key] = first[key].digest
+            stored = {key: first[key].digest for key in new}
+            if len(new) < len(keys):
+                old = [{"t": k[0], "s": k[1], "q": k[2]} for k in first if k not in new]
+                cursor = await self.conn.execute(_ARCHIVED_DIGESTS, (orjson.dumps(old).decode(),))
+                for table, session, seq, digest in await cursor.fetchall():
+                    stored[(str(table), int(session), int(seq))] = str(digest)
             fresh = [first[key] for key in first if key in new]
-            for entry in fresh:
-                await self._ensure_partition(entry)
-            if fresh:
-                async with (
-                    self.conn.cursor() as cur,
-                    cur.copy(
-                        "COPY events (table_id, session, seq, at, round_id, kind, topic, delayed,"
-                        " replayed, signed, envelope) FROM STDIN"
-                    ) as copy,
-                ):
-                    for entry in fresh:
-                        await copy.write_row(
-                            (
-                                entry.table,
-                                entry.session,
-                                entry.seq,
-                                entry.at,
-                                entry.round_id,
-                                entry.kind,
-                                entry.topic,
-                                entry.delayed,
-                                entry.replayed,
-                                entry.signed,
-                                json.dumps(entry.envelope),
-                            )
-                        )
-            claimed: set[tuple[str, int, int]] = set()
-            for entry in entries:
-                key = (entry.table, entry.session, entry.seq)
-                if key in new and key not in claimed and first[key] is entry:
-                    claimed.add(key)
-                    outcomes.append("new")
-                elif stored.get(key) == entry.digest:
-                    outcomes.append("duplicate")
-                else:
-                    await self._insert_rejected(_conflict(entry))
-                    outcomes.append("conflict")
-            rounds = sorted({(e.table, e.round_id) for e in fresh if e.round_id is not None})
-            await self._refold_many(rounds)
-        return outcomes
+            await self._copy_events(fresh)
+            found = outcomes(entries, first, new, stored)
+            for entry, outcome in zip(entries, found, strict=True):
+                if outcome == "conflict":
+                    await self._insert_rejected(conflict(entry))
+            await self._refold_many(fresh)
+        return found
+
+    async def _copy_events(self, fresh: Sequence[Entry]) -> None:
+        """``COPY`` the new entries into ``events`` (their monthly partitions made first)."""
+        if not fresh:
+            return
+        # One representative per distinct local minute (all an offset can move a month by).
+        minutes = {
+            (e.at.year, e.at.month, e.at.day, e.at.hour, e.at.minute, e.at.tzinfo): e for e in fresh
+        }
+        for entry in minutes.values():
+            await self._ensure_partition(entry)
+        async with (
+            self.conn.cursor() as cur,
+            cur.copy(
+                "COPY events (table_id, session, seq, at, round_id, kind, topic, delayed,"
+                " replayed, signed, envelope) FROM STDIN"
+            ) as copy,
+        ):
+            for e in fresh:
+                await copy.write_row(
+                    (
+                        e.table,
+                        e.session,
+                        e.seq,
+                        e.at,
+                        e.round_id,
+                        e.kind,
+                        e.topic,
+                        e.delayed,
+                        e.replayed,
+                        e.signed,
+                        envelope_text(e),
+                    )
+                )
 
     async def _ensure_partition(self, entry: Entry) -> None:
         month = entry.at.astimezone(UTC).strftime("%Y_%m")
@@ -172,26 +191,37 @@ class ArchiveStore:
             await self.conn.execute("SELECT archive_events_partition(%s)", (entry.at,))
             self._partitions.add(month)
 
-    async def _refold(self, table: str, round_id: str) -> None:
-        await self._refold_many([(table, round_id)])
-
-    async def _refold_many(self, rounds: Sequence[tuple[str, str]]) -> None:
-        """Refold each ``(table, round)`` from its archived entries: one read, one upsert."""
-        if not rounds:
+    async def _refold_many(self, fresh: Sequence[Entry]) -> None:
+        """Refold each round with a new entry in ``fresh`` (:class:`RoundFolds`); one upsert."""
+        added = RoundFolds.touched(fresh)
+        if not added:
             return
+        rounds = sorted(added)
+        # Under each round's lock the count below reads after another instance's commit.
         await self._lock_rounds(rounds)
+        cursor = await self.conn.execute(
+            "SELECT e.table_id, e.round_id, count(*) FROM events e"
+            " JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
+            " ON e.table_id = r.t AND e.round_id = r.rid GROUP BY 1, 2",
+            ([t for t, _ in rounds], [r for _, r in rounds]),
+        )
+        archived = {(str(r[0]), str(r[1])): int(r[2]) for r in await cursor.fetchall()}
+        reread = self._folds.fold_on(added, archived)
+        if reread:
+            await self._read_folds(reread)
+        params = [_round_params(row) for row in self._folds.rows(rounds)]
+        async with self.conn.cursor() as cur:
+            await cur.executemany(_UPSERT_ROUND, params)
+
+    async def _read_folds(self, rounds: Sequence[RoundKey]) -> None:
+        """Fold ``rounds`` whole from their archived entries (one read) and keep them."""
         cursor = await self.conn.execute(
             "SELECT e.table_id, e.round_id, e.kind, e.envelope->'data', e.at, e.seq, e.delayed"
             " FROM events e JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
             " ON e.table_id = r.t AND e.round_id = r.rid ORDER BY e.table_id, e.round_id, e.seq",
             ([t for t, _ in rounds], [r for _, r in rounds]),
         )
-        by_round: dict[tuple[str, str], list[Any]] = {key: [] for key in rounds}
-        for row in await cursor.fetchall():
-            by_round[(str(row[0]), str(row[1]))].append(row[2:])
-        params = [_round_row(t, r, rows) for (t, r), rows in by_round.items()]
-        async with self.conn.cursor() as cur:
-            await cur.executemany(_UPSERT_ROUND, params)
+        self._folds.load(await cursor.fetchall())
 
     async def _lock_rounds(self, rounds: Sequence[tuple[str, str]]) -> None:
         """Hold each round's advisory lock until the transaction ends (several instances).
@@ -309,16 +339,12 @@ class ArchiveStore:
                 )
 
 
-def _conflict(entry: Entry) -> Rejected:
-    """The rejection of a copy of an archived key with other content."""
-    return Rejected(
-        entry.topic,
-        entry.table,
-        entry.seq,
-        "conflict",
-        f"seq {entry.seq} (session {entry.session}) is archived with other content",
-        json.dumps(entry.envelope).encode(),
-    )
+def _json_loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """The ``json`` loader of psycopg: orjson, the standard library for what orjson refuses."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(bytes(data) if isinstance(data, memoryview) else data)
 
 
 _UPSERT_ROUND = (
@@ -334,25 +360,22 @@ _UPSERT_ROUND = (
 )
 
 
-def _round_row(table: str, round_id: str, rows: Sequence[Any]) -> tuple[Any, ...]:
-    """The ``rounds`` row of a round from its entries ``(kind, data, at, seq, delayed)``."""
-    fold = RoundFold.replay(round_id, ((row[0], row[1]) for row in rows))
-    opened = next((row[2] for row in rows if row[0] == "round_opened"), None)
-    final = next((row for row in rows if row[0] in {"round_result", "round_voided"}), None)
+def _round_params(row: RoundRow) -> tuple[Any, ...]:
+    """``_UPSERT_ROUND``'s parameters for ``row``."""
     return (
-        table,
-        round_id,
-        fold.round_no,
-        fold.game,
-        fold.state,
-        fold.outcome,
-        opened,
-        None if final is None else final[2],
-        None if final is None else final[3],
-        False if final is None else final[4],
-        None if fold.result is None else Jsonb(dict(fold.result)),
-        None if fold.bets is None else Jsonb(fold.bets),
-        len(rows),
+        row.table,
+        row.round_id,
+        row.round_no,
+        row.game,
+        row.state,
+        row.outcome,
+        row.opened_at,
+        row.finished_at,
+        row.result_seq,
+        row.delayed,
+        None if row.result is None else Jsonb(row.result),
+        None if row.bets is None else Jsonb(row.bets),
+        row.entries,
     )
 
 

@@ -46,7 +46,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     source = migrate.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
-    source.add_argument("--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
+    source.add_argument(
+        "--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB or sqlite:///PATH"
+    )
     migrate.set_defaults(func=migrate_command)
     report = actions.add_parser(
         "report",
@@ -58,7 +60,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     where = report.add_mutually_exclusive_group(required=True)
     where.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
-    where.add_argument("--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
+    where.add_argument(
+        "--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB or sqlite:///PATH"
+    )
     report.add_argument("--table", required=True, help="the table id")
     report.add_argument("--from", dest="start", required=True, metavar="TIME")
     report.add_argument("--to", dest="end", required=True, metavar="TIME")
@@ -103,17 +107,17 @@ def run_command(args: argparse.Namespace) -> int:
     (exit 2, the reason printed); one lost later is reconnected to (docs/archive.md,
     "Database outages").
     """
+    from controller.archive.backend import open_store
     from controller.archive.config import load_archive_settings
     from controller.archive.consumer import ArchiveConsumer
     from controller.archive.ingest import TableKeys
     from controller.archive.metrics import ArchiveMetrics
-    from controller.archive.store import ArchiveStore
 
     settings = load_archive_settings(args.config)
     keys = TableKeys(settings.public_keys(args.config.parent), settings.mqtt.topic_prefix)
 
     async def main() -> None:
-        store = await ArchiveStore.open(settings.database.url)
+        store = await open_store(settings.database.url)
         consumer = ArchiveConsumer(settings, store, keys)
         metrics = ArchiveMetrics()
         metrics.watch_consumer(consumer)
@@ -130,7 +134,7 @@ def run_command(args: argparse.Namespace) -> int:
             if server is not None:
                 server.shutdown()
             await store.close()
-            await consumer.db.close()  # the connection made again after a loss, if any
+            await consumer.db.close()  # PostgreSQL: the connection made again after a loss
             counts = ", ".join(f"{key} {value}" for key, value in sorted(consumer.counts.items()))
             print(f"archive stopped: {counts or 'nothing received'}")
 
@@ -141,6 +145,7 @@ def run_command(args: argparse.Namespace) -> int:
 def migrate_command(args: argparse.Namespace) -> int:
     """Entry point of ``tablectl archive migrate``."""
     from controller.archive.config import load_archive_settings
+    from controller.archive.sqlite_store import connect, is_sqlite_url, migrate_sqlite, sqlite_path
     from controller.archive.store import ArchiveStore
 
     url = args.database or load_archive_settings(args.config).database.url
@@ -148,6 +153,14 @@ def migrate_command(args: argparse.Namespace) -> int:
     async def main() -> list[int]:
         from controller.archive.migrate import migrate
 
+        if is_sqlite_url(url):
+            path = sqlite_path(url)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = connect(path)
+            try:
+                return migrate_sqlite(conn)
+            finally:
+                conn.close()
         store = await ArchiveStore.open(url, run_migrations=False)
         try:
             return await migrate(store.conn)
@@ -208,6 +221,12 @@ def verify_command(args: argparse.Namespace) -> int:
     from controller.journal import Journal, VerifyReport
 
     url = args.database or load_archive_settings(args.config).database.url
+    if url.startswith("sqlite://"):
+        raise ArchiveError(
+            "archive verify reads a PostgreSQL archive (postgresql://USER@HOST:PORT/DB); for an "
+            "SQLite archive, tablectl recall --archive and archive report read it",
+            url=url,
+        )
 
     async def main() -> tuple[ArchiveCheck, VerifyReport | None]:
         try:

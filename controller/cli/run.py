@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import secrets
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from controller.errors import ConfigError
 from simulators.cli import add_fault_arguments
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from controller.studio.pit.settings import PitSettings
 
 SIM_TABLE_ID = "sim-1"
+
+_T = TypeVar("_T")
 
 _PENDING_DEVICE = "serial:///dev/pts/pending"
 """Stands for the simulator's pty while the settings are checked, before it exists."""
@@ -121,6 +125,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "on the wrong reader (refused: read from the wrong position; rescanned at the right one)",
     )
     add_fault_arguments(sim)
+    sim.add_argument(
+        "--archive",
+        default=None,
+        metavar="URL",
+        help="archive the table's messages there too (default: archive.sqlite beside the "
+        "journal, sqlite:///var/archive.sqlite; postgresql://... works as well; docs/archive.md)",
+    )
+    sim.add_argument(
+        "--no-archive",
+        action="store_true",
+        help="do not run the archive beside the simulated table",
+    )
     sim.add_argument(
         "--deal-delay",
         type=float,
@@ -307,18 +323,23 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # yet; a placeholder stands for it, replaced below.
     load_settings(None, **_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
     _say_seed(args, seed)
-    async with simulated_devices(game_id, sim) as devices:
+    async with simulated_devices(game_id, sim) as devices, contextlib.AsyncExitStack() as stack:
         settings = load_settings(None, **_merge(merged, devices.settings))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
-        summaries = await run_table(
+        given = bool(settings.mqtt.urls)
+        if not args.no_archive:
+            settings = await _with_broker(stack, settings)
+            given = True
+        table = run_table(
             settings,
             rounds=args.rounds,
             show=args.show,
-            broker_urls_given=bool(settings.mqtt.urls),
+            broker_urls_given=given,
             install_signal_handlers=True,
             companions={**_simulated_betting(settings, seed), **_studio(args, settings)},
             usb_backend=devices.usb_backend,
         )
+        summaries = await table if args.no_archive else await _archived(args, settings, table)
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
 
@@ -336,6 +357,66 @@ def _card_numbers(text: str | None) -> tuple[int, ...]:
             )
         numbers.append(int(part) - 1)
     return tuple(numbers)
+
+
+async def _with_broker(stack: contextlib.AsyncExitStack, settings: TableSettings) -> TableSettings:
+    """``settings`` with the broker the table will use, chosen as ``run_table`` would.
+
+    The configured one, else Mosquitto on 127.0.0.1:1883, else an embedded one that
+    ``stack`` stops: the archive subscribes to it before the table publishes.
+    """
+    from controller.broker import choose_broker
+
+    if settings.mqtt.urls:
+        return settings
+    urls, embedded, protocol = await choose_broker([], protocol=settings.mqtt.protocol)
+    if embedded is not None:
+        await stack.enter_async_context(embedded)
+    mqtt = settings.mqtt.model_copy(update={"urls": urls, "protocol": protocol})
+    return settings.model_copy(update={"mqtt": mqtt})
+
+
+_ARCHIVE_SUBSCRIBE_SECONDS = 2.0
+"""How long the table waits for the archive's subscription before it starts anyway."""
+
+
+async def _archived(
+    args: argparse.Namespace, settings: TableSettings, table: Coroutine[Any, Any, _T]
+) -> _T:
+    """Run ``table`` with the archive beside it.
+
+    Into ``--archive URL``, by default an SQLite file beside the journal
+    (``var/archive.sqlite`` for the default journal ``var/sim-1.sqlite``).
+
+    The archive is a named task (``archive``) of a TaskGroup around the table; the table
+    starts once the archive has subscribed (so it misses nothing of a first run), and the
+    archive drains what is still on its way when the table stops
+    (:func:`controller.archive.embedded.run_beside_table`).
+    """
+    from controller.archive.embedded import archive_settings, default_url, run_beside_table
+    from controller.archive.ingest import TableKeys
+
+    url = args.archive or default_url(settings.journal.path)
+    config = archive_settings(settings.mqtt, url, settings.table_id)
+    keys = TableKeys({settings.table_id: None}, config.mqtt.topic_prefix)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    outcome: list[_T] = []
+    failure: BaseException | None = None
+    async with asyncio.TaskGroup() as group:
+        group.create_task(run_beside_table(config, keys, stop, ready), name="archive")
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_ARCHIVE_SUBSCRIBE_SECONDS):
+                    await ready.wait()
+            outcome.append(await table)
+        except BaseException as exc:  # re-raised as it is below, not in an ExceptionGroup
+            failure = exc
+        finally:
+            table.close()  # not awaited if the wait above was interrupted; else a no-op
+            stop.set()
+    if failure is not None:
+        raise failure
+    return outcome[0]
 
 
 def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companion]:

@@ -30,3 +30,13 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
 def archive_db(postgres_cluster: PostgresCluster) -> str:
     """The URL of a new empty database on the session's cluster."""
     return postgres_cluster.create_database("archive")
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def archive_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """A new empty archive of each kind: a database on the session's PostgreSQL cluster, and
+    an SQLite file (``sqlite:///`` + an absolute path: four slashes)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'archive.sqlite'}"
+    cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+    return cluster.create_database("archive")

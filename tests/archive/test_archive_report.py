@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from controller.archive.backend import open_store
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, TableKeys, classify
 from controller.archive.report import table_report
-from controller.archive.store import ArchiveStore
 from controller.cli import main
 
 KEYS = TableKeys({"t1": None, "t2": None})
@@ -97,7 +97,7 @@ async def _fill(db: str) -> Counter[tuple[str, str]]:
                 expected[(name, line["outcome"])] += 1
     t1.round(12, DAY + timedelta(days=1), "result", _lines(rng))  # at --to: excluded
     t2.round(1, DAY + timedelta(hours=3), "result", _lines(rng))  # another table
-    store = await ArchiveStore.open(db)
+    store = await open_store(db)
     try:
         await store.store_entries(t1.entries + t2.entries)
     finally:
@@ -105,7 +105,9 @@ async def _fill(db: str) -> Counter[tuple[str, str]]:
     return expected
 
 
-def test_the_report_counts_a_tables_rounds_voids_delays_and_bets(archive_db, capsys):
+def test_the_report_counts_a_tables_rounds_voids_delays_and_bets(archive_url, capsys):
+    """On both stores (PostgreSQL and SQLite), the same report."""
+    archive_db = archive_url
     expected = asyncio.run(_fill(archive_db))
     report = asyncio.run(table_report(archive_db, "t1", DAY, DAY + timedelta(days=1)))
     assert (report.rounds, report.results, report.voids, report.unfinished) == (10, 7, 2, 1)

@@ -46,19 +46,23 @@ def test_a_round_halts_with_its_alerts_and_the_void_ends_it():
     floor = Floor()
     floor.apply(f"{T}/events", env("round_opened", 1, {"round_no": 1, "game": "g"}))
     floor.apply(f"{T}/events", env("betting_closed", 2, {}))
-    floor.apply(f"{T}/events", env("device_status", 3, {"device": "scanner", "state": "lost"}))
-    floor.apply(f"{T}/events", env("round_halted", 4, {"reason": "device lost for 0.5 s"}))
-    floor.apply(f"{T}/events", env("pit_alert", 5, {"slot": "B2", "reason": "round halted"}))
+    for seq, device_state in enumerate(("boot", "connected", "lost"), start=3):
+        # boot and connected are good news: a device state, not an alert
+        data = {"device": "scanner", "state": device_state}
+        floor.apply(f"{T}/events", env("device_status", seq, data))
+    assert floor.table_view("tp-01")["devices"]["scanner"]["state"] == "lost"
+    floor.apply(f"{T}/events", env("round_halted", 6, {"reason": "device lost for 0.5 s"}))
+    floor.apply(f"{T}/events", env("pit_alert", 7, {"slot": "B2", "reason": "round halted"}))
     view = floor.table_view("tp-01")
     assert view["round"] == "tp-01-000001" and view["state"] == "dealing" and view["halted"]
     assert view["devices"]["scanner"]["state"] == "lost"
     assert [a["kind"] for a in view["alerts"]] == ["device_status", "round_halted", "pit_alert"]
     assert "PIT ALERT at B2: round halted" in [a["text"] for a in view["alerts"]]
-    floor.apply(f"{T}/events", env("round_voided", 6, {"reason": "voided by the pit boss: x"}))
+    floor.apply(f"{T}/events", env("round_voided", 8, {"reason": "voided by the pit boss: x"}))
     view = floor.table_view("tp-01")
     assert view["state"] == "voided" and not view["halted"]
     assert view["result"] == "voided: voided by the pit boss: x"
-    assert view["last_seq"] == 6
+    assert view["last_seq"] == 8
     assert any("VOIDED" in line for line in view["lines"])
 
 

@@ -8,12 +8,22 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.archive.config import ConsumerSettings, load_archive_settings
+from controller.archive.gap_tracker import GapTracker
 from controller.archive.gaps import Hole, advance
-from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify
+from controller.archive.ingest import (
+    Entry,
+    Rejected,
+    Status,
+    TableKeys,
+    canonical_json,
+    classify,
+    classify_batch,
+    loads,
+)
 from controller.errors import ConfigError
 from controller.signing import Signer
 
@@ -182,6 +192,24 @@ def test_a_partition_takes_its_share_of_the_tables_and_together_all():
     assert all(ConsumerSettings().owns(t) for t in tables)
 
 
+def test_the_sqlite_paths_gaps_are_seen_on_events_only_and_filled_by_any_copy():
+    tracker = GapTracker({"t1": 3})
+    assert tracker.seen("t1", 4, 0.0, in_order_topic=True) is None
+    gap = tracker.seen("t1", 8, 1.0, in_order_topic=True)
+    assert gap is not None and (gap.lo, gap.hi) == (5, 7)
+    assert tracker.seen("t1", 12, 1.0, in_order_topic=False) is None  # results: not gap-free
+    assert tracker.due_for_replay(1.1, grace=0.5) == []
+    assert tracker.due_for_replay(1.5, grace=0.5) == [gap]
+    tracker.seen("t1", 6, 2.0, in_order_topic=False)
+    assert gap.missing() == [5, 7] and tracker.filled() == []
+    tracker.seen("t1", 5, 2.0, in_order_topic=True)
+    tracker.seen("t1", 7, 2.0, in_order_topic=True)
+    assert tracker.filled() == [gap] and tracker.open == []
+    assert tracker.due_for_alert(99.0, timeout=1.0) == []
+    first = tracker.seen("new", 3, 0.0, in_order_topic=True)
+    assert first is not None and (first.lo, first.hi) == (1, 2)
+
+
 def test_archive_config_errors_name_the_file_and_field(tmp_path):
     path = tmp_path / "archive.toml"
     path.write_text('[database]\nurl = "postgresql://x/y"\n[gaps]\ntimeout_seconds = 0\n')
@@ -202,3 +230,67 @@ def test_archive_config_errors_name_the_file_and_field(tmp_path):
     settings = load_archive_settings(path)
     assert settings.tables["t1"].public_key is None
     assert settings.gaps.replay_role == "pit"
+
+
+# -- speed paths: the same answers as the plain ones ----------------------------------------
+
+_FLOATLESS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _stdlib(value: object) -> bytes:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")
+
+
+@settings(max_examples=500)
+@given(_FLOATLESS)
+def test_the_fast_canonical_json_is_the_standard_librarys_bytes(value):
+    # orjson writes it when there is no float; what it cannot write falls back.
+    try:
+        fast = canonical_json(value, plain=True)
+    except UnicodeEncodeError:  # a lone surrogate: the standard library cannot either
+        with pytest.raises(UnicodeEncodeError):
+            canonical_json(value, plain=False)
+        return
+    assert fast == _stdlib(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ('{"a": 1, "b": "1.5e-05", "c": [true, null]}', True),
+        ('{"a": 1.0}', False),
+        ('{"a": [1e-05]}', False),
+        ('{"a": NaN}', False),
+        ('{"a": -Infinity}', False),
+    ],
+)
+def test_loads_tells_whether_a_payload_holds_a_float(text, plain):
+    value, utf8, found = loads(text.encode())
+    assert utf8 and found is plain
+    assert canonical_json(value, plain=found) == _stdlib(value)
+
+
+def test_a_payload_that_is_not_utf8_is_read_as_before_and_stored_re_dumped():
+    payload = json.dumps(env()).encode("utf-16")
+    value, utf8, plain = loads(payload)
+    assert value == env() and not utf8 and not plain
+    found = run(payload)
+    assert isinstance(found, Entry) and found.raw == b""
+
+
+def test_a_lone_surrogate_is_rejected_not_raised():
+    found = run(json.dumps(env(data={"note": "\ud800"})).encode())
+    assert isinstance(found, Rejected) and found.category == "malformed"
+
+
+@given(st.lists(st.sampled_from(["events", "results", "status"]), min_size=1, max_size=8))
+def test_a_batch_classifies_like_one_message_at_a_time(topics):
+    result = SIGNER.sign({**env(seq=9, kind="round_result", data={"winner": "A"})})
+    messages = [(f"tables/t1/{t}", json.dumps(result).encode()) for t in topics]
+    messages.append(("tables/t2/events", messages[0][1]))  # another table's topic: rejected
+    assert classify_batch(messages, KEYS) == [classify(t, p, KEYS) for t, p in messages]

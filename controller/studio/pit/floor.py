@@ -28,6 +28,9 @@ from controller.watch import SeqTracker, describe
 ALERT_KINDS = frozenset({"pit_alert", "round_halted", "table_status", "device_status"})
 """Event kinds listed as alerts."""
 
+QUIET_DEVICE_STATES = frozenset({"connected", "recovered", "boot", "ready"})
+"""Device states that are good news: shown in the table's devices, not listed as alerts."""
+
 KNOWN_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
 """Envelopes of another ``schema_version`` are refused (docs/mqtt.md, "Changelog")."""
 
@@ -155,6 +158,13 @@ def _decision_text(decision: Any) -> str | None:
         return None
     seat = f" seat {decision['seat']}" if decision.get("seat") else ""
     return f"{decision.get('window')} ({decision.get('kind')}{seat})"
+
+
+def _is_alert(kind: str, data: Mapping[str, Any]) -> bool:
+    """Whether an event goes to the alert list (a device coming back does not)."""
+    if kind == "device_status":
+        return str(data.get("state")) not in QUIET_DEVICE_STATES
+    return kind in ALERT_KINDS
 
 
 def _alert_text(kind: str, data: Mapping[str, Any]) -> str:
@@ -516,7 +526,7 @@ class Floor:
         seq = _int(envelope.get("seq"))
         if seq is not None:
             state.last_seq = max(seq, state.last_seq or 0)
-        if kind in ALERT_KINDS:
+        if _is_alert(kind, data):
             state.alerts.append(
                 Alert(
                     table=state.table,

@@ -1,0 +1,94 @@
+"""Which archive store a database URL names, and what every store answers to.
+
+``postgresql://...`` (or ``postgres://``): :class:`controller.archive.store.ArchiveStore`,
+the studio's archive; ``sqlite:///PATH``:
+:class:`controller.archive.sqlite_store.SqliteArchiveStore`, the embedded default of
+``make run`` (docs/archive.md, "SQLite"). :data:`LOST` and :data:`REFUSED` are the errors a
+consumer tells apart, whatever the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+import psycopg
+
+from controller.archive.batch import Stored
+from controller.archive.errors import ArchiveDatabaseLost, ArchiveError, ArchiveRefused
+from controller.archive.ingest import Entry, Rejected, Status
+from controller.archive.sqlite_store import SqliteArchiveStore, is_sqlite_url
+
+LOST: tuple[type[Exception], ...] = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    ArchiveDatabaseLost,
+)
+"""The database is gone (or the connection closed): not a message's fault. The consumer holds
+its batch and acknowledgements, and retries (:class:`controller.archive.dblink.DbLink`)."""
+REFUSED: tuple[type[Exception], ...] = (psycopg.Error, ArchiveRefused)
+"""The database refused a write (check :data:`LOST` first: it is a kind of these)."""
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+class Store(Protocol):
+    """What the consumer needs of an archive store (both stores have it)."""
+
+    async def close(self) -> None:
+        """Close it."""
+
+    async def store_entry(self, entry: Entry) -> Stored:
+        """Store one entry."""
+
+    async def store_entries(self, entries: Sequence[Entry]) -> list[Stored]:
+        """Store a batch in one transaction."""
+
+    async def store_rejected(self, rejected: Rejected) -> None:
+        """Keep a rejected message."""
+
+    async def store_status(self, status: Status) -> None:
+        """Keep a status message."""
+
+    async def highest_seqs(self) -> dict[str, int]:
+        """Each table's highest archived seq."""
+
+    async def open_gap(self, table: str, from_seq: int, to_seq: int) -> int:
+        """Record a gap."""
+
+    async def mark_gap(
+        self,
+        gap_id: int,
+        what: Literal["replay_requested", "filled", "alerted"],
+        missing: Sequence[int] = (),
+    ) -> None:
+        """Stamp a gap."""
+
+    async def raise_alert(
+        self,
+        table: str | None,
+        kind: str,
+        detail: str,
+        *,
+        gap_id: int | None = None,
+        missing: Sequence[int] = (),
+    ) -> None:
+        """Keep an alert."""
+
+
+async def open_store(url: str, *, run_migrations: bool = True) -> Store:
+    """The store of ``url``, connected, its schema brought up to date.
+
+    Raises:
+        ArchiveError: A URL of neither kind (named), or the store's own errors.
+    """
+    if is_sqlite_url(url):
+        return await SqliteArchiveStore.open(url, run_migrations=run_migrations)
+    if url.startswith(POSTGRES_SCHEMES):
+        from controller.archive.store import ArchiveStore
+
+        return await ArchiveStore.open(url, run_migrations=run_migrations)
+    raise ArchiveError(
+        "the archive database URL must be postgresql://USER@HOST:PORT/DB or sqlite:///PATH",
+        url=url.rsplit("@", maxsplit=1)[-1],
+    )

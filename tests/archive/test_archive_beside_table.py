@@ -1,0 +1,97 @@
+"""``make run``'s archive: ``tablectl run --simulate`` archives its table into SQLite.
+
+The simulated table and its archive in one process, on a Mosquitto of the test's own: the
+archive (a named task beside the table, ``archive.sqlite`` beside the journal) holds every
+journal entry exactly once, ``tablectl recall --archive sqlite:///...`` prints what
+``--journal`` prints, ``tablectl archive report`` counts the rounds, and ``--no-archive``
+runs no archive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+
+import aiomqtt
+import pytest
+
+from controller.cli import main
+from controller.journal import Journal
+
+pytestmark = pytest.mark.hil
+
+RUN = [
+    "run",
+    "--simulate",
+    "--rounds",
+    "2",
+    "--seed",
+    "11",
+    "--betting-seconds",
+    "0.2",
+    "--pause-seconds",
+    "0.1",
+    "--deal-delay",
+    "0",
+]
+
+
+async def _another_tables_status(mosquitto) -> None:
+    status = {"schema_version": "2", "table": "other-9", "state": "online", "session": 1}
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await client.publish("tables/other-9/status", json.dumps(status), qos=1, retain=True)
+
+
+def test_a_simulated_table_is_archived_beside_its_journal(mosquitto, tmp_path, capsys):
+    # Another table on the same broker: the archive beside sim-1 subscribes to sim-1 only.
+    asyncio.run(_another_tables_status(mosquitto))
+    journal_path = tmp_path / "sim.sqlite"
+    assert main([*RUN, "--broker", mosquitto.url, "--journal", str(journal_path)]) == 0
+    archive = tmp_path / "archive.sqlite"
+    url = f"sqlite:///{archive}"
+    with Journal.open_readonly(journal_path) as journal:
+        entries = list(journal.entries())
+    with sqlite3.connect(archive) as conn:
+        archived = conn.execute(
+            "SELECT seq, session, kind, round_id FROM events ORDER BY seq"
+        ).fetchall()
+        assert conn.execute("SELECT count(*) FROM gaps").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM rejected").fetchone() == (0,)
+        settled = conn.execute("SELECT count(*) FROM rounds WHERE state = 'settled'").fetchone()
+    # Every journal entry, exactly once (the results' second copies were absorbed).
+    assert archived == [(e.seq, e.session, e.kind, e.round_id) for e in entries]
+    assert settled == (2,)
+
+    round_id = next(e.round_id for e in entries if e.kind == "round_result")
+    assert round_id is not None
+    capsys.readouterr()
+    assert main(["recall", round_id, "--journal", str(journal_path), "--json"]) == 0
+    from_journal = json.loads(capsys.readouterr().out)
+    assert main(["recall", round_id, "--archive", url, "--json"]) == 0
+    from_archive = json.loads(capsys.readouterr().out)
+    for document in (from_journal, from_archive):
+        for item in document["entries"]:
+            item.pop("delivered_at")
+    assert from_archive == from_journal
+    delivered = re.compile(r"  \[delivered [^\]]*\]")
+    assert main(["recall", round_id, "--journal", str(journal_path)]) == 0
+    text_journal = delivered.sub("", capsys.readouterr().out)
+    assert main(["recall", round_id, "--archive", url]) == 0
+    assert delivered.sub("", capsys.readouterr().out) == text_journal
+
+    opened = entries[0].happened_at.date().isoformat()
+    report = ["archive", "report", "--database", url, "--table", "sim-1", "--from", opened]
+    assert main([*report, "--to", "2100-01-01"]) == 0
+    out = capsys.readouterr().out
+    assert "rounds           2" in out
+    assert "  results        2" in out
+
+
+def test_no_archive_runs_none(mosquitto, tmp_path):
+    journal_path = tmp_path / "sim.sqlite"
+    args = [*RUN, "--broker", mosquitto.url, "--journal", str(journal_path), "--no-archive"]
+    assert main(args) == 0
+    assert journal_path.exists()
+    assert not (tmp_path / "archive.sqlite").exists()
