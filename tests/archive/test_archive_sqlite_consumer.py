@@ -20,6 +20,7 @@ from controller.archive.backend import open_store
 from controller.archive.config import ArchiveSettings
 from controller.archive.consumer import ArchiveConsumer
 from controller.archive.ingest import TableKeys
+from controller.archive.sqlite_store import SqliteArchiveStore
 
 KEYS = TableKeys({"s1": None})
 AT = datetime(2026, 11, 25, 7, 0, tzinfo=UTC)
@@ -119,7 +120,7 @@ async def test_sqlite_gaps_are_tracked_replayed_alerted_and_filled(tmp_path):
 
 async def test_a_locked_sqlite_file_is_waited_out_and_nothing_is_lost(tmp_path):
     path = tmp_path / "archive.sqlite"
-    store = await open_store(f"sqlite:///{path}")
+    store = await SqliteArchiveStore.open(f"sqlite:///{path}")
     settings = _settings(path, reconnect_min_seconds=0.05, reconnect_max_seconds=0.2)
     consumer = ArchiveConsumer(settings, store, KEYS)
     # The store waits 5 s for a busy file; here it gives up at once, so the loss shows.
