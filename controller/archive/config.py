@@ -70,7 +70,8 @@ class DatabaseSettings(BaseModel):
     """Where the archive writes.
 
     Attributes:
-        url: A libpq connection URL (``postgresql://user@host:port/db``).
+        url: A libpq connection URL (``postgresql://user@host:port/db``), or
+            ``sqlite:///PATH`` for an archive of one instance (docs/archive.md, "SQLite").
         timeout_seconds: Every await on the database is bounded by this (one batch's
             transaction, one gap check); past it the connection counts as lost.
         connect_timeout_seconds: One connection attempt (TCP, authentication).
@@ -246,6 +247,17 @@ class ArchiveSettings(BaseModel):
     tables: dict[str, TableEntry] = Field(default_factory=dict)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+
+    @model_validator(mode="after")
+    def _one_sqlite_instance(self) -> ArchiveSettings:
+        shared = self.consumer.share_group is not None or self.consumer.partition is not None
+        if shared and self.database.url.startswith("sqlite://"):
+            raise ValueError(
+                "consumer.share_group and consumer.partition need a PostgreSQL archive "
+                "(postgresql://...): an sqlite:/// archive is one instance's (its gaps are "
+                'kept in the process; docs/archive.md, "SQLite")'
+            )
+        return self
 
     def public_keys(self, base: Path | None = None) -> dict[str, Ed25519PublicKey | None]:
         """Each table's public key, loaded (relative paths from ``base``).

@@ -393,16 +393,18 @@ class ArchiveConsumer:
         """Ask for replays of gaps past their grace, alert on gaps past their timeout."""
         now = self.clock()
         config = self.settings.gaps
+        # Each gap is stamped before it is noted as done: a stamp the file refused is tried
+        # again by the retry (DbLink.retry), and then the replay or alert follows it.
         for gap in self.gaps.due_for_replay(now, config.grace_seconds):
-            gap.requested = True
-            self.counts["replay_requested"] += 1
             if gap.gap_id is not None:
                 await self.store.mark_gap(gap.gap_id, "replay_requested", gap.missing())
+            gap.requested = True
+            self.counts["replay_requested"] += 1
             self._ask_replay(gap.table, gap.lo, gap.hi)
         for gap in self.gaps.due_for_alert(now, config.timeout_seconds):
+            await self._alert_tracked(gap, config.timeout_seconds)
             gap.alerted = True
             self.counts["gap_alert"] += 1
-            await self._alert_tracked(gap, config.timeout_seconds)
         self.open_gaps = len(self.gaps.open)
 
     async def _alert_tracked(self, gap: TrackedGap, after_seconds: float) -> None:

@@ -177,6 +177,9 @@ def test_share_group_and_database_timeouts_are_checked(tmp_path):
     )
     with pytest.raises(ConfigError, match="exclude each other"):
         load_archive_settings(path)
+    path.write_text('[database]\nurl = "sqlite:///a.sqlite"\n[consumer]\npartition = "0/2"\n')
+    with pytest.raises(ConfigError, match="need a PostgreSQL archive"):
+        load_archive_settings(path)
     path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "arch"\n')
     assert load_archive_settings(path).consumer.share_group == "arch"
     example = load_archive_settings(Path(__file__).parents[2] / "config/archive-example.toml")
