@@ -186,6 +186,14 @@ class ArchiveConsumer:
         suffixes = ("events", "results", "status")
         return [f"{share}{prefix}/{table}/{suffix}" for table in tables for suffix in suffixes]
 
+    def wildcard_topics(self) -> list[str]:
+        """Every table's topics (``{prefix}/+/...``), plain and in the configured share group."""
+        prefix = self.settings.mqtt.topic_prefix.rstrip("/")
+        group = self.settings.consumer.share_group
+        shares = ["", *([f"$share/{group}/"] if group else [])]
+        suffixes = ("events", "results", "status")
+        return [f"{share}{prefix}/+/{suffix}" for share in shares for suffix in suffixes]
+
     async def load_state(self) -> None:
         """SQLite path: each table's highest archived ``seq`` (a restart sees no old gaps).
 
@@ -553,6 +561,11 @@ class ArchiveConsumer:
     async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
         """While connected: subscribe, then store what arrives in batches, ack after commit."""
         topics = self.topics()
+        stale = [topic for topic in self.wildcard_topics() if topic not in topics]
+        if stale:
+            # A persistent session keeps what an earlier run subscribed to (every table, before
+            # this one chose its own tables): let go of it, or other tables' messages come in.
+            await client.unsubscribe(stale)
         if topics:
             await client.subscribe([(topic, 1) for topic in topics])
         self.subscribed.set()

@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiomqtt
+
 from controller.archive.backend import open_store
 from controller.archive.config import ArchiveSettings
 from controller.archive.consumer import ArchiveConsumer
@@ -141,3 +143,41 @@ async def test_a_locked_sqlite_file_is_waited_out_and_nothing_is_lost(tmp_path):
         await store.close()
     assert consumer.db.losses == 1 and consumer.db.reconnects == 1
     assert _rows(path, "SELECT seq FROM events ORDER BY seq") == [(1,), (2,)]
+
+
+async def test_only_its_own_tables_even_on_a_session_that_held_every_table(mosquitto, tmp_path):
+    path = tmp_path / "archive.sqlite"
+    settings = ArchiveSettings.model_validate(
+        {
+            "database": {"url": f"sqlite:///{path}"},
+            "mqtt": {"urls": [mosquitto.url], "client_id": "archive-own", "protocol": "3.1.1"},
+        }
+    )
+    # The persistent session as an earlier run left it: subscribed to every table.
+    async with aiomqtt.Client(
+        mosquitto.host,
+        mosquitto.port,
+        identifier="archive-own",
+        protocol=aiomqtt.ProtocolVersion.V311,
+        clean_session=False,
+    ) as old:
+        await old.subscribe("tables/+/status", qos=1)
+    store = await open_store(settings.database.url)
+    consumer = ArchiveConsumer(settings, store, KEYS, only_known_tables=True)
+    task = asyncio.create_task(consumer.run(), name="archive")
+    try:
+        async with asyncio.timeout(10):
+            await consumer.subscribed.wait()
+        async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+            for table in ("other-9", "s1"):  # in this order: s1's arrives after other-9's would
+                status = {"schema_version": "2", "table": table, "state": "online", "session": 1}
+                await client.publish(f"tables/{table}/status", json.dumps(status), qos=1)
+        async with asyncio.timeout(10):
+            while consumer.counts["status"] == 0:
+                await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await store.close()
+    assert dict(consumer.counts) == {"status": 1}
+    assert _rows(path, "SELECT count(*) FROM rejected") == [(0,)]
