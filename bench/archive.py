@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
 from controller.archive.config import ArchiveSettings  # noqa: E402
-from controller.archive.consumer import BATCH_MAX, ArchiveConsumer, Found  # noqa: E402
+from controller.archive.consumer import BATCH_MAX, ArchiveConsumer, Found, Received  # noqa: E402
 from controller.archive.ingest import TableKeys  # noqa: E402
 from controller.archive.store import ArchiveStore  # noqa: E402
 from controller.journal import Journal  # noqa: E402
@@ -196,9 +196,9 @@ async def store_path(db: str, keys: TableKeys, messages: list[Message], entries:
     store = await ArchiveStore.open(db)
     consumer = ArchiveConsumer(_settings(db, "mqtt://127.0.0.1:1", "bench"), store, keys)
 
-    async def batches() -> AsyncIterator[list[Message]]:
+    async def batches() -> AsyncIterator[list[Received]]:
         for first in range(0, len(messages), BATCH_MAX):
-            yield messages[first : first + BATCH_MAX]
+            yield [Received(t, p) for t, p in messages[first : first + BATCH_MAX]]
 
     try:
         started = time.perf_counter()
@@ -218,9 +218,12 @@ class _Timed(ArchiveConsumer):
     reached: asyncio.Event
 
     async def store_classified(
-        self, messages: Sequence[tuple[str, bytes]], found: Sequence[Found]
+        self,
+        messages: Sequence[tuple[str, bytes]],
+        found: Sequence[Found],
+        done: list[str] | None = None,
     ) -> list[str]:
-        outcomes = await super().store_classified(messages, found)
+        outcomes = await super().store_classified(messages, found, done)
         now = time.perf_counter()
         for message in messages:
             self.committed.setdefault(message, now)

@@ -19,8 +19,13 @@ from controller.archive.errors import ArchiveDatabaseLost, ArchiveError, Archive
 from controller.archive.ingest import Entry, Rejected, Status
 from controller.archive.sqlite_store import SqliteArchiveStore, is_sqlite_url
 
-LOST: tuple[type[Exception], ...] = (psycopg.OperationalError, ArchiveDatabaseLost)
-"""The database is gone: not a message's fault (the consumer stops)."""
+LOST: tuple[type[Exception], ...] = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    ArchiveDatabaseLost,
+)
+"""The database is gone (or the connection closed): not a message's fault. The consumer holds
+its batch and acknowledgements, and retries (:class:`controller.archive.dblink.DbLink`)."""
 REFUSED: tuple[type[Exception], ...] = (psycopg.Error, ArchiveRefused)
 """The database refused a write (check :data:`LOST` first: it is a kind of these)."""
 

@@ -9,6 +9,17 @@ urls = ["mqtt://broker.studio:1883"]
 client_id = "tablectl-archive-1"
 username = "archive"
 
+[database]                  # (continued) every database await is bounded:
+timeout_seconds = 10.0      # one batch's transaction, one gap check
+connect_timeout_seconds = 5.0
+reconnect_min_seconds = 0.2 # back-off after a lost connection (doubling, jittered)
+reconnect_max_seconds = 10.0
+
+[consumer]
+share_group = "archive"     # MQTT 5 shared subscriptions: instances with one group share the load
+# partition = "0/2"         # or: instance 0 of 2 takes its half of the tables (plain subscriptions)
+receive_maximum = 1000      # unacknowledged messages the broker may send (acks follow commits)
+
 [gaps]
 grace_seconds = 1.0         # a gap waits this long for late messages before a replay is asked
 timeout_seconds = 30.0      # a gap still open this long after it was seen is an alert
@@ -36,11 +47,19 @@ from __future__ import annotations
 
 import re
 import tomllib
+import zlib
 from pathlib import Path
 from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from controller.errors import ConfigError
 from controller.mqtt.settings import MqttSettings
@@ -51,23 +70,94 @@ class DatabaseSettings(BaseModel):
     """Where the archive writes.
 
     Attributes:
-        url: A libpq connection URL (``postgresql://user@host:port/db``).
+        url: A libpq connection URL (``postgresql://user@host:port/db``), or
+            ``sqlite:///PATH`` for an archive of one instance (docs/archive.md, "SQLite").
+        timeout_seconds: Every await on the database is bounded by this (one batch's
+            transaction, one gap check); past it the connection counts as lost.
+        connect_timeout_seconds: One connection attempt (TCP, authentication).
+        reconnect_min_seconds: First back-off delay after the connection is lost.
+        reconnect_max_seconds: Longest back-off delay (the delay doubles up to it, jittered).
     """
 
     model_config = ConfigDict(extra="forbid")
     url: str = Field(min_length=1)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    reconnect_min_seconds: float = Field(default=0.2, gt=0)
+    reconnect_max_seconds: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> DatabaseSettings:
+        if self.reconnect_max_seconds < self.reconnect_min_seconds:
+            raise ValueError("reconnect_max_seconds is below reconnect_min_seconds")
+        return self
+
+
+class ConsumerSettings(BaseModel):
+    """How the archive subscribes (docs/archive.md, "Several instances").
+
+    Attributes:
+        share_group: MQTT 5 shared subscriptions ``$share/{group}/{prefix}/+/events`` (and
+            ``results``, ``status``): the broker gives each message to one instance of the
+            group; every instance of one archive uses the same group and its own
+            ``mqtt.client_id``. ``None``: not shared.
+        partition: ``"I/N"``: instance ``I`` of ``N`` (0-based) subscribes, with plain
+            subscriptions, to the configured tables whose id hashes (CRC-32) to ``I`` modulo
+            ``N``. For brokers that forget shared subscriptions when they restart (Mosquitto
+            2.0: docs/archive.md). ``None``: every table.
+        receive_maximum: MQTT 5 Receive Maximum: how many messages the broker may send
+            before they are acknowledged. The archive acknowledges a message only once its
+            batch is committed, so this also bounds what it holds in memory.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    share_group: str | None = None
+    partition: str | None = None
+    receive_maximum: int = Field(default=1000, ge=1, le=65535)
+
+    @field_validator("share_group")
+    @classmethod
+    def _check_group(cls, group: str | None) -> str | None:
+        if group is not None and (not group or any(ch in group for ch in "/+#\0")):
+            raise ValueError("a share group must be one topic level (no '/', '+', '#')")
+        return group
+
+    @field_validator("partition")
+    @classmethod
+    def _check_partition(cls, partition: str | None) -> str | None:
+        if partition is None:
+            return None
+        index, _, count = partition.partition("/")
+        if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+            raise ValueError(f"partition {partition!r} is not I/N with 0 <= I < N (e.g. 0/2)")
+        return partition
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ConsumerSettings:
+        if self.share_group is not None and self.partition is not None:
+            raise ValueError("share_group and partition exclude each other: choose one")
+        return self
+
+    def owns(self, table: str) -> bool:
+        """Whether this instance subscribes to ``table`` (always, unless partitioned)."""
+        if self.partition is None:
+            return True
+        index, _, count = self.partition.partition("/")
+        return zlib.crc32(table.encode("utf-8")) % int(count) == int(index)
 
 
 class GapSettings(BaseModel):
     """How the archive fills gaps in a table's ``seq`` (docs/archive.md, "Gaps").
 
     Attributes:
-        grace_seconds: A gap waits this long for late or redelivered messages before the
-            archive asks the table for a replay.
-        timeout_seconds: A gap not filled this long after it was seen is an alert.
+        grace_seconds: A hole in a table's archived ``seq`` values (the database's, shared by
+            every instance) becomes a gap once the ``seq`` after it was archived this long
+            ago; the table is then asked for a replay.
+        timeout_seconds: A gap not filled this long after it was recorded is an alert.
         replay_role: Which command topic the replay goes to (``pit``: ``cmd/pit/replay``).
         replay_timeout_seconds: How long a replay command waits for the table's answer.
-        check_seconds: How often open gaps are looked at.
+        check_seconds: How often each instance looks at the gaps (a few statements each
+            time: docs/archive.md, "Gaps").
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -75,7 +165,7 @@ class GapSettings(BaseModel):
     timeout_seconds: float = Field(default=30.0, gt=0)
     replay_role: Literal["pit", "betting"] = "pit"
     replay_timeout_seconds: float = Field(default=10.0, gt=0)
-    check_seconds: float = Field(default=0.2, gt=0)
+    check_seconds: float = Field(default=0.5, gt=0)
 
 
 class TableEntry(BaseModel):
@@ -152,10 +242,22 @@ class ArchiveSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     database: DatabaseSettings
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
+    consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
     gaps: GapSettings = Field(default_factory=GapSettings)
     tables: dict[str, TableEntry] = Field(default_factory=dict)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+
+    @model_validator(mode="after")
+    def _one_sqlite_instance(self) -> ArchiveSettings:
+        shared = self.consumer.share_group is not None or self.consumer.partition is not None
+        if shared and self.database.url.startswith("sqlite://"):
+            raise ValueError(
+                "consumer.share_group and consumer.partition need a PostgreSQL archive "
+                "(postgresql://...): an sqlite:/// archive is one instance's (its gaps are "
+                'kept in the process; docs/archive.md, "SQLite")'
+            )
+        return self
 
     def public_keys(self, base: Path | None = None) -> dict[str, Ed25519PublicKey | None]:
         """Each table's public key, loaded (relative paths from ``base``).

@@ -1,16 +1,29 @@
-"""The archive consumer: tables' MQTT topics in, PostgreSQL rows out, gaps chased.
+"""The archive consumer: tables' MQTT topics in, archive rows out, gaps chased.
 
 :class:`ArchiveConsumer` subscribes (QoS 1, a persistent session under a stable client id, so
 the broker keeps what arrives while the archive is away) to ``{prefix}/+/events``,
-``{prefix}/+/results`` and ``{prefix}/+/status``, classifies each message
-(:func:`controller.archive.ingest.classify`), and stores it
+``{prefix}/+/results`` and ``{prefix}/+/status`` (with ``consumer.share_group``, MQTT 5 shared
+subscriptions ``$share/{group}/...``: several instances share the load; ``only_known_tables``:
+the configured tables' own topics), classifies each message
+(:func:`controller.archive.ingest.classify_batch`), and stores it
 (:mod:`controller.archive.backend`: PostgreSQL or SQLite): an entry once, a status as
-history, anything else as rejected with its reason. Nothing a message holds can stop the consumer.
+history, anything else as rejected with its reason. Nothing a message holds can stop the
+consumer. While a batch is being committed the next one is classified
+(:meth:`ArchiveConsumer.handle_batches`).
 
-A jump in a table's ``seq`` on ``events`` opens a gap (:class:`controller.archive.gaps.Gap`);
-after ``gaps.grace_seconds`` the archive sends the table ``replay --from-seq`` for it (the
-existing command: the table re-sends the *results* in the range); a gap not filled within
-``gaps.timeout_seconds`` is an alert: an error log line and a row in ``alerts``.
+A message is **acknowledged only once its batch is committed**: a consumer killed between
+receipt and commit loses nothing (the broker sends it again to the session), and while the
+database is away the consumer stores nothing, acknowledges nothing and reconnects
+(:class:`controller.archive.dblink.DbLink`), keeping the batch in hand.
+
+Gaps (docs/archive.md, "Gaps"): on PostgreSQL they live in the database
+(:class:`controller.archive.gaps.GapBook`), so that instances that each see part of a table's
+``seq`` agree on them: a hole the database still has after ``gaps.grace_seconds`` is a gap;
+one instance sends the table ``replay --from-seq`` for it (the existing command: the table
+re-sends the *results* in the range); a gap not filled within ``gaps.timeout_seconds`` is an
+alert: an error log line and a row in ``alerts``, once. On SQLite (one archive beside one
+table, ``make run``) the consumer follows each table's ``seq`` in memory as it stores
+(:class:`controller.archive.gap_tracker.GapTracker`), with the same replay and alert rules.
 """
 
 from __future__ import annotations
@@ -19,17 +32,29 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import psycopg
 import structlog
 
 from controller.archive.backend import LOST, REFUSED, Store
 from controller.archive.config import ArchiveSettings
-from controller.archive.gaps import Gap, GapTracker
+from controller.archive.dblink import DbLink
+from controller.archive.errors import ArchiveError
+from controller.archive.gap_tracker import GapTracker, TrackedGap
+from controller.archive.gaps import Gap, GapBook, ranges
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
-from controller.mqtt.settings import backoff_seconds, client_options, tls_context
+from controller.archive.store import ArchiveStore
+from controller.mqtt.adapter import ack, manual_acks
+from controller.mqtt.connection import Connector
 from controller.pitcli import Target, send_command
+
+if TYPE_CHECKING:
+    import aiomqtt
+
+    from controller.broker import BrokerAddress
 
 log = structlog.get_logger("archive")
 
@@ -42,8 +67,45 @@ CLASSIFY_SLICE = 250
 """Messages classified between two yields to the event loop, so a batch being committed
 meanwhile is not held up (:meth:`ArchiveConsumer.handle_batches`)."""
 
+ALERTED_FILL_EVERY = 25
+"""Gap checks between two looks at alerted gaps (a late fill is still stamped)."""
+
 Message = tuple[str, bytes]
 Found = Entry | Status | Rejected
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A message as received, kept until its batch is committed and it is acknowledged.
+
+    Attributes:
+        topic: The topic.
+        payload: The bytes.
+        mid: The MQTT packet id (for the acknowledgement).
+        qos: Its QoS (0: nothing to acknowledge).
+    """
+
+    topic: str
+    payload: bytes
+    mid: int = 0
+    qos: int = 0
+
+
+Committed = Callable[[Sequence[Received]], None]
+"""Called with each batch once it is committed (the acknowledgements)."""
+
+
+class _AckAfterCommit(Connector):
+    """The shared :class:`Connector`, with acknowledgements left to the consumer."""
+
+    def __init__(self, *args: Any, receive_maximum: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._receive_maximum = receive_maximum
+
+    def make_client(self, address: BrokerAddress) -> aiomqtt.Client:
+        client = super().make_client(address)
+        manual_acks(client, self._receive_maximum)
+        return client
 
 
 class ArchiveConsumer:
@@ -51,17 +113,28 @@ class ArchiveConsumer:
 
     Args:
         settings: The archive config.
-        store: The database.
+        store: The database (PostgreSQL: its connection is made again if lost; SQLite: a
+            write that failed for the file's sake is tried again).
         keys: Known tables and their public keys.
-        clock: Monotonic seconds (tests may pass their own).
+        clock: Monotonic seconds (tests may pass their own; the SQLite gap path's clock).
         only_known_tables: Subscribe to the configured tables' topics only, not ``+`` (the
             archive beside one table on a broker other tables use: ``make run``).
 
     Attributes:
         counts: ``new``, ``duplicate``, ``conflict``, ``status``, ``rejected:<category>``,
-            ``replay_requested``, ``gap_alert``, ``gap_filled``.
+            ``gap_opened``, ``replay_requested``, ``gap_alert``, ``gap_filled`` (the gaps
+            this instance recorded, asked for, alerted, saw filled).
+        subscribed: Set while subscribed to the broker.
+        shared_gaps: Gaps are kept in the database (PostgreSQL, :class:`GapBook`), else in
+            memory (SQLite, :attr:`gaps`).
+        db: The ingest's database link (reconnects, bounds every call).
+        gap_db: The gap checks' own connection (PostgreSQL only; they run beside the ingest).
+        gaps: The SQLite path's gap tracker (:meth:`load_state` fills it at start).
+        open_gaps: Gaps not filled (alerted ones included), as of the last gap check (on
+            PostgreSQL the database's count, the same for every instance).
         on_batch: Called after each stored batch with what each message was and what became
-            of it (the metrics' hook, :mod:`controller.archive.metrics`); must not raise.
+            of it (the metrics' hook, :mod:`controller.archive.metrics`); must not raise. A
+            batch retried after a lost database is reported once, when it is stored.
     """
 
     def __init__(
@@ -77,16 +150,57 @@ class ArchiveConsumer:
         self.store = store
         self.keys = keys
         self.clock = clock
-        self.gaps = GapTracker()
+        self.only_known_tables = only_known_tables
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
-        self.only_known_tables = only_known_tables
+        self.shared_gaps = isinstance(store, ArchiveStore)
+        if isinstance(store, ArchiveStore):
+            self.db = DbLink(settings.database, "ingest", conn=store.conn)
+            self.db.on_connect(self._new_store)
+        else:
+            self.db = DbLink(settings.database, "ingest")
+        self.gap_db: DbLink | None = DbLink(settings.database, "gaps") if self.shared_gaps else None
+        self.gaps = GapTracker()
+        self._books: dict[int, GapBook] = {}
+        self._checks = 0
+        self.open_gaps = 0
         self._replays: set[asyncio.Task[None]] = set()
         self.on_batch: BatchHook | None = None
 
+    def _new_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if not isinstance(self.store, ArchiveStore) or conn is not self.store.conn:
+            self.store = ArchiveStore(conn)
+
+    def topics(self) -> list[str]:
+        """The subscriptions: ``{prefix}/+/events|results|status``, shared if configured.
+
+        Partitioned (``consumer.partition``): each of this instance's tables' own topics;
+        ``only_known_tables``: each configured table's own topics.
+        """
+        prefix = self.settings.mqtt.topic_prefix.rstrip("/")
+        consumer = self.settings.consumer
+        share = f"$share/{consumer.share_group}/" if consumer.share_group else ""
+        tables = ["+"]
+        if consumer.partition is not None or self.only_known_tables:
+            tables = [t for t in sorted(self.keys.tables) if consumer.owns(t)]
+        suffixes = ("events", "results", "status")
+        return [f"{share}{prefix}/{table}/{suffix}" for table in tables for suffix in suffixes]
+
+    def wildcard_topics(self) -> list[str]:
+        """Every table's topics (``{prefix}/+/...``), plain and in the configured share group."""
+        prefix = self.settings.mqtt.topic_prefix.rstrip("/")
+        group = self.settings.consumer.share_group
+        shares = ["", *([f"$share/{group}/"] if group else [])]
+        suffixes = ("events", "results", "status")
+        return [f"{share}{prefix}/+/{suffix}" for share in shares for suffix in suffixes]
+
     async def load_state(self) -> None:
-        """Read each table's highest archived ``seq`` (so a restart does not see old gaps)."""
-        self.gaps = GapTracker(await self.store.highest_seqs())
+        """SQLite path: each table's highest archived ``seq`` (a restart sees no old gaps).
+
+        On PostgreSQL nothing to load: the gaps are the database's.
+        """
+        if not self.shared_gaps:
+            self.gaps = GapTracker(await self.store.highest_seqs())
 
     # -- one message -------------------------------------------------------------------------
 
@@ -98,17 +212,25 @@ class ArchiveConsumer:
         """
         return (await self.handle_batch([(topic, payload)]))[0]
 
-    async def handle_batch(self, messages: Sequence[tuple[str, bytes]]) -> list[str]:
+    async def handle_batch(
+        self, messages: Sequence[Message], done: list[str] | None = None
+    ) -> list[str]:
         """Classify and store messages (``(topic, payload)``), entries in one transaction.
 
         What became of each message, in order (:attr:`counts` keys). If the database refuses
         the batch, its entries are stored one by one, so only the message at fault is
         rejected (``store_error``).
 
+        Args:
+            messages: The batch.
+            done: Outcomes of an earlier attempt at this batch that the database lost
+                (``""``: not stored yet); what it holds is not stored again.
+
         Raises:
-            psycopg.OperationalError: The database is gone (``backend.LOST``).
+            psycopg.OperationalError: The database is gone (``backend.LOST``); ``done``
+                then holds what was stored before.
         """
-        return await self.store_classified(messages, classify_batch(messages, self.keys))
+        return await self.store_classified(messages, classify_batch(messages, self.keys), done)
 
     async def classify(self, messages: Sequence[Message]) -> list[Found]:
         """:func:`classify_batch` in slices, yielding to the event loop between them."""
@@ -119,24 +241,30 @@ class ArchiveConsumer:
             await asyncio.sleep(0)
         return found
 
-    async def handle_batches(self, batches: AsyncIterator[Sequence[Message]]) -> None:
-        """Store each batch as :meth:`handle_batch`, classifying the next meanwhile.
+    async def handle_batches(
+        self, batches: AsyncIterator[Sequence[Received]], committed: Committed | None = None
+    ) -> None:
+        """Store each batch as :meth:`store_batch` does, classifying the next meanwhile.
 
         While a batch's transaction is at the database the next batch is classified (JSON,
         digests, signatures: the consumer's CPU), so the two overlap; batches are still
-        stored one at a time, in order. Ends when ``batches`` does (its last batch stored).
+        stored one at a time, in order, each retried after a lost database until it is
+        stored, and only then handed to ``committed`` (the acknowledgements). Ends when
+        ``batches`` does (its last batch stored).
 
         Raises:
-            psycopg.OperationalError: The database is gone (``backend.LOST``).
+            Exception: The source's (the broker connection's), once the batch in hand is
+                stored.
         """
-        storing: asyncio.Task[list[str]] | None = None
+        storing: asyncio.Task[None] | None = None
         try:
             async for batch in batches:
-                found = await self.classify(batch)
+                messages = [(m.topic, m.payload) for m in batch]
+                found = await self.classify(messages)
                 if storing is not None:
                     await storing
                 storing = asyncio.create_task(
-                    self.store_classified(batch, found), name="archive-store-batch"
+                    self._commit(batch, messages, found, committed), name="archive-store-batch"
                 )
         except asyncio.CancelledError:
             if storing is not None:
@@ -151,14 +279,50 @@ class ArchiveConsumer:
         if storing is not None:
             await storing
 
+    async def _commit(
+        self,
+        batch: Sequence[Received],
+        messages: Sequence[Message],
+        found: Sequence[Found],
+        committed: Committed | None,
+    ) -> None:
+        await self.store_found(messages, found)
+        if committed is not None:
+            committed(batch)
+
+    async def store_batch(self, messages: Sequence[Message]) -> list[str]:
+        """:meth:`handle_batch`, bounded, and retried after a lost database until it is stored."""
+        return await self.store_found(messages, classify_batch(messages, self.keys))
+
+    async def store_found(self, messages: Sequence[Message], found: Sequence[Found]) -> list[str]:
+        """:meth:`store_classified`, bounded, and retried after a lost database until stored.
+
+        Returns once every message of the batch is stored (or rejected with its reason);
+        while the database is away it waits (reconnecting with back-off), never drops.
+        """
+        done = [""] * len(messages)
+
+        async def attempt() -> list[str]:
+            return await self.store_classified(messages, found, done)
+
+        if self.shared_gaps:
+            return await self.db.call(lambda _: attempt())
+        return await self.db.retry(attempt)
+
     async def store_classified(
-        self, messages: Sequence[Message], found: Sequence[Found]
+        self, messages: Sequence[Message], found: Sequence[Found], done: list[str] | None = None
     ) -> list[str]:
-        """Store classified messages (:meth:`handle_batch`'s second half); their outcomes."""
-        outcomes: list[str] = [""] * len(found)
-        entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry)]
+        """Store classified messages (:meth:`handle_batch`'s second half); their outcomes.
+
+        Args:
+            messages: The batch.
+            found: What each message is (:meth:`classify`).
+            done: As in :meth:`handle_batch`.
+        """
+        outcomes = done if done is not None else [""] * len(found)
+        entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry) and not outcomes[i]]
         for i, item in enumerate(found):
-            if not isinstance(item, Entry):
+            if not isinstance(item, Entry) and not outcomes[i]:
                 outcomes[i] = await self._guarded(messages[i], item)
         if entries:
             await self._store_entries(messages, entries, outcomes)
@@ -169,7 +333,7 @@ class ArchiveConsumer:
 
     async def _store_entries(
         self,
-        messages: Sequence[tuple[str, bytes]],
+        messages: Sequence[Message],
         entries: list[tuple[int, Entry]],
         outcomes: list[str],
     ) -> None:
@@ -183,11 +347,12 @@ class ArchiveConsumer:
         else:
             for (i, _), outcome in zip(entries, stored, strict=True):
                 outcomes[i] = outcome
-        for i, entry in entries:
-            if not outcomes[i].startswith("rejected:"):
-                await self._track(entry)
+        if not self.shared_gaps:
+            for i, entry in entries:
+                if not outcomes[i].startswith("rejected:"):
+                    await self._track(entry)
 
-    async def _guarded(self, message: tuple[str, bytes], found: Entry | Status | Rejected) -> str:
+    async def _guarded(self, message: Message, found: Found) -> str:
         topic, payload = message
         try:
             return await self._store(found)
@@ -205,7 +370,7 @@ class ArchiveConsumer:
             log.error("message not stored", topic=topic, seq=seq, error=str(exc))
             return "rejected:store_error"
 
-    async def _store(self, found: Entry | Status | Rejected) -> str:
+    async def _store(self, found: Found) -> str:
         if isinstance(found, Rejected):
             await self.store.store_rejected(found)
             log.warning(
@@ -217,72 +382,140 @@ class ArchiveConsumer:
             return "status"
         return await self.store.store_entry(found)
 
+    # -- gaps: SQLite (in memory, one process) -------------------------------------------------
+
     async def _track(self, entry: Entry) -> None:
         in_order = entry.topic.endswith("/events")
         gap = self.gaps.seen(entry.table, entry.seq, self.clock(), in_order_topic=in_order)
         if gap is not None:
             gap.gap_id = await self.store.open_gap(gap.table, gap.lo, gap.hi)
+            self.counts["gap_opened"] += 1
             log.warning("gap in seq", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
-        for done in self.gaps.filled():
+        for filled in self.gaps.filled():
             self.counts["gap_filled"] += 1
-            if done.gap_id is not None:
-                await self.store.mark_gap(done.gap_id, "filled")
-            log.info("gap filled", table=done.table, from_seq=done.lo, to_seq=done.hi)
+            if filled.gap_id is not None:
+                await self.store.mark_gap(filled.gap_id, "filled")
+            log.info("gap filled", table=filled.table, from_seq=filled.lo, to_seq=filled.hi)
 
-    # -- gaps ----------------------------------------------------------------------------------
-
-    async def check_gaps(self) -> None:
+    async def _check_tracked_gaps(self) -> None:
         """Ask for replays of gaps past their grace, alert on gaps past their timeout."""
         now = self.clock()
         config = self.settings.gaps
+        # Each gap is stamped before it is noted as done: a stamp the file refused is tried
+        # again by the retry (DbLink.retry), and then the replay or alert follows it.
         for gap in self.gaps.due_for_replay(now, config.grace_seconds):
-            gap.requested = True
-            self.counts["replay_requested"] += 1
             if gap.gap_id is not None:
                 await self.store.mark_gap(gap.gap_id, "replay_requested", gap.missing())
-            task = asyncio.create_task(self._replay(gap), name=f"replay-{gap.table}-{gap.lo}")
-            self._replays.add(task)
-            task.add_done_callback(self._replays.discard)
+            gap.requested = True
+            self.counts["replay_requested"] += 1
+            self._ask_replay(gap.table, gap.lo, gap.hi)
         for gap in self.gaps.due_for_alert(now, config.timeout_seconds):
+            await self._alert_tracked(gap, config.timeout_seconds)
             gap.alerted = True
             self.counts["gap_alert"] += 1
-            missing = gap.missing()
-            detail = (
-                f"seq {gap.lo}..{gap.hi} of table {gap.table} not filled within "
-                f"{config.timeout_seconds} s: {len(missing)} missing "
-                f"({_ranges(missing)}); a replay re-sends results only"
-            )
+        self.open_gaps = len(self.gaps.open)
+
+    async def _alert_tracked(self, gap: TrackedGap, after_seconds: float) -> None:
+        missing = gap.missing()
+        detail = (
+            f"seq {gap.lo}..{gap.hi} of table {gap.table} not filled within {after_seconds} s: "
+            f"{len(missing)} missing ({ranges(missing)}); a replay re-sends results only"
+        )
+        log.error(
+            "gap not filled", table=gap.table, from_seq=gap.lo, to_seq=gap.hi, missing=len(missing)
+        )
+        await self.store.raise_alert(gap.table, "gap", detail, gap_id=gap.gap_id, missing=missing)
+
+    # -- gaps: PostgreSQL (in the database, shared by the instances) ---------------------------
+
+    async def check_gaps(self) -> None:
+        """One look at the gaps.
+
+        PostgreSQL: shared with the other instances through the database: record the holes
+        past their grace, stamp the gaps now filled, send the replays this instance claimed,
+        alert the gaps past their timeout (docs/archive.md, "Gaps"); each step bounded by
+        ``database.timeout_seconds`` and retried after a lost connection. SQLite: the
+        in-memory tracker's gaps past their grace or timeout.
+        """
+        if not self.shared_gaps:
+            await self.db.retry(self._check_tracked_gaps)
+            return
+        tables = sorted(self.keys.tables)
+        if not tables:
+            return
+        config = self.settings.gaps
+        self._checks += 1
+        alerted_too = self._checks % ALERTED_FILL_EVERY == 1
+        for gap in await self._book(lambda book: book.scan(tables, config.grace_seconds)):
+            self.counts["gap_opened"] += 1
+            log.warning("gap in seq", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
+        for gap in await self._book(lambda book: book.fill(tables, alerted_too=alerted_too)):
+            self.counts["gap_filled"] += 1
+            log.info("gap filled", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
+        for gap in await self._book(lambda book: book.claim_replays(tables)):
+            self.counts["replay_requested"] += 1
+            self._ask_replay(gap.table, gap.lo, gap.hi)
+        for gap in await self._book(lambda book: book.alert(tables, config.timeout_seconds)):
+            self.counts["gap_alert"] += 1
             log.error(
                 "gap not filled",
                 table=gap.table,
                 from_seq=gap.lo,
                 to_seq=gap.hi,
-                missing=len(missing),
+                missing=len(gap.missing),
             )
-            await self.store.raise_alert(
-                gap.table, "gap", detail, gap_id=gap.gap_id, missing=missing
-            )
-
-    async def _replay(self, gap: Gap) -> None:
-        config = self.settings.gaps
-        target = Target(self.settings.mqtt, gap.table)
-        outcome = await send_command(
-            target,
-            config.replay_role,
-            "replay",
-            {
-                "command_id": f"archive-{gap.table}-{gap.lo}-{uuid.uuid4().hex[:8]}",
-                "round": None,
-                "from_seq": gap.lo,
-                "to_seq": gap.hi,
-            },
-            timeout=config.replay_timeout_seconds,
+        self.open_gaps = await self._gap_link().call(
+            lambda conn: self._book_for(conn).open_count(tables)
         )
+
+    def _gap_link(self) -> DbLink:
+        if self.gap_db is None:  # pragma: no cover (only the PostgreSQL path calls it)
+            raise ArchiveError("the SQLite archive keeps no gap connection")
+        return self.gap_db
+
+    def _book_for(self, conn: psycopg.AsyncConnection[Any]) -> GapBook:
+        """The gap book on ``conn`` (made again with each new connection)."""
+        book = self._books.get(id(conn))
+        if book is None or book.conn is not conn:
+            self._books = {id(conn): GapBook(conn)}
+            book = self._books[id(conn)]
+        return book
+
+    async def _book(self, step: Callable[[GapBook], Awaitable[list[Gap]]]) -> list[Gap]:
+        async def work(conn: psycopg.AsyncConnection[Any]) -> list[Gap]:
+            return await step(self._book_for(conn))
+
+        return await self._gap_link().call(work)
+
+    def _ask_replay(self, table: str, lo: int, hi: int) -> None:
+        task = asyncio.create_task(self._replay(table, lo, hi), name=f"replay-{table}-{lo}")
+        self._replays.add(task)
+        task.add_done_callback(self._replays.discard)
+
+    async def _replay(self, table: str, lo: int, hi: int) -> None:
+        config = self.settings.gaps
+        target = Target(self.settings.mqtt, table)
+        try:
+            outcome = await send_command(
+                target,
+                config.replay_role,
+                "replay",
+                {
+                    "command_id": f"archive-{table}-{lo}-{uuid.uuid4().hex[:8]}",
+                    "round": None,
+                    "from_seq": lo,
+                    "to_seq": hi,
+                },
+                timeout=config.replay_timeout_seconds,
+            )
+        except Exception as exc:  # a failed request is logged; the alert follows
+            log.warning("replay not asked", table=table, from_seq=lo, to_seq=hi, error=str(exc))
+            return
         log.info(
             "replay asked",
-            table=gap.table,
-            from_seq=gap.lo,
-            to_seq=gap.hi,
+            table=table,
+            from_seq=lo,
+            to_seq=hi,
             code=outcome.code,
             answer=outcome.text,
         )
@@ -290,86 +523,80 @@ class ArchiveConsumer:
     async def _gap_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.gaps.check_seconds)
-            await self.check_gaps()
+            try:
+                await self.check_gaps()
+            except REFUSED as exc:
+                # Not the connection's (DbLink retries those): a statement the database
+                # refused. Logged; the next check tries again.
+                log.error("gap check failed", error=f"{type(exc).__name__}: {exc}")
 
     # -- the broker ------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Consume until cancelled: reconnect with back-off, chase gaps meanwhile."""
-        import random
-
-        import aiomqtt
-
+        """Consume until cancelled: reconnect to the broker and the database, chase gaps."""
         mqtt = self.settings.mqtt
-        context = tls_context(mqtt) if mqtt.uses_tls else None
-        prefix = mqtt.topic_prefix.rstrip("/")
-        v5 = mqtt.protocol == "5"
-        rng = random.Random()
-        failures = 0
-        await self.load_state()
-        gap_task = asyncio.create_task(self._gap_loop(), name="archive-gaps")
+        connector = _AckAfterCommit(
+            mqtt,
+            client_id=mqtt.client_id or "tablectl-archive",
+            name="archive",
+            logger="archive.mqtt",
+            persistent=True,
+            receive_maximum=self.settings.consumer.receive_maximum,
+            log=log,
+        )
+        await self.db.retry(self.load_state)
         try:
-            while True:
-                for address in mqtt.addresses:
-                    try:
-                        await self._consume(aiomqtt, address, context, prefix, v5)
-                    except (aiomqtt.MqttError, OSError) as exc:
-                        self.subscribed.clear()
-                        log.warning("broker connection lost", url=address.url, error=str(exc))
-                failures += 1
-                await asyncio.sleep(backoff_seconds(mqtt, failures, rng))
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._gap_loop(), name="archive-gaps")
+                group.create_task(
+                    connector.run(self._serve, stop=asyncio.Event()), name="archive-mqtt"
+                )
         finally:
-            gap_task.cancel()
             for task in list(self._replays):
                 task.cancel()
-            await asyncio.gather(gap_task, *self._replays, return_exceptions=True)
+            await asyncio.gather(*self._replays, return_exceptions=True)
+            if self.gap_db is not None:
+                await self.gap_db.close()
 
-    async def _consume(
-        self, aiomqtt: Any, address: Any, context: Any, prefix: str, v5: bool
-    ) -> None:
-        mqtt = self.settings.mqtt
-        extra: dict[str, Any] = {}
-        if v5:
-            from paho.mqtt.packettypes import PacketTypes
-            from paho.mqtt.properties import Properties
+    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+        """While connected: subscribe, then store what arrives in batches, ack after commit."""
+        topics = self.topics()
+        stale = [topic for topic in self.wildcard_topics() if topic not in topics]
+        if stale:
+            # A persistent session keeps what an earlier run subscribed to (every table, before
+            # this one chose its own tables): let go of it, or other tables' messages come in.
+            await client.unsubscribe(stale)
+        if topics:
+            await client.subscribe([(topic, 1) for topic in topics])
+        self.subscribed.set()
+        log.info("archive subscribed", url=address.url, topics=len(topics), first=topics[:3])
+        queue: asyncio.Queue[Received] = asyncio.Queue()
+        reader = asyncio.create_task(self._read(client, queue), name="archive-read")
 
-            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = mqtt.session_expiry_seconds
-            extra = {"clean_start": False, "properties": properties}
-        else:
-            extra = {"clean_session": False}
-        client = aiomqtt.Client(
-            address.host,
-            address.port,
-            identifier=mqtt.client_id or "tablectl-archive",
-            protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
-            **client_options(mqtt, address, context),
-            **extra,
-        )
-        async with client:
-            levels = sorted(self.keys.tables) if self.only_known_tables else ["+"]
-            for level in levels:
-                for suffix in ("events", "results", "status"):
-                    await client.subscribe(f"{prefix}/{level}/{suffix}", qos=1)
-            self.subscribed.set()
-            log.info("archive subscribed", url=address.url)
-            queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
-            reader = asyncio.create_task(self._read(client, queue), name="archive-read")
-            try:
-                await self.handle_batches(_waiting(queue, reader))
-            finally:
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
+        def committed(batch: Sequence[Received]) -> None:
+            # Committed: only now may the broker forget them (in the order received).
+            for message in batch:
+                if message.qos > 0:
+                    ack(client, message.mid, message.qos)
+
+        try:
+            await self.handle_batches(_waiting(queue, reader), committed)
+        finally:
+            self.subscribed.clear()
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
 
     @staticmethod
-    async def _read(client: Any, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
+    async def _read(client: aiomqtt.Client, queue: asyncio.Queue[Received]) -> None:
         async for message in client.messages:
-            queue.put_nowait((str(message.topic), bytes(message.payload)))
+            queue.put_nowait(
+                Received(str(message.topic), bytes(message.payload), message.mid, message.qos)
+            )
 
 
 async def _waiting(
-    queue: asyncio.Queue[Message], reader: asyncio.Task[None]
-) -> AsyncIterator[list[Message]]:
+    queue: asyncio.Queue[Received], reader: asyncio.Task[None]
+) -> AsyncIterator[list[Received]]:
     """Batch after batch, what waits in ``queue`` (one message at least, BATCH_MAX at most).
 
     What arrived while the last batch was classified and handed over is the next one.
@@ -391,18 +618,3 @@ async def _waiting(
         while len(batch) < BATCH_MAX and not queue.empty():
             batch.append(queue.get_nowait())
         yield batch
-
-
-def _ranges(values: list[int]) -> str:
-    """``1-3,7`` for ``[1, 2, 3, 7]`` (at most 20 ranges shown)."""
-    parts: list[str] = []
-    start = prev = None
-    for value in [*values, None]:
-        if value is not None and prev is not None and value == prev + 1:
-            prev = value
-            continue
-        if start is not None:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = value
-    shown = ",".join(parts[:20])
-    return shown + (",..." if len(parts) > 20 else "")

@@ -91,6 +91,7 @@ async def run_beside_table(
                 task.cancel()
     finally:
         await store.close()
+        await consumer.db.close()  # PostgreSQL: the connection made again after a loss, if any
     log.info("archive stopped", **dict(consumer.counts))
     if cancelled:
         raise asyncio.CancelledError

@@ -20,5 +20,6 @@ class ArchiveRefused(ArchiveError):
 class ArchiveDatabaseLost(ArchiveError):
     """The archive database cannot be used any more.
 
-    Gone, read-only, locked past its timeout: not a message's fault; the consumer stops.
+    Gone, read-only, locked past its timeout: not a message's fault; the consumer holds the
+    batch unacknowledged and tries again after a back-off (``DbLink.retry``).
     """

@@ -22,7 +22,7 @@ name                             type       labels / meaning
 ``statuses_total``               counter    status messages kept
 ``lag_seconds``                  histogram  a live entry's ``at`` → the archive's commit
 ``newest_entry_timestamp``       gauge      ``table``: ``at`` of its newest entry stored (Unix s)
-``gaps_open``                    gauge      gaps seen and not filled (alerted ones included)
+``gaps_open``                    gauge      gaps not filled, in the database (alerted ones included)
 ``gap_replays_total``            counter    replays asked of tables
 ``gap_alerts_total``             counter    gaps not filled in time
 ``gaps_filled_total``            counter    gaps filled
@@ -207,7 +207,7 @@ class ArchiveMetrics:
         consumer.on_batch = self.batch_stored
         self.watch(
             consumer.counts,
-            open_gaps=lambda: len(consumer.gaps.open),
+            open_gaps=lambda: consumer.open_gaps,
             connected=consumer.subscribed.is_set,
         )
 

@@ -197,6 +197,8 @@ class ArchiveStore:
         if not added:
             return
         rounds = sorted(added)
+        # Under each round's lock the count below reads after another instance's commit.
+        await self._lock_rounds(rounds)
         cursor = await self.conn.execute(
             "SELECT e.table_id, e.round_id, count(*) FROM events e"
             " JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
@@ -220,6 +222,22 @@ class ArchiveStore:
             ([t for t, _ in rounds], [r for _, r in rounds]),
         )
         self._folds.load(await cursor.fetchall())
+
+    async def _lock_rounds(self, rounds: Sequence[tuple[str, str]]) -> None:
+        """Hold each round's advisory lock until the transaction ends (several instances).
+
+        Two archive instances may store entries of one round at once (shared
+        subscriptions). Each refolds the round from what its snapshot shows; without a lock
+        the later commit could be a fold that misses the other's entries (a lost update:
+        a settled round folded without its result). Under the round's lock, taken in one
+        order (sorted: no deadlock), a refold reads after the previous holder's commit.
+        """
+        keys = sorted({f"{table}/{round_id}" for table, round_id in rounds})
+        await self.conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('archive-round'), hashtext(k))"
+            " FROM unnest(%s::text[]) AS k ORDER BY k",
+            (keys,),
+        )
 
     # -- the rest --------------------------------------------------------------------------
 

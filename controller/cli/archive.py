@@ -4,8 +4,10 @@
 PostgreSQL until SIGINT/SIGTERM; ``archive migrate`` (``--config`` or ``--database URL``) only
 brings the database schema up to date and prints the versions applied; ``archive report
 --table T --from --to`` prints a table's rounds, voids, delayed results and per-bet outcome
-counts over a period; ``archive retain`` exports each retention class's due months to CSV,
-verifies the files and deletes what they hold (``--dry-run``: only shows it). The library is
+counts over a period; ``archive verify --table T [--journal PATH]`` checks what the archive
+holds of a table, and that the table's journal agrees with it; ``archive retain`` exports each
+retention class's due months to CSV, verifies the files and deletes what they hold
+(``--dry-run``: only shows it). The library is
 :mod:`controller.archive`.
 """
 
@@ -65,6 +67,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.add_argument("--from", dest="start", required=True, metavar="TIME")
     report.add_argument("--to", dest="end", required=True, metavar="TIME")
     report.set_defaults(func=report_command)
+    verify = actions.add_parser(
+        "verify",
+        help="check what the archive holds of a table (and that its journal agrees)",
+        description="Check a table's archive: every seq up to the highest archived once, "
+        "every archived round folded, no gap open, no conflicting copy. With --journal, also "
+        "verify the table's journal against the chain heads the archive holds (the "
+        "results' chain_head): they agree when the journal's hash chain passes through "
+        "each. Exit 0 when all is well, 1 otherwise.",
+    )
+    target = verify.add_mutually_exclusive_group(required=True)
+    target.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
+    target.add_argument("--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
+    verify.add_argument("--table", required=True, help="the table id")
+    verify.add_argument("--journal", type=Path, metavar="PATH", help="the table's journal")
+    verify.set_defaults(func=verify_command)
     retain = actions.add_parser(
         "retain",
         help="export each retention class's old months to CSV, verify, then delete them",
@@ -86,12 +103,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_command(args: argparse.Namespace) -> int:
     """Entry point of ``tablectl archive run``: 0 after SIGINT/SIGTERM.
 
-    A lost database connection ends it with an ``ArchiveError`` (exit 2, the reason printed).
+    A database that cannot be reached or migrated at start ends it with an ``ArchiveError``
+    (exit 2, the reason printed); one lost later is reconnected to (docs/archive.md,
+    "Database outages").
     """
-    from controller.archive.backend import LOST, open_store
+    from controller.archive.backend import open_store
     from controller.archive.config import load_archive_settings
     from controller.archive.consumer import ArchiveConsumer
-    from controller.archive.errors import ArchiveError
     from controller.archive.ingest import TableKeys
     from controller.archive.metrics import ArchiveMetrics
 
@@ -112,15 +130,11 @@ def run_command(args: argparse.Namespace) -> int:
             await task
         except asyncio.CancelledError:
             pass
-        except LOST as exc:
-            raise ArchiveError(
-                f"lost the archive database, stopping (the broker keeps what arrives "
-                f"meanwhile for this client id): {exc}"
-            ) from exc
         finally:
             if server is not None:
                 server.shutdown()
             await store.close()
+            await consumer.db.close()  # PostgreSQL: the connection made again after a loss
             counts = ", ".join(f"{key} {value}" for key, value in sorted(consumer.counts.items()))
             print(f"archive stopped: {counts or 'nothing received'}")
 
@@ -195,6 +209,60 @@ def report_command(args: argparse.Namespace) -> int:
     url = args.database or load_archive_settings(args.config).database.url
     print(format_report(asyncio.run(table_report(url, args.table, start, end))))
     return 0
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    """Entry point of ``tablectl archive verify``: 0 when all is well, 1 otherwise."""
+    import psycopg
+
+    from controller.archive.config import load_archive_settings
+    from controller.archive.errors import ArchiveError
+    from controller.archive.verify import ArchiveCheck, archive_anchors, verify_table
+    from controller.journal import Journal, VerifyReport
+
+    url = args.database or load_archive_settings(args.config).database.url
+    if url.startswith("sqlite://"):
+        raise ArchiveError(
+            "archive verify reads a PostgreSQL archive (postgresql://USER@HOST:PORT/DB); for an "
+            "SQLite archive, tablectl recall --archive and archive report read it",
+            url=url,
+        )
+
+    async def main() -> tuple[ArchiveCheck, VerifyReport | None]:
+        try:
+            conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        except psycopg.Error as exc:
+            raise ArchiveError(f"cannot connect to the archive database: {exc}") from exc
+        async with conn:
+            check = await verify_table(conn, args.table)
+            anchors = await archive_anchors(conn, args.table)
+        if args.journal is None:
+            return check, None
+        with Journal.open_readonly(args.journal) as journal:
+            return check, journal.verify(anchors)
+
+    check, report = asyncio.run(main())
+    print(
+        f"archive, table {check.table}: {check.entries} entries (seq 1..{check.last_seq}), "
+        f"{check.rounds} rounds ({check.settled} settled, {check.voided} voided), "
+        f"{check.anchors} chain heads, {check.open_gaps} open gaps"
+    )
+    for problem in check.problems:
+        print(f"  problem: {problem}")
+    ok = check.ok
+    if report is not None:
+        agree = report.ok and report.anchors_checked == check.anchors
+        print(
+            f"journal {report.path}: {report.entries} entries (seq 1..{report.last_seq}); "
+            f"{report.anchors_checked} of the archive's {check.anchors} chain heads checked: "
+            + ("the journal and the archive agree" if agree else "they DO NOT agree")
+        )
+        for found in report.problems:
+            print(f"  problem: {found.what} (seq {found.seq})")
+        if report.last_seq != check.last_seq:
+            print(f"  the archive holds up to seq {check.last_seq}, the journal {report.last_seq}")
+        ok = ok and agree and report.last_seq == check.last_seq
+    return 0 if ok else 1
 
 
 def retain_command(args: argparse.Namespace) -> int:

@@ -38,10 +38,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "abort_connect",
+    "ack",
     "bound_connect",
     "connect_properties",
     "failure",
     "hand_off",
+    "manual_acks",
     "publish_properties",
     "session_taken_over",
     "write_through",
@@ -169,6 +171,31 @@ def connect_properties(session_expiry_seconds: int) -> Properties:
     properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
     properties.SessionExpiryInterval = session_expiry_seconds
     return properties
+
+
+def manual_acks(client: aiomqtt.Client, receive_maximum: int | None = None) -> None:
+    """Leave QoS 1 acknowledgements to the caller (:func:`ack`), before ``client`` connects.
+
+    paho acknowledges a message as soon as it is handed over; a consumer that must not lose
+    what it has received but not yet stored acknowledges after storing instead (the broker
+    sends again what was not acknowledged, to a persistent session). ``receive_maximum``
+    (MQTT 5) bounds the messages the broker sends before they are acknowledged.
+    """
+    client._client.manual_ack_set(True)
+    properties = getattr(client, "_properties", None)
+    if receive_maximum is not None and properties is not None:
+        properties.ReceiveMaximum = receive_maximum
+
+
+def ack(client: aiomqtt.Client, mid: int, qos: int) -> None:
+    """Acknowledge the received message ``mid`` (QoS 1) on a :func:`manual_acks` client.
+
+    On a connection that is already gone this does nothing: the broker sends the message
+    again on the next one.
+    """
+    paho = client._client
+    if paho.is_connected() and paho.socket() is not None:
+        paho.ack(mid, qos)
 
 
 def bound_connect(client: aiomqtt.Client, seconds: float) -> None:

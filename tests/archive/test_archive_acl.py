@@ -112,7 +112,15 @@ async def _table(broker: SecureBroker, tls: TlsFiles, tmp_path: Path, key: Path)
             await run_table(settings, rounds=3)
 
 
-async def test_the_archive_works_under_the_shipped_acl(secure_broker, archive_db, tmp_path):
+@pytest.mark.parametrize(
+    "consumer",
+    [{}, {"share_group": "archive"}, {"partition": "0/1"}],
+    ids=["plain", "shared", "partitioned"],
+)
+async def test_the_archive_works_under_the_shipped_acl(
+    secure_broker, archive_db, tmp_path, consumer
+):
+    # Each way of subscribing (docs/archive.md, "Several instances") is allowed by the ACL.
     broker, tls = secure_broker
     private, public = generate_keypair(tmp_path / "keys", "tp-01-key")
     journal = tmp_path / "tp-01.sqlite"
@@ -121,6 +129,7 @@ async def test_the_archive_works_under_the_shipped_acl(secure_broker, archive_db
             "database": {"url": archive_db},
             "mqtt": _mqtt(broker, tls, "archive", client_id="tablectl-archive-1"),
             "gaps": {"grace_seconds": 0.2, "timeout_seconds": 3.0, "replay_role": "betting"},
+            "consumer": consumer,
             "tables": {"tp-01": {"public_key": str(public)}},
         }
     )

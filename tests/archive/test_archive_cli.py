@@ -108,18 +108,23 @@ def test_archive_run_then_recall_from_the_archive_matches_the_journal(
     assert "no such round in the archive" in capsys.readouterr().err
 
 
+def _probes(db: str) -> int:
+    return _count(db, "SELECT count(*) FROM rejected WHERE payload <> '{}'::bytea")
+
+
 def _has_tables(db: str) -> bool:
     with psycopg.connect(db) as conn:
         row = conn.execute("SELECT to_regclass('rejected') IS NOT NULL").fetchone()
     return bool(row and row[0])
 
 
-def test_archive_run_stops_with_a_clear_error_when_it_loses_the_database(
+def test_archive_run_reconnects_when_the_database_drops_it_and_loses_nothing(
     mosquitto, archive_db, tmp_path
 ):
     config = tmp_path / "archive.toml"
     config.write_text(
-        f'[database]\nurl = "{archive_db}"\n\n'
+        f'[database]\nurl = "{archive_db}"\nreconnect_min_seconds = 0.05\n'
+        "reconnect_max_seconds = 0.5\ntimeout_seconds = 5\n\n"
         f'[mqtt]\nurls = ["{mosquitto.url}"]\nclient_id = "archive-lost"\n\n[tables.t1]\n'
     )
     process = subprocess.Popen(
@@ -127,6 +132,7 @@ def test_archive_run_stops_with_a_clear_error_when_it_loses_the_database(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    sent: list[bytes] = []
 
     async def scenario() -> None:
         async with asyncio.timeout(30), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
@@ -135,21 +141,34 @@ def test_archive_run_stops_with_a_clear_error_when_it_loses_the_database(
             ):
                 await client.publish("tables/probe/events", b"{}", qos=1)
                 await asyncio.sleep(0.2)
-            with psycopg.connect(archive_db, autocommit=True) as conn:
-                conn.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-            while process.poll() is None:
-                await client.publish("tables/probe/events", b"{}", qos=1)
-                await asyncio.sleep(0.2)
+            # Every connection of the archive is cut, twice; what arrives meanwhile waits.
+            for _ in range(2):
+                with psycopg.connect(archive_db, autocommit=True) as conn:
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                for _ in range(5):
+                    sent.append(f'{{"probe":{len(sent)}}}'.encode())
+                    await client.publish("tables/probe/events", sent[-1], qos=1)
+                    await asyncio.sleep(0.05)
+            while _probes(archive_db) < len(sent):
+                assert process.poll() is None
+                await asyncio.sleep(0.1)
 
     try:
         asyncio.run(scenario())
     finally:
-        if process.poll() is None:
-            process.kill()
-        _, err = process.communicate(timeout=15)
-    assert process.returncode == 2
-    assert "tablectl archive: lost the archive database" in err.decode()
-    assert "Traceback" not in err.decode()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err.decode()
+    # Every probe sent after the cuts stored once (rejected: an unknown table), none twice.
+    with psycopg.connect(archive_db) as conn:
+        rows = conn.execute(
+            "SELECT payload FROM rejected WHERE payload <> '{}'::bytea ORDER BY id"
+        ).fetchall()
+    assert sorted(bytes(row[0]) for row in rows) == sorted(sent)
+    log = out.decode() + err.decode()  # structlog writes to standard output
+    assert "archive database connection lost" in log
+    assert "archive database reachable again" in log
+    assert "Traceback" not in log

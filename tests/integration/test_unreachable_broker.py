@@ -47,9 +47,11 @@ def _run_until_sigint(url: str, tmp_path: Path) -> tuple[list[dict[str, object]]
             str(tmp_path / "t.sqlite"),
             "--log-format",
             "json",
-            # The table's own connections are counted here; the studio beside a simulated
-            # table has its own (each logged the same way: controller/mqtt/connection.py).
+            # The table's own connections are counted here; the studio and the archive beside
+            # a simulated table have their own (each logged the same way:
+            # controller/mqtt/connection.py).
             "--no-studio",
+            "--no-archive",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,8 +11,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.archive.config import load_archive_settings
-from controller.archive.gaps import GapTracker
+from controller.archive.config import ConsumerSettings, load_archive_settings
+from controller.archive.gap_tracker import GapTracker
+from controller.archive.gaps import Hole, advance
 from controller.archive.ingest import (
     Entry,
     Rejected,
@@ -140,7 +142,60 @@ def test_no_json_value_makes_classify_raise(value):
         assert isinstance(run(payload), Entry | Status | Rejected)
 
 
-def test_gaps_are_seen_on_events_only_and_filled_by_any_copy():
+def test_a_watermark_stops_below_the_first_hole_still_in_its_grace():
+    ripe, young = Hole("t1", 5, 7, ripe=True), Hole("t1", 10, 10, ripe=False)
+    assert advance(3, 12, []) == 12
+    assert advance(3, 12, [ripe]) == 12  # recorded as a gap: the watermark passes it
+    assert advance(3, 12, [ripe, young]) == 9
+    assert advance(3, 12, [Hole("t1", 4, 4, ripe=False)]) == 3
+    assert advance(3, None, []) == 3  # nothing above it
+    assert advance(8, 12, [Hole("t1", 2, 2, ripe=False)]) == 8  # never moves down
+    # A tail hole (up to the head a status stated) recorded: the watermark passes it.
+    assert advance(3, 12, [Hole("t1", 13, 15, ripe=True)]) == 15
+    assert advance(3, 12, [Hole("t1", 13, 15, ripe=False)]) == 12
+
+
+def test_share_group_and_database_timeouts_are_checked(tmp_path):
+    path = tmp_path / "archive.toml"
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "a/b"\n')
+    with pytest.raises(ConfigError, match=r"consumer\.share_group"):
+        load_archive_settings(path)
+    path.write_text('[database]\nurl = "postgresql://x/y"\ntimeout_seconds = 0\n')
+    with pytest.raises(ConfigError, match=r"database\.timeout_seconds"):
+        load_archive_settings(path)
+    path.write_text(
+        '[database]\nurl = "postgresql://x/y"\nreconnect_min_seconds = 5\n'
+        "reconnect_max_seconds = 1\n"
+    )
+    with pytest.raises(ConfigError, match="reconnect_max_seconds is below"):
+        load_archive_settings(path)
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\npartition = "2/2"\n')
+    with pytest.raises(ConfigError, match="is not I/N"):
+        load_archive_settings(path)
+    path.write_text(
+        '[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "a"\npartition = "0/2"\n'
+    )
+    with pytest.raises(ConfigError, match="exclude each other"):
+        load_archive_settings(path)
+    path.write_text('[database]\nurl = "sqlite:///a.sqlite"\n[consumer]\npartition = "0/2"\n')
+    with pytest.raises(ConfigError, match="need a PostgreSQL archive"):
+        load_archive_settings(path)
+    path.write_text('[database]\nurl = "postgresql://x/y"\n[consumer]\nshare_group = "arch"\n')
+    assert load_archive_settings(path).consumer.share_group == "arch"
+    example = load_archive_settings(Path(__file__).parents[2] / "config/archive-example.toml")
+    assert example.consumer.share_group == "archive"
+
+
+def test_a_partition_takes_its_share_of_the_tables_and_together_all():
+    tables = [f"t{n}" for n in range(40)]
+    halves = [ConsumerSettings(partition=f"{i}/2") for i in range(2)]
+    owned = [{t for t in tables if half.owns(t)} for half in halves]
+    assert owned[0] | owned[1] == set(tables) and not owned[0] & owned[1]
+    assert all(8 <= len(part) <= 32 for part in owned)  # a hash, not one side
+    assert all(ConsumerSettings().owns(t) for t in tables)
+
+
+def test_the_sqlite_paths_gaps_are_seen_on_events_only_and_filled_by_any_copy():
     tracker = GapTracker({"t1": 3})
     assert tracker.seen("t1", 4, 0.0, in_order_topic=True) is None
     gap = tracker.seen("t1", 8, 1.0, in_order_topic=True)
