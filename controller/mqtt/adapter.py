@@ -16,6 +16,8 @@ rest of the product sees:
 * :func:`write_through`: write a queued packet to the socket at once, in the loop thread.
 * :func:`read_through`: read every packet already waiting on the socket (up to a bound) per
   readable event, not one.
+* :func:`share_property_tables`: MQTT 5 properties of received packets built without paho's
+  per-object tables (process-wide, once).
 
 If a future aiomqtt renames the paho client, :func:`hand_off` raises
 :class:`~controller.errors.PublishError` saying so instead of silently not checking.
@@ -49,6 +51,7 @@ __all__ = [
     "publish_properties",
     "read_through",
     "session_taken_over",
+    "share_property_tables",
     "write_through",
 ]
 
@@ -286,6 +289,57 @@ def read_through(client: aiomqtt.Client, max_packets: int = READ_PACKETS_MAX) ->
         return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     paho.loop_read = loop_read
+
+
+def share_property_tables() -> None:
+    """Build received packets' MQTT 5 properties on shared, read-only lookup tables.
+
+    paho decodes every received MQTT 5 packet (each PUBLISH, each PUBACK...) into a new
+    ``Properties`` object whose ``__init__`` builds its own copy of three constant tables
+    (a list of 7 type names, a dict of 27 property names, a dict of 27 tuples each holding a
+    new list of packet types, after 27 ``list.index`` calls): about 60 objects per packet.
+    On a drain of 20,000 messages that, with the garbage collections it brings on, cost
+    more than the archive's classification and store together (py-spy). paho only reads
+    these tables after ``__init__`` (``getIdentFromName``, ``__setattr__``'s checks,
+    ``pack``/``unpack``), so one set, built once by paho itself, is shared by every object:
+    this installs, process-wide and once, a ``Properties`` subclass for paho's packet
+    decoder (``paho.mqtt._packet``) whose ``__init__`` only points at that set. Objects
+    behave as before (same class hierarchy, same attributes and values); the properties a
+    caller builds (:func:`publish_properties`...) are paho's own, unchanged.
+
+    Raises:
+        PublishError: paho's decoder no longer builds ``Properties`` where this expects it
+            (paho changed its internals): nothing is installed.
+    """
+    from paho.mqtt import _packet as paho_packet
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    decoder: Any = paho_packet
+    current: Any = getattr(decoder, "Properties", None)
+    if getattr(current, "tablectl_shared_tables", False):
+        return
+    if current is not Properties:
+        raise PublishError(
+            "cannot share paho's property tables: paho.mqtt._packet.Properties is not "
+            "paho.mqtt.properties.Properties (paho changed its internals?)",
+            found=repr(current),
+        )
+    tables = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+
+    class SharedTables(Properties):
+        """paho's ``Properties`` on the shared tables (no per-object copies)."""
+
+        tablectl_shared_tables = True
+
+        def __init__(self, packetType: int) -> None:
+            state = self.__dict__  # paho's __setattr__ is for property names only
+            state["packetType"] = packetType
+            state["types"] = tables.types
+            state["names"] = tables.names
+            state["properties"] = tables.properties
+
+    decoder.Properties = SharedTables
 
 
 SESSION_TAKEN_OVER = 0x8E

@@ -61,6 +61,7 @@ from controller.mqtt.adapter import (
     connect_properties,
     read_through,
     session_taken_over,
+    share_property_tables,
     write_through,
 )
 from controller.mqtt.settings import MqttSettings, backoff_seconds, client_options, tls_context
@@ -189,6 +190,7 @@ class Connector:
         if self._write_through:
             write_through(client, self._loop_thread)
         read_through(client, self._read_packets)
+        share_property_tables()
         return client
 
     @contextlib.asynccontextmanager
