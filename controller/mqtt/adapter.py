@@ -14,6 +14,10 @@ rest of the product sees:
 * :func:`abort_connect`: stop a connect still running in that thread, so it cannot come
   alive later with our client id (it would kick our next connection off the broker).
 * :func:`write_through`: write a queued packet to the socket at once, in the loop thread.
+* :func:`read_through`: read every packet already waiting on the socket (up to a bound) per
+  readable event, not one.
+* :func:`share_property_tables`: MQTT 5 properties of received packets built without paho's
+  per-object tables (process-wide, once).
 
 If a future aiomqtt renames the paho client, :func:`hand_off` raises
 :class:`~controller.errors.PublishError` saying so instead of silently not checking.
@@ -45,7 +49,9 @@ __all__ = [
     "hand_off",
     "manual_acks",
     "publish_properties",
+    "read_through",
     "session_taken_over",
+    "share_property_tables",
     "write_through",
 ]
 
@@ -239,6 +245,101 @@ def write_through(client: aiomqtt.Client, loop_thread: int) -> None:
         deferred(paho_client, userdata, sock)
 
     paho.on_socket_register_write = register_write
+
+
+READ_PACKETS_MAX = 64
+"""Default bound of :func:`read_through`: packets read in one readable event at most."""
+
+
+def read_through(client: aiomqtt.Client, max_packets: int = READ_PACKETS_MAX) -> None:
+    """Make each readable event read every packet already waiting, up to ``max_packets``.
+
+    aiomqtt watches the socket (``add_reader``) and calls paho's ``loop_read()`` once per
+    readable event; paho 2's ``loop_read`` ignores its ``max_packets`` argument and reads
+    ``len(_out_messages) + len(_in_messages)`` packets, at least 1: one for a client that
+    only receives. A backlog then costs one event-loop pass per packet (a drain of 40,000
+    packets took 181,000 passes), and a consumer's batches stay small. This replaces paho's
+    ``loop_read`` on this client with one that reads packets until the socket has none left
+    (paho's ``MQTT_ERR_AGAIN``) or ``max_packets`` were read, so other tasks still run between
+    two bursts (the socket stays readable: the loop calls again on its next pass). Errors
+    are paho's own (``_loop_rc_handle``), raised to aiomqtt's callback as before.
+
+    Args:
+        client: An ``aiomqtt.Client`` (connected or not).
+        max_packets: Packets read per readable event at most (>= 1).
+
+    Raises:
+        ValueError: ``max_packets`` is below 1.
+    """
+    from paho.mqtt.enums import MQTTErrorCode
+
+    if max_packets < 1:
+        raise ValueError(f"read_through: max_packets must be >= 1, got {max_packets}")
+    paho: Any = client._client
+
+    def loop_read(max_packets_ignored: int = 1) -> MQTTErrorCode:
+        for _ in range(max_packets):
+            if paho._sock is None:
+                return MQTTErrorCode.MQTT_ERR_NO_CONN
+            rc = paho._packet_read()
+            if rc > 0:
+                return paho._loop_rc_handle(rc)  # type: ignore[no-any-return]
+            if rc == MQTTErrorCode.MQTT_ERR_AGAIN:
+                break
+        return MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    paho.loop_read = loop_read
+
+
+def share_property_tables() -> None:
+    """Build received packets' MQTT 5 properties on shared, read-only lookup tables.
+
+    paho decodes every received MQTT 5 packet (each PUBLISH, each PUBACK...) into a new
+    ``Properties`` object whose ``__init__`` builds its own copy of three constant tables
+    (a list of 7 type names, a dict of 27 property names, a dict of 27 tuples each holding a
+    new list of packet types, after 27 ``list.index`` calls): about 60 objects per packet.
+    On a drain of 20,000 messages that, with the garbage collections it brings on, cost
+    more than the archive's classification and store together (py-spy). paho only reads
+    these tables after ``__init__`` (``getIdentFromName``, ``__setattr__``'s checks,
+    ``pack``/``unpack``), so one set, built once by paho itself, is shared by every object:
+    this installs, process-wide and once, a ``Properties`` subclass for paho's packet
+    decoder (``paho.mqtt._packet``) whose ``__init__`` only points at that set. Objects
+    behave as before (same class hierarchy, same attributes and values); the properties a
+    caller builds (:func:`publish_properties`...) are paho's own, unchanged.
+
+    Raises:
+        PublishError: paho's decoder no longer builds ``Properties`` where this expects it
+            (paho changed its internals): nothing is installed.
+    """
+    from paho.mqtt import _packet as paho_packet
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    decoder: Any = paho_packet
+    current: Any = getattr(decoder, "Properties", None)
+    if getattr(current, "tablectl_shared_tables", False):
+        return
+    if current is not Properties:
+        raise PublishError(
+            "cannot share paho's property tables: paho.mqtt._packet.Properties is not "
+            "paho.mqtt.properties.Properties (paho changed its internals?)",
+            found=repr(current),
+        )
+    tables = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+
+    class SharedTables(Properties):
+        """paho's ``Properties`` on the shared tables (no per-object copies)."""
+
+        tablectl_shared_tables = True
+
+        def __init__(self, packetType: int) -> None:
+            state = self.__dict__  # paho's __setattr__ is for property names only
+            state["packetType"] = packetType
+            state["types"] = tables.types
+            state["names"] = tables.names
+            state["properties"] = tables.properties
+
+    decoder.Properties = SharedTables
 
 
 SESSION_TAKEN_OVER = 0x8E

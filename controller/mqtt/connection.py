@@ -55,10 +55,13 @@ import structlog
 
 from controller.broker import BrokerAddress
 from controller.mqtt.adapter import (
+    READ_PACKETS_MAX,
     abort_connect,
     bound_connect,
     connect_properties,
+    read_through,
     session_taken_over,
+    share_property_tables,
     write_through,
 )
 from controller.mqtt.settings import MqttSettings, backoff_seconds, client_options, tls_context
@@ -97,6 +100,8 @@ class Connector:
         pending_calls_threshold: aiomqtt warns above this many pending calls.
         write_through: Write a publish to the socket inside ``publish()`` when called in the
             loop thread (:func:`~controller.mqtt.adapter.write_through`): the card's hot path.
+        read_packets: Packets read from the socket per readable event at most
+            (:func:`~controller.mqtt.adapter.read_through`; paho alone reads one).
         on_takeover: Called once when the broker ends the connection because another client
             took the session over (the loop then ends instead of fighting back).
 
@@ -125,6 +130,7 @@ class Connector:
         max_inflight: int | None = None,
         pending_calls_threshold: int | None = None,
         write_through: bool = False,
+        read_packets: int = READ_PACKETS_MAX,
         log: Any = None,
         on_takeover: Callable[[BrokerAddress], None] | None = None,
     ) -> None:
@@ -144,6 +150,7 @@ class Connector:
         self._max_inflight = max_inflight
         self._pending_calls_threshold = pending_calls_threshold
         self._write_through = write_through
+        self._read_packets = read_packets
         self._tls = tls_context(settings) if settings.uses_tls else None
         self._random = random.Random()
         self._loop_thread = threading.get_ident()
@@ -182,6 +189,8 @@ class Connector:
             client.pending_calls_threshold = self._pending_calls_threshold
         if self._write_through:
             write_through(client, self._loop_thread)
+        read_through(client, self._read_packets)
+        share_property_tables()
         return client
 
     @contextlib.asynccontextmanager

@@ -1,0 +1,89 @@
+"""``adapter.share_property_tables``: received MQTT 5 properties decode as paho's own do.
+
+The PUBLISH packets are packed by paho itself (its ``Properties.pack``), decoded by paho's
+packet decoder once the shared tables are installed, and compared with paho's original class
+decoding the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from paho.mqtt import _packet as paho_packet
+from paho.mqtt.enums import MQTTProtocolVersion
+from paho.mqtt.exception import MQTTException
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from controller.mqtt.adapter import publish_properties, share_property_tables
+
+decoder: Any = paho_packet
+
+
+def publish_packet(topic: str, mid: int, payload: bytes, properties: Any) -> bytes:
+    """A PUBLISH's variable header and payload (after the fixed header), MQTT 5."""
+    name = topic.encode()
+    return bytes(
+        struct.pack("!H", len(name)) + name + struct.pack("!H", mid) + properties.pack() + payload
+    )
+
+
+def sent_properties(n: int) -> Any:
+    properties: Any = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    properties.CorrelationData = f"corr-{n}".encode()
+    properties.UserProperty = [("table", f"t-{n}"), ("k", "v")]
+    properties.MessageExpiryInterval = 60 + n
+    properties.ContentType = "application/json"
+    properties.PayloadFormatIndicator = 1
+    return properties
+
+
+NAMES = [
+    "CorrelationData",
+    "UserProperty",
+    "MessageExpiryInterval",
+    "ContentType",
+    "PayloadFormatIndicator",
+]
+
+
+def test_decoded_properties_equal_pahos_own_and_share_one_set_of_tables() -> None:
+    share_property_tables()
+    share_property_tables()  # once: a second call changes nothing
+    decoded: list[Any] = []
+    for n in range(3):
+        body = publish_packet(f"tables/t-{n}/events", n + 1, b'{"x":1}', sent_properties(n))
+        packet = decoder.decode_publish(0x32, body, MQTTProtocolVersion.MQTTv5)
+        reference: Any = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        reference.unpack(body[2 + len(f"tables/t-{n}/events") + 2 :])
+        assert packet.properties is not None
+        assert isinstance(packet.properties, Properties)
+        assert type(packet.properties) is not Properties  # the shared-tables class
+        for name in NAMES:
+            assert getattr(packet.properties, name) == getattr(reference, name), name
+        assert packet.properties.json() == reference.json()  # type: ignore[no-untyped-call]
+        assert packet.payload == b'{"x":1}' and packet.mid == n + 1
+        decoded.append(packet.properties)
+    first, second = decoded[0], decoded[1]
+    assert first.names is second.names and first.properties is second.properties
+    assert first.CorrelationData == b"corr-0" and second.CorrelationData == b"corr-1"
+
+
+def test_shared_tables_still_check_what_is_set() -> None:
+    share_property_tables()
+    properties = decoder.Properties(PacketTypes.PUBACK)
+    with pytest.raises(MQTTException, match="does not apply to packet type"):
+        properties.CorrelationData = b"x"  # a PUBLISH property, not a PUBACK one
+    with pytest.raises(MQTTException, match="Property name must be one of"):
+        properties.NotAProperty = 1
+    # The tables are untouched by a failed assignment: a new object still decodes.
+    assert decoder.Properties(PacketTypes.PUBLISH).names["Correlation Data"] == 9
+
+
+def test_properties_built_by_the_product_stay_pahos_own() -> None:
+    share_property_tables()
+    built: Any = publish_properties(b"abc")
+    assert built.CorrelationData == b"abc"
+    assert type(built) is Properties
