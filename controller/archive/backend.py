@@ -10,11 +10,11 @@ consumer tells apart, whatever the store.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Protocol
 
 import psycopg
 
-from controller.archive.batch import Stored
+from controller.archive.batch import GapStamp, Stored
 from controller.archive.errors import ArchiveDatabaseLost, ArchiveError, ArchiveRefused
 from controller.archive.ingest import Entry, Rejected, Status
 from controller.archive.sqlite_store import SqliteArchiveStore, is_sqlite_url
@@ -59,7 +59,7 @@ class Store(Protocol):
     async def mark_gap(
         self,
         gap_id: int,
-        what: Literal["replay_requested", "filled", "alerted"],
+        what: GapStamp,
         missing: Sequence[int] = (),
     ) -> None:
         """Stamp a gap."""

@@ -17,6 +17,16 @@ from typing import Any, Literal
 from controller.archive.ingest import Entry, Rejected
 from controller.journal.fold import RoundFold
 
+GapStamp = Literal["replay_requested", "filled", "alerted"]
+"""What may be stamped on a gap (a store's ``mark_gap``)."""
+
+GAP_STAMP_COLUMNS: dict[str, str] = {
+    "replay_requested": "replay_requested_at",
+    "filled": "filled_at",
+    "alerted": "alerted_at",
+}
+"""The ``gaps`` column each stamp sets (the same in both stores' schemas)."""
+
 Stored = Literal["new", "duplicate", "conflict"]
 """What became of an entry: archived now, a copy of an archived one, or a conflicting copy."""
 Key = tuple[str, int, int]

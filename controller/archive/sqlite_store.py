@@ -24,9 +24,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from controller.archive.batch import (
+    GAP_STAMP_COLUMNS,
+    GapStamp,
     RoundFolds,
     RoundKey,
     RoundRow,
@@ -385,15 +387,11 @@ class SqliteArchiveStore:
     async def mark_gap(
         self,
         gap_id: int,
-        what: Literal["replay_requested", "filled", "alerted"],
+        what: GapStamp,
         missing: Sequence[int] = (),
     ) -> None:
         """Stamp a gap's replay request, fill or alert (``missing``: the seqs still absent)."""
-        column = {
-            "replay_requested": "replay_requested_at",
-            "filled": "filled_at",
-            "alerted": "alerted_at",
-        }[what]
+        column = GAP_STAMP_COLUMNS[what]
         await self._write(
             self.conn.execute,
             f"UPDATE gaps SET {column} = ?, missing = ? WHERE id = ?",

@@ -14,13 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 import psycopg
 from psycopg.types.json import Jsonb, set_json_loads
 
 from controller.archive.batch import (
+    GAP_STAMP_COLUMNS,
+    GapStamp,
     RoundFolds,
     RoundKey,
     RoundRow,
@@ -299,15 +301,11 @@ class ArchiveStore:
     async def mark_gap(
         self,
         gap_id: int,
-        what: Literal["replay_requested", "filled", "alerted"],
+        what: GapStamp,
         missing: Sequence[int] = (),
     ) -> None:
         """Stamp a gap's replay request, fill or alert (``missing``: the seqs still absent)."""
-        column = {
-            "replay_requested": "replay_requested_at",
-            "filled": "filled_at",
-            "alerted": "alerted_at",
-        }[what]
+        column = GAP_STAMP_COLUMNS[what]
         async with self.conn.transaction():
             await self.conn.execute(
                 f"UPDATE gaps SET {column} = now(), missing = %s WHERE id = %s",
