@@ -431,6 +431,26 @@ def _describe(error: ValidationError, origin: str, overrides: Mapping[str, Any])
     return ConfigError(message, file=origin, field=first_field, source=sources[0])
 
 
+def read_toml_file(path: str | Path, what: str) -> dict[str, Any]:
+    """A config file's data, or a :class:`ConfigError` naming ``what`` and the file.
+
+    Args:
+        path: The file.
+        what: What it is, for the message (``"studio config"``, ``"archive config"``).
+
+    Raises:
+        ConfigError: Unreadable (``cannot read WHAT``) or not TOML (``WHAT is not TOML``),
+            with ``path`` in its context.
+    """
+    file = Path(path)
+    try:
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", path=str(file)) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} is not TOML: {exc}", path=str(file)) from exc
+
+
 def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``extra`` laid over it, tables merged key by key (neither is changed).
 

@@ -46,7 +46,6 @@ keep = "5y"                     # Nd, Nw, Nm (calendar months) or Ny
 from __future__ import annotations
 
 import re
-import tomllib
 import zlib
 from pathlib import Path
 from typing import Literal
@@ -63,6 +62,7 @@ from pydantic import (
 
 from controller.errors import ConfigError
 from controller.mqtt.settings import MqttSettings
+from controller.settings import read_toml_file
 from controller.signing import load_public_key
 
 
@@ -281,14 +281,7 @@ def load_archive_settings(path: str | Path) -> ArchiveSettings:
         ConfigError: Unreadable, not TOML, or a field that is wrong (named, with the file).
     """
     file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read archive config: {exc.strerror or exc}", path=str(file)
-        ) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"archive config is not TOML: {exc}", path=str(file)) from exc
+    data = read_toml_file(file, "archive config")
     for table in data.get("tables", {}) if isinstance(data.get("tables"), dict) else {}:
         if not table or any(ch in table for ch in "/+#"):
             raise ConfigError(

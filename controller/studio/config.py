@@ -26,7 +26,6 @@ Every field can be overridden from the environment, ``TABLECTL_STUDIO_`` and the
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from controller.errors import ConfigError
 from controller.mqtt.settings import MqttSettings
-from controller.settings import deep_merge
+from controller.settings import deep_merge, read_toml_file
 from controller.studio.pit.settings import PitSettings
 
 ENV_PREFIX = "TABLECTL_STUDIO_"
@@ -176,12 +175,5 @@ def load_studio_settings(path: str | Path, environ: dict[str, str] | None = None
         ConfigError: Unreadable, not TOML, or a field that is wrong (file, field, reason).
     """
     file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read studio config: {exc.strerror or exc}", path=str(file)
-        ) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"studio config is not TOML: {exc}", path=str(file)) from exc
+    data = read_toml_file(file, "studio config")
     return studio_settings(data, source=str(file), environ=environ)
