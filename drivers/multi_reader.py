@@ -125,6 +125,7 @@ class MultiReaderSource:
         self._runner: asyncio.Task[None] | None = None
         self._expected: str | None = None
         self._last_reader: _Reader | None = None
+        self._last_card: tuple[_Reader, str, str] | None = None
         self._log = structlog.get_logger(__name__).bind(url=self._url)
         self.wrong_position = 0
 
@@ -241,7 +242,15 @@ class MultiReaderSource:
         if expected is None:
             return CardRead(read.value, None, read.device_seq, read.at)
         if right is reader:
+            self._last_card = (reader, read.value, expected)
             return CardRead(read.value, expected, read.device_seq, read.at)
+        last = self._last_card
+        if last is not None and last[:2] == (reader, read.value):
+            # The card passed on last, read again by its reader after the next slot was cued:
+            # the same physical card, at the slot it was read for. The orchestrator ignores it
+            # as a bounce or refuses it for that position; a rescan here would cue a slot the
+            # dealer has not dealt yet.
+            return CardRead(read.value, last[2], read.device_seq, read.at)
         self.wrong_position += 1
         where = f"at {right.describe()}" if right is not None else "and no reader is bound to it"
         return Misread(

@@ -75,6 +75,7 @@ class ProfileCardSource(QueuedReads):
         self._task: asyncio.Task[None] | None = None
         self._opened_at: float | None = None
         self._expected_slot: str | None = None
+        self._last_card: tuple[str, str | None] | None = None
         self.commands_sent = 0
         self.skipped_commands = 0
 
@@ -160,12 +161,20 @@ class ProfileCardSource(QueuedReads):
             self._queue.put_nowait(exc)
 
     def _checked(self, read: Read) -> Read:
-        """A card read at another position than the cued slot's, refused if the profile says so."""
+        """A card read at another position than the cued slot's, refused if the profile says so.
+
+        The card passed on last, read again at its own position, is not refused: a double
+        read that arrives after the next slot was cued is the same physical card, and the
+        orchestrator tells a bounce (ignored) from a card read at the wrong place (refused
+        with its reason) by its own window. Refusing it here would cue a rescan of a slot the
+        dealer has not dealt yet.
+        """
+        if not isinstance(read, CardRead) or not self.profile.position_must_match_cue:
+            return read
         if (
-            isinstance(read, CardRead)
-            and self.profile.position_must_match_cue
-            and self._expected_slot is not None
+            self._expected_slot is not None
             and read.position != self._expected_slot
+            and (read.value, read.position) != self._last_card
         ):
             return Misread(
                 "position",
@@ -174,6 +183,7 @@ class ProfileCardSource(QueuedReads):
                 read.device_seq,
                 read.at,
             )
+        self._last_card = (read.value, read.position)
         return read
 
     # ------------------------------------------------------------------ commands
