@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
+from controller.archive.collector import tune_for_ingest  # noqa: E402
 from controller.archive.config import ArchiveSettings  # noqa: E402
 from controller.archive.consumer import BATCH_MAX, ArchiveConsumer, Found, Received  # noqa: E402
 from controller.archive.ingest import TableKeys  # noqa: E402
@@ -359,6 +360,10 @@ async def main_async(args: argparse.Namespace) -> int:
             entries += count
         messages = interleave(per_table)
         print(f"  {entries} journal entries, {len(messages)} MQTT messages; {_load()}")
+        if args.collector == "archive":
+            # As `tablectl archive run` sets its process (controller/archive/collector.py); the
+            # traffic made above stands for the broker's, frozen with the process's start.
+            tune_for_ingest()
         with PostgresCluster() as cluster:
             rates = [
                 await store_path(cluster.create_database("bench"), keys, messages, entries)
@@ -407,6 +412,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--protocol", choices=["5", "3.1.1"], default="5", help="the archive's MQTT protocol"
+    )
+    parser.add_argument(
+        "--collector",
+        choices=["archive", "default"],
+        default="archive",
+        help="the garbage collector as `archive run` sets it, or CPython's defaults",
     )
     args = parser.parse_args()
     _quiet()

@@ -108,6 +108,7 @@ def run_command(args: argparse.Namespace) -> int:
     "Database outages").
     """
     from controller.archive.backend import open_store
+    from controller.archive.collector import tune_for_ingest
     from controller.archive.config import load_archive_settings
     from controller.archive.consumer import ArchiveConsumer
     from controller.archive.ingest import TableKeys
@@ -122,6 +123,7 @@ def run_command(args: argparse.Namespace) -> int:
         metrics = ArchiveMetrics()
         metrics.watch_consumer(consumer)
         server = metrics.serve(settings.metrics)  # [metrics] port: /metrics
+        tune_for_ingest()  # this process is the archive's (controller/archive/collector.py)
         task = asyncio.create_task(consumer.run(), name="archive")
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -158,7 +158,7 @@ class RoundFold:
         change = _CHANGES.get(kind)
         if change is not None:
             change(self, body, changes)
-        return dataclasses.replace(self, **changes)
+        return _replaced(self, changes)
 
     def _betting_opened(self, body: Mapping[str, Any], changes: dict[str, Any]) -> None:
         closes_at = body.get("betting_closes_at")
@@ -345,3 +345,17 @@ _CHANGES: dict[str, Callable[[RoundFold, Mapping[str, Any], dict[str, Any]], Non
     K.ROUND_VOIDED: RoundFold._voided,
 }
 """What an entry of each kind changes in a :class:`RoundFold` besides its state."""
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(RoundFold))
+
+
+def _replaced(fold: RoundFold, changes: Mapping[str, Any]) -> RoundFold:
+    """``dataclasses.replace(fold, **changes)`` in half its time.
+
+    The archive refolds every entry it stores (docs/archive.md, "Speed"). ``changes`` names
+    fields only.
+    """
+    new = object.__new__(RoundFold)
+    for name in _FIELDS:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(fold, name))
+    return new

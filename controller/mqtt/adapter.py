@@ -326,6 +326,7 @@ def share_property_tables() -> None:
             found=repr(current),
         )
     tables = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    attributes = frozenset(name.replace(" ", "") for name in tables.names)
 
     class SharedTables(Properties):
         """paho's ``Properties`` on the shared tables (no per-object copies)."""
@@ -338,6 +339,15 @@ def share_property_tables() -> None:
             state["types"] = tables.types
             state["names"] = tables.names
             state["properties"] = tables.properties
+
+        def clear(self) -> None:
+            """Delete every property set, as paho's ``clear`` does, trying only the ones set.
+
+            paho's ``unpack`` clears first: paho's own tries each of the 27 names
+            (``hasattr``), a tenth of a received message's cost in the drain.
+            """
+            for name in [name for name in self.__dict__ if name in attributes]:
+                delattr(self, name)
 
     decoder.Properties = SharedTables
 

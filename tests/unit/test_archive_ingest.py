@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.archive import ingest
 from controller.archive.config import ConsumerSettings, load_archive_settings
 from controller.archive.gap_tracker import GapTracker
 from controller.archive.gaps import Hole, advance
@@ -25,7 +28,7 @@ from controller.archive.ingest import (
     loads,
 )
 from controller.errors import ConfigError
-from controller.signing import Signer
+from controller.signing import Signer, verify_envelope
 
 SIGNER = Signer(Ed25519PrivateKey.generate(), "k1")
 KEYS = TableKeys({"t1": SIGNER.public_key, "t2": None})
@@ -297,3 +300,36 @@ def test_a_batch_classifies_like_one_message_at_a_time(topics):
     messages = [(f"tables/t1/{t}", json.dumps(result).encode()) for t in topics]
     messages.append(("tables/t2/events", messages[0][1]))  # another table's topic: rejected
     assert classify_batch(messages, KEYS) == [classify(t, p, KEYS) for t, p in messages]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=8), st.text(max_size=20) | st.integers(), max_size=4),
+    st.integers(min_value=0, max_value=63),
+    st.integers(min_value=1, max_value=255),
+    st.booleans(),
+)
+def test_the_archive_accepts_a_signature_exactly_when_the_tables_verifier_does(
+    data, position, flip, tamper
+):
+    """libsodium checks signatures at ingest; OpenSSL (``controller.signing``) is the tables'
+    verifier. Whatever the envelope and whatever byte of its signature is changed, the archive
+    accepts it exactly when ``verify_envelope`` does."""
+    signed = SIGNER.sign(env(seq=7, kind="round_result", data=data))
+    if tamper:
+        raw = bytearray(base64.b64decode(signed["signature"]["value"]))
+        raw[position] ^= flip
+        signed["signature"]["value"] = base64.b64encode(bytes(raw)).decode()
+    found = run(signed, "tables/t1/results")
+    assert verify_envelope(signed, SIGNER.public_key) is (not tamper)
+    assert ingest._verifies(signed, KEYS.verifiers["t1"], False) is (not tamper)  # the fast path
+    assert isinstance(found, Entry) is (not tamper)
+    if isinstance(found, Entry):
+        assert found.signed
+    else:
+        assert isinstance(found, Rejected) and found.category == "signature"
+
+
+def test_the_libsodium_key_is_the_tables_key():
+    raw = SIGNER.public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+    assert bytes(KEYS.verifiers["t1"]) == raw and "t2" not in KEYS.verifiers

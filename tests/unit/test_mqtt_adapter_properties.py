@@ -87,3 +87,20 @@ def test_properties_built_by_the_product_stay_pahos_own() -> None:
     built: Any = publish_properties(b"abc")
     assert built.CorrelationData == b"abc"
     assert type(built) is Properties
+
+
+def test_an_unpack_over_set_properties_clears_them_as_pahos_own_does() -> None:
+    """paho's ``unpack`` clears first: a decoded object unpacked again holds only the new
+    packet's properties, as paho's own class does."""
+    share_property_tables()
+    first, second = sent_properties(1), Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    second.ResponseTopic = "reply/here"
+    ours, reference = decoder.Properties(PacketTypes.PUBLISH), Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    for properties in (ours, reference):
+        properties.unpack(first.pack())
+        properties.unpack(second.pack())
+    assert ours.json() == reference.json() == {"ResponseTopic": "reply/here"}
+    for name in NAMES:
+        assert not hasattr(ours, name), name
+    ours.clear()
+    assert ours.json() == {} and ours.names["Response Topic"] == 8
