@@ -93,9 +93,11 @@ def test_an_unpack_over_set_properties_clears_them_as_pahos_own_does() -> None:
     """paho's ``unpack`` clears first: a decoded object unpacked again holds only the new
     packet's properties, as paho's own class does."""
     share_property_tables()
-    first, second = sent_properties(1), Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    first: Any = sent_properties(1)
+    second: Any = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     second.ResponseTopic = "reply/here"
-    ours, reference = decoder.Properties(PacketTypes.PUBLISH), Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    ours: Any = decoder.Properties(PacketTypes.PUBLISH)
+    reference: Any = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     for properties in (ours, reference):
         properties.unpack(first.pack())
         properties.unpack(second.pack())
