@@ -285,7 +285,25 @@ async def through_broker(
         elapsed = time.perf_counter() - started
     finally:
         await _stop(task, store)
+    await _end_session(broker, client_id)
     return entries / elapsed
+
+
+async def _end_session(broker: str, client_id: str) -> None:
+    """Discard an archive's persistent session once its run is measured.
+
+    Left on the broker, a stopped archive's session keeps its subscriptions: Mosquitto would
+    queue every later message for it and save them all each second (``autosave_interval``),
+    which the next figure (the lag) would measure as the archive's.
+    """
+    import aiomqtt
+
+    port = int(broker.rsplit(":", 1)[1])
+    v5 = aiomqtt.ProtocolVersion.V5
+    async with aiomqtt.Client(
+        "127.0.0.1", port, identifier=client_id, protocol=v5, clean_start=True
+    ):
+        pass  # MQTT 5, clean start, no session expiry: the session ends with this connection
 
 
 async def lag(

@@ -158,6 +158,10 @@ class GapSettings(BaseModel):
         replay_timeout_seconds: How long a replay command waits for the table's answer.
         check_seconds: How often each instance looks at the gaps (a few statements each
             time: docs/archive.md, "Gaps").
+        replay_every_seconds: A gap still open and not alerted whose replay was asked this
+            long ago is asked again (the request failed, the table was away, or the instance
+            that claimed it died before sending it); the alert after ``timeout_seconds``
+            ends the asking.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -166,6 +170,7 @@ class GapSettings(BaseModel):
     replay_role: Literal["pit", "betting"] = "pit"
     replay_timeout_seconds: float = Field(default=10.0, gt=0)
     check_seconds: float = Field(default=0.5, gt=0)
+    replay_every_seconds: float = Field(default=10.0, gt=0)
 
 
 class TableEntry(BaseModel):

@@ -403,10 +403,10 @@ class ArchiveConsumer:
         config = self.settings.gaps
         # Each gap is stamped before it is noted as done: a stamp the file refused is tried
         # again by the retry (DbLink.retry), and then the replay or alert follows it.
-        for gap in self.gaps.due_for_replay(now, config.grace_seconds):
+        for gap in self.gaps.due_for_replay(now, config.grace_seconds, config.replay_every_seconds):
             if gap.gap_id is not None:
                 await self.store.mark_gap(gap.gap_id, "replay_requested", gap.missing())
-            gap.requested = True
+            gap.requested_at = now
             self.counts["replay_requested"] += 1
             self._ask_replay(gap.table, gap.lo, gap.hi)
         for gap in self.gaps.due_for_alert(now, config.timeout_seconds):
@@ -452,7 +452,8 @@ class ArchiveConsumer:
         for gap in await self._book(lambda book: book.fill(tables, alerted_too=alerted_too)):
             self.counts["gap_filled"] += 1
             log.info("gap filled", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
-        for gap in await self._book(lambda book: book.claim_replays(tables)):
+        every = config.replay_every_seconds
+        for gap in await self._book(lambda book: book.claim_replays(tables, every)):
             self.counts["replay_requested"] += 1
             self._ask_replay(gap.table, gap.lo, gap.hi)
         for gap in await self._book(lambda book: book.alert(tables, config.timeout_seconds)):

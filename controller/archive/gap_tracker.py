@@ -24,7 +24,7 @@ class TrackedGap:
         opened: When it was seen (the tracker's clock).
         got: The ``seq`` values in ``lo..hi`` that have arrived since.
         gap_id: Its row in the ``gaps`` table, once recorded.
-        requested: A replay was asked for.
+        requested_at: When a replay was last asked for (``None``: never).
         alerted: It was alerted.
     """
 
@@ -34,7 +34,7 @@ class TrackedGap:
     opened: float
     got: set[int] = field(default_factory=set)
     gap_id: int | None = None
-    requested: bool = False
+    requested_at: float | None = None
     alerted: bool = False
 
     @property
@@ -89,9 +89,22 @@ class GapTracker:
         self.open = [gap for gap in self.open if not gap.filled]
         return done
 
-    def due_for_replay(self, now: float, grace: float) -> list[TrackedGap]:
-        """Open gaps older than ``grace`` with no replay asked yet."""
-        return [g for g in self.open if not g.requested and now - g.opened >= grace]
+    def due_for_replay(
+        self, now: float, grace: float, every: float = float("inf")
+    ) -> list[TrackedGap]:
+        """The open gaps due a replay request.
+
+        Those older than ``grace`` with none asked yet, and those not alerted whose last
+        request is ``every`` seconds old or more (asked again).
+        """
+        return [
+            gap
+            for gap in self.open
+            if (gap.requested_at is None and now - gap.opened >= grace)
+            or (
+                gap.requested_at is not None and not gap.alerted and now - gap.requested_at >= every
+            )
+        ]
 
     def due_for_alert(self, now: float, timeout: float) -> list[TrackedGap]:
         """Open gaps older than ``timeout`` not alerted yet."""

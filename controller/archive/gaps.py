@@ -13,9 +13,10 @@ statement that one instance wins (docs/archive.md, "Gaps"):
    a status message of the table stated (``chain_head``) once that status and the table's
    last archived entry are as old; the watermark moves up to the first hole still in its
    grace.
-2. :meth:`GapBook.claim_replays`: the open gaps nobody asked a replay for are stamped and
-   returned in one ``UPDATE`` (rows locked, skipped if locked): exactly one instance sends
-   each replay.
+2. :meth:`GapBook.claim_replays`: the open gaps nobody asked a replay for, and those not
+   alerted whose last request is ``gaps.replay_every_seconds`` old, are stamped and returned
+   in one ``UPDATE`` (rows locked, skipped if locked): exactly one instance sends each
+   request.
 3. :meth:`GapBook.fill`: gaps whose every ``seq`` is now archived get ``filled_at`` (once).
 4. :meth:`GapBook.alert`: gaps open ``timeout`` seconds after they were recorded are stamped
    alerted, their missing ``seq`` values kept, and an ``alerts`` row written, in one
@@ -135,9 +136,13 @@ _FILL = (
     " RETURNING g.id, g.table_id, g.from_seq, g.to_seq"
 )
 _CLAIM = (
+    # Never asked, or asked `every` seconds ago and still open and not alerted (a request
+    # that failed, or an instance that claimed it and died): stamped (again) and returned.
     "UPDATE gaps g SET replay_requested_at = now()"
-    " FROM (SELECT id FROM gaps WHERE filled_at IS NULL AND replay_requested_at IS NULL"
-    "  AND table_id = ANY(%s) FOR UPDATE SKIP LOCKED) due"
+    " FROM (SELECT id FROM gaps WHERE filled_at IS NULL AND table_id = ANY(%s)"
+    "  AND (replay_requested_at IS NULL OR (alerted_at IS NULL"
+    "   AND replay_requested_at <= now() - make_interval(secs => %s)))"
+    "  FOR UPDATE SKIP LOCKED) due"
     " WHERE g.id = due.id RETURNING g.id, g.table_id, g.from_seq, g.to_seq"
 )
 _ALERT = (
@@ -229,10 +234,14 @@ class GapBook:
         row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
-    async def claim_replays(self, tables: Sequence[str]) -> list[Gap]:
-        """Stamp ``replay_requested_at`` on open gaps without one; the gaps this caller won."""
+    async def claim_replays(self, tables: Sequence[str], every: float) -> list[Gap]:
+        """Stamp ``replay_requested_at`` on the gaps due a replay; the gaps this caller won.
+
+        Due: open gaps never asked for, and open gaps not alerted yet whose last request is
+        ``every`` seconds old or more (asked again).
+        """
         async with self.conn.transaction():
-            cursor = await self.conn.execute(_CLAIM, (list(tables),))
+            cursor = await self.conn.execute(_CLAIM, (list(tables), every))
             return [_gap(row) for row in await cursor.fetchall()]
 
     async def alert(self, tables: Sequence[str], after_seconds: float) -> list[Gap]:

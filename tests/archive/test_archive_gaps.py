@@ -64,10 +64,10 @@ async def test_two_instances_record_claim_fill_and_alert_each_gap_once(books):
     assert marks == {"t1": 9, "t2": 4}
     assert await one.scan(tables, 1.0) == [] and await two.scan(tables, 1.0) == []
 
-    claims = await asyncio.gather(one.claim_replays(tables), two.claim_replays(tables))
+    claims = await asyncio.gather(one.claim_replays(tables, 60.0), two.claim_replays(tables, 60.0))
     claimed = [(g.table, g.lo) for gaps in claims for g in gaps]
     assert sorted(claimed) == [("t1", 4), ("t1", 7), ("t2", 1)]  # each by one instance only
-    assert await one.claim_replays(tables) == []
+    assert await one.claim_replays(tables, 60.0) == []
 
     await _keys(one, "t1", [4], 0.0)
     fills = await asyncio.gather(one.fill(tables), two.fill(tables))
@@ -142,3 +142,28 @@ async def test_the_tail_a_status_states_is_a_gap_too(books):
     await _keys(one, "t1", [5, 6, 8], 10.0)
     assert [(g.lo, g.hi) for g in await one.scan(["t1"], 1.0)] == [(7, 7)]
     assert [(g.lo, g.hi) for g in await one.fill(["t1"])] == [(5, 6)]
+
+
+async def test_a_replay_not_answered_is_asked_again_until_the_gap_is_filled_or_alerted(books):
+    """A request that failed, or one claimed by an instance that died before sending it: the
+    gap, still open, is claimed again once its last request is ``every`` seconds old, by one
+    instance; a filled or an alerted gap is not asked again."""
+    one, two = books
+    tables = ["t1"]
+    await _keys(one, "t1", [1, 4, 7, 10], 10.0)  # gaps 2-3, 5-6, 8-9
+    assert len(await one.scan(tables, 1.0)) == 3
+    first = await one.claim_replays(tables, 60.0)
+    assert sorted(g.lo for g in first) == [2, 5, 8]
+    assert await two.claim_replays(tables, 60.0) == []  # asked 0 s ago: not yet
+
+    await one.conn.execute("UPDATE gaps SET replay_requested_at = now() - interval '61 s'")
+    await _keys(one, "t1", [2, 3], 0.0)  # 2-3 is filled meanwhile
+    assert [g.lo for g in await one.fill(tables)] == [2]
+    await one.conn.execute("UPDATE gaps SET alerted_at = now() WHERE from_seq = 8")  # alerted
+    again = await asyncio.gather(one.claim_replays(tables, 60.0), two.claim_replays(tables, 60.0))
+    assert sorted(g.lo for gaps in again for g in gaps) == [5]  # once, by one instance
+    assert await one.claim_replays(tables, 60.0) == []  # stamped anew: 60 s from now
+    stamped = await _rows(
+        one, "SELECT from_seq FROM gaps WHERE replay_requested_at > now() - interval '5 s'"
+    )
+    assert stamped == [(5,)]

@@ -43,13 +43,18 @@ def _message(seq: int, topic: str = "events") -> tuple[str, bytes]:
     return (f"tables/s1/{topic}", json.dumps(body).encode())
 
 
-def _settings(path: Path, **database: Any) -> ArchiveSettings:
+def _settings(path: Path, gaps: dict[str, float] | None = None, **database: Any) -> ArchiveSettings:
     return ArchiveSettings.model_validate(
         {
             "database": {"url": f"sqlite:///{path}", **database},
             # No broker answers here: a replay request fails fast and is logged.
             "mqtt": {"urls": ["mqtt://127.0.0.1:1"]},
-            "gaps": {"grace_seconds": 1.0, "timeout_seconds": 5.0, "replay_timeout_seconds": 0.5},
+            "gaps": {
+                "grace_seconds": 1.0,
+                "timeout_seconds": 5.0,
+                "replay_timeout_seconds": 0.5,
+                **(gaps or {}),
+            },
         }
     )
 
@@ -117,6 +122,32 @@ async def test_sqlite_gaps_are_tracked_replayed_alerted_and_filled(tmp_path):
         assert await again.store_batch([_message(7)]) == ["new"]
         assert again.counts["gap_opened"] == 0
     finally:
+        await store.close()
+
+
+async def test_an_unanswered_replay_is_asked_again_until_the_gap_is_alerted(tmp_path):
+    path = tmp_path / "archive.sqlite"
+    store = await open_store(f"sqlite:///{path}")
+    clock = _Clock()
+    settings = _settings(path, {"replay_every_seconds": 2.0})
+    consumer = ArchiveConsumer(settings, store, KEYS, clock=clock)
+    try:
+        await consumer.load_state()
+        await consumer.store_batch([_message(1), _message(4)])  # gap 2-3
+        stamps = []
+        for step in (1.5, 1.0, 1.0, 1.0, 1.0, 1.0):  # at 101.5, 102.5 ... 106.5
+            clock.now += step
+            await consumer.check_gaps()
+            stamps.append(consumer.counts["replay_requested"])
+        # Asked at 101.5 (past the grace), again at 103.5 and 105.5 (every 2 s); alerted
+        # at 105.5 (past the 5 s timeout, checked after the replays): not asked at 107.5.
+        assert stamps == [1, 1, 2, 2, 3, 3] and consumer.counts["gap_alert"] == 1
+        clock.now += 5.0
+        await consumer.check_gaps()
+        assert consumer.counts["replay_requested"] == 3
+        assert _rows(path, "SELECT replay_requested_at IS NOT NULL FROM gaps") == [(1,)]
+    finally:
+        await asyncio.gather(*consumer._replays, return_exceptions=True)
         await store.close()
 
 

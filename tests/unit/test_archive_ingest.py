@@ -206,6 +206,13 @@ def test_the_sqlite_paths_gaps_are_seen_on_events_only_and_filled_by_any_copy():
     assert tracker.seen("t1", 12, 1.0, in_order_topic=False) is None  # results: not gap-free
     assert tracker.due_for_replay(1.1, grace=0.5) == []
     assert tracker.due_for_replay(1.5, grace=0.5) == [gap]
+    gap.requested_at = 1.5  # asked: due again only `every` seconds later, until alerted
+    assert tracker.due_for_replay(1.6, grace=0.5) == []
+    assert tracker.due_for_replay(11.4, grace=0.5, every=10.0) == []
+    assert tracker.due_for_replay(11.5, grace=0.5, every=10.0) == [gap]
+    gap.alerted = True
+    assert tracker.due_for_replay(30.0, grace=0.5, every=10.0) == []
+    gap.requested_at, gap.alerted = None, False
     tracker.seen("t1", 6, 2.0, in_order_topic=False)
     assert gap.missing() == [5, 7] and tracker.filled() == []
     tracker.seen("t1", 5, 2.0, in_order_topic=True)
