@@ -33,6 +33,7 @@ from drivers.hid import HidSpec, KeyboardDecoder, PosReportDecoder
 from drivers.profile import LineDecoder, load_profile
 from drivers.queued import QueuedReads
 from drivers.source import DriverSettings, Misread, Read
+from drivers.usb_lookup import find_device
 
 __all__ = ["HidCardSource", "find_interrupt_in"]
 
@@ -116,33 +117,14 @@ class HidCardSource(QueuedReads):
 
     def _find(self) -> Any:
         spec = self._spec
-
-        def serial_matches(device: Any) -> bool:
-            if spec.serial is None:
-                return True
-            try:
-                return bool(usb.util.get_string(device, device.iSerialNumber) == spec.serial)
-            except (usb.core.USBError, ValueError, NotImplementedError):
-                return False
-
-        try:
-            device = usb.core.find(
-                idVendor=spec.vendor_id,
-                idProduct=spec.product_id,
-                backend=self._backend,
-                custom_match=serial_matches,
-            )
-        except usb.core.NoBackendError as exc:
-            raise self._error(
-                TransportError,
-                "no libusb backend is available for pyusb (install libusb-1.0)",
-                str(exc),
-            ) from exc
-        except usb.core.USBError as exc:
-            raise self._error(TransportError, "cannot enumerate USB devices", str(exc)) from exc
-        if device is None:
-            raise self._error(TransportError, "no such USB HID scanner is plugged in")
-        return device
+        return find_device(
+            spec.vendor_id,
+            spec.product_id,
+            spec.serial,
+            backend=self._backend,
+            error=self._error,
+            what="USB HID scanner",
+        )
 
     def _claim(self) -> tuple[Any, int, Any, bool]:
         device = self._find()

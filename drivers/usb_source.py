@@ -23,20 +23,9 @@ import usb.util
 from drivers.errors import ConnectionLost, DeviceTimeout, TransportError
 from drivers.link import FramedCardSource
 from drivers.source import DriverSettings, UsbSpec
+from drivers.usb_lookup import find_device
 
 _READ_SIZE = 4096
-
-
-def _matches_serial(wanted: str | None) -> Any:
-    def match(device: Any) -> bool:
-        if wanted is None:
-            return True
-        try:
-            return bool(usb.util.get_string(device, device.iSerialNumber) == wanted)
-        except (usb.core.USBError, ValueError, NotImplementedError):
-            return False
-
-    return match
 
 
 def find_endpoints(device: Any) -> tuple[int, Any, Any]:
@@ -93,23 +82,14 @@ class UsbCardSource(FramedCardSource):
 
     def _claim(self) -> tuple[Any, int, Any, Any]:
         spec = self._spec
-        try:
-            device = usb.core.find(
-                idVendor=spec.vendor_id,
-                idProduct=spec.product_id,
-                backend=self._backend,
-                custom_match=_matches_serial(spec.serial),
-            )
-        except usb.core.NoBackendError as exc:
-            raise self._error(
-                TransportError,
-                "no libusb backend is available for pyusb (install libusb-1.0)",
-                str(exc),
-            ) from exc
-        except usb.core.USBError as exc:
-            raise self._error(TransportError, "cannot enumerate USB devices", str(exc)) from exc
-        if device is None:
-            raise self._error(TransportError, "no such USB device is plugged in")
+        device = find_device(
+            spec.vendor_id,
+            spec.product_id,
+            spec.serial,
+            backend=self._backend,
+            error=self._error,
+            what="USB device",
+        )
         try:
             with contextlib.suppress(NotImplementedError, usb.core.USBError):
                 if device.is_kernel_driver_active(0):
