@@ -1,6 +1,8 @@
 """What the archive holds of one table, checked: every ``seq`` once, rounds folded, gaps closed.
 
-:func:`verify_table` reads one table's archive and says what is wrong with it, the way
+:func:`verify_table` (PostgreSQL) and :func:`verify_sqlite_table` (SQLite, ``make run``'s
+archive; the same queries and the same judgement) read one table's archive and say what is
+wrong with it, the way
 ``tablectl journal verify`` does for a journal: ``seq`` values missing below the highest one,
 an ``events`` row without its key or a key without its row, a round whose entries are
 archived but that has no ``rounds`` row, gaps still open, conflicts. :func:`archive_anchors`
@@ -12,12 +14,16 @@ journal's hash chain passes through every archived chain head.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from controller.archive.errors import ArchiveError
 from controller.archive.gaps import ranges
+from controller.archive.sqlite_store import BUSY_TIMEOUT_MS, sqlite_path
 from controller.journal.anchors import Anchor
 
 
@@ -57,20 +63,42 @@ class ArchiveCheck:
         return not self.problems
 
 
-async def _one(conn: psycopg.AsyncConnection[Any], query: str, *params: Any) -> tuple[Any, ...]:
-    cursor = await conn.execute(query.encode(), params)
-    row = await cursor.fetchone()
-    return tuple(row) if row is not None else ()
+@dataclass(slots=True)
+class _Counts:
+    """The figures both engines read; :func:`_judge` turns them into a check."""
+
+    keys: int = 0
+    distinct: int = 0
+    last: int = 0
+    missing: list[int] = field(default_factory=list)
+    rows: int = 0
+    open_gaps: int = 0
+    conflicts: int = 0
+    rounds: int = 0
+    settled: int = 0
+    voided: int = 0
+    unfolded: int = 0
 
 
-async def verify_table(conn: psycopg.AsyncConnection[Any], table: str) -> ArchiveCheck:
-    """Check what the archive holds of ``table`` (read only, one snapshot)."""
-    check = ArchiveCheck(table)
-    async with conn.transaction():
-        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        await _counts(conn, check)
-        await _rounds(conn, check)
-        check.anchors = len(await archive_anchors(conn, table))
+def _judge(table: str, counts: _Counts, anchors: int) -> ArchiveCheck:
+    check = ArchiveCheck(
+        table,
+        entries=counts.distinct,
+        last_seq=counts.last,
+        missing=counts.missing,
+        rounds=counts.rounds,
+        settled=counts.settled,
+        voided=counts.voided,
+        anchors=anchors,
+        open_gaps=counts.open_gaps,
+        conflicts=counts.conflicts,
+    )
+    if counts.keys != counts.distinct:
+        check.problems.append(f"{counts.keys - counts.distinct} seq archived under two sessions")
+    if counts.rows != counts.keys:
+        check.problems.append(f"{counts.rows} events rows for {counts.keys} archived keys")
+    if counts.unfolded:
+        check.problems.append(f"{counts.unfolded} round(s) archived without their rounds row")
     if check.missing:
         check.problems.append(
             f"{len(check.missing)} seq missing below {check.last_seq}: {ranges(check.missing)}"
@@ -82,54 +110,102 @@ async def verify_table(conn: psycopg.AsyncConnection[Any], table: str) -> Archiv
     return check
 
 
-async def _counts(conn: psycopg.AsyncConnection[Any], check: ArchiveCheck) -> None:
-    table = check.table
-    keys, distinct, last = await _one(
-        conn,
-        "SELECT count(*), count(DISTINCT seq), coalesce(max(seq), 0) FROM entry_keys"
-        " WHERE table_id = %s",
-        table,
-    )
-    check.entries, check.last_seq = int(distinct), int(last)
-    if keys != distinct:
-        check.problems.append(f"{keys - distinct} seq archived under two sessions")
-    cursor = await conn.execute(
-        "SELECT s FROM generate_series(1, %s::bigint) AS s WHERE NOT EXISTS"
-        " (SELECT 1 FROM entry_keys k WHERE k.table_id = %s AND k.seq = s) ORDER BY s",
-        (check.last_seq, table),
-    )
-    check.missing = [int(row[0]) for row in await cursor.fetchall()]
-    (rows,) = await _one(conn, "SELECT count(*) FROM events WHERE table_id = %s", table)
-    if rows != keys:
-        check.problems.append(f"{rows} events rows for {keys} archived keys")
-    (open_gaps,) = await _one(
-        conn, "SELECT count(*) FROM gaps WHERE table_id = %s AND filled_at IS NULL", table
-    )
-    check.open_gaps = int(open_gaps)
-    (conflicts,) = await _one(
-        conn, "SELECT count(*) FROM rejected WHERE table_id = %s AND category = 'conflict'", table
-    )
-    check.conflicts = int(conflicts)
+# The queries both engines run ("?" for SQLite, "%s" for PostgreSQL): the keys, the holes
+# below the highest seq (as ranges: consecutive archived seqs more than one apart), the
+# events rows, open gaps, conflicts, the rounds by outcome, and rounds with entries but no row.
+_KEYS = (
+    "SELECT count(*), count(DISTINCT seq), coalesce(max(seq), 0) FROM entry_keys WHERE table_id = ?"
+)
+_HOLES = (
+    "SELECT prev + 1, seq - 1 FROM (SELECT seq, lag(seq, 1, 0) OVER (ORDER BY seq) AS prev"
+    " FROM (SELECT DISTINCT seq FROM entry_keys WHERE table_id = ?) AS s) AS x"
+    " WHERE seq > prev + 1 ORDER BY seq"
+)
+_ROWS = "SELECT count(*) FROM events WHERE table_id = ?"
+_OPEN_GAPS = "SELECT count(*) FROM gaps WHERE table_id = ? AND filled_at IS NULL"
+_CONFLICTS = "SELECT count(*) FROM rejected WHERE table_id = ? AND category = 'conflict'"
+_ROUNDS = (
+    "SELECT count(*), coalesce(sum(CASE WHEN outcome = 'result' THEN 1 ELSE 0 END), 0),"
+    " coalesce(sum(CASE WHEN outcome = 'void' THEN 1 ELSE 0 END), 0)"
+    " FROM rounds WHERE table_id = ?"
+)
+_UNFOLDED = (
+    "SELECT count(DISTINCT e.round_id) FROM events e WHERE e.table_id = ?"
+    " AND e.round_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rounds r"
+    " WHERE r.table_id = e.table_id AND r.round_id = e.round_id)"
+)
 
 
-async def _rounds(conn: psycopg.AsyncConnection[Any], check: ArchiveCheck) -> None:
-    table = check.table
-    rounds, settled, voided = await _one(
-        conn,
-        "SELECT count(*), count(*) FILTER (WHERE outcome = 'result'),"
-        " count(*) FILTER (WHERE outcome = 'void') FROM rounds WHERE table_id = %s",
-        table,
+def _counts(fetch: Callable[[str], list[tuple[Any, ...]]]) -> _Counts:
+    """The figures, each query run by ``fetch`` with the table as its one parameter."""
+    keys, distinct, last = fetch(_KEYS)[0]
+    rounds, settled, voided = fetch(_ROUNDS)[0]
+    missing = [seq for lo, hi in fetch(_HOLES) for seq in range(int(lo), int(hi) + 1)]
+    return _Counts(
+        keys=int(keys),
+        distinct=int(distinct),
+        last=int(last),
+        missing=missing,
+        rows=int(fetch(_ROWS)[0][0]),
+        open_gaps=int(fetch(_OPEN_GAPS)[0][0]),
+        conflicts=int(fetch(_CONFLICTS)[0][0]),
+        rounds=int(rounds),
+        settled=int(settled),
+        voided=int(voided),
+        unfolded=int(fetch(_UNFOLDED)[0][0]),
     )
-    check.rounds, check.settled, check.voided = int(rounds), int(settled), int(voided)
-    (unfolded,) = await _one(
-        conn,
-        "SELECT count(DISTINCT e.round_id) FROM events e WHERE e.table_id = %s"
-        " AND e.round_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rounds r"
-        " WHERE r.table_id = e.table_id AND r.round_id = e.round_id)",
-        table,
-    )
-    if unfolded:
-        check.problems.append(f"{unfolded} round(s) archived without their rounds row")
+
+
+async def verify_table(conn: psycopg.AsyncConnection[Any], table: str) -> ArchiveCheck:
+    """Check what the PostgreSQL archive holds of ``table`` (read only, one snapshot)."""
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        results: dict[str, list[tuple[Any, ...]]] = {}
+        for query in (_KEYS, _HOLES, _ROWS, _OPEN_GAPS, _CONFLICTS, _ROUNDS, _UNFOLDED):
+            cursor = await conn.execute(query.replace("?", "%s").encode(), (table,))
+            results[query] = list(await cursor.fetchall())
+        anchors = len(await archive_anchors(conn, table))
+    return _judge(table, _counts(results.__getitem__), anchors)
+
+
+def verify_sqlite_table(url: str, table: str) -> tuple[ArchiveCheck, list[Anchor]]:
+    """:func:`verify_table` and :func:`archive_anchors` on an SQLite archive (``make run``'s).
+
+    Blocking (a local file; the command runs it in a thread): one read-only connection, one
+    read transaction, so the figures come from one snapshot as on PostgreSQL.
+
+    Raises:
+        ArchiveError: No such archive file, or a query failed.
+    """
+    path = sqlite_path(url)
+    if not path.exists():
+        raise ArchiveError("no SQLite archive at this path", path=str(path))
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("BEGIN")
+
+            def fetch(query: str) -> list[tuple[Any, ...]]:
+                return list(conn.execute(query, (table,)).fetchall())
+
+            counts = _counts(fetch)
+            anchors = [
+                Anchor(int(seq), str(digest), table, f"archive seq {at_seq} ({kind})")
+                for at_seq, kind, seq, digest in conn.execute(
+                    "SELECT seq, kind, json_extract(envelope, '$.chain_head.seq'),"
+                    " json_extract(envelope, '$.chain_head.hash') FROM events"
+                    " WHERE table_id = ? AND json_extract(envelope, '$.chain_head') IS NOT NULL"
+                    " ORDER BY seq",
+                    (table,),
+                )
+            ]
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise ArchiveError(f"cannot read the SQLite archive: {exc}", path=str(path)) from exc
+    return _judge(table, counts, len(anchors)), anchors
 
 
 async def archive_anchors(conn: psycopg.AsyncConnection[Any], table: str) -> list[Anchor]:

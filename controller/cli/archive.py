@@ -78,7 +78,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     target = verify.add_mutually_exclusive_group(required=True)
     target.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
-    target.add_argument("--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
+    target.add_argument(
+        "--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB or sqlite:///PATH"
+    )
     verify.add_argument("--table", required=True, help="the table id")
     verify.add_argument("--journal", type=Path, metavar="PATH", help="the table's journal")
     verify.set_defaults(func=verify_command)
@@ -219,25 +221,28 @@ def verify_command(args: argparse.Namespace) -> int:
 
     from controller.archive.config import load_archive_settings
     from controller.archive.errors import ArchiveError
-    from controller.archive.verify import ArchiveCheck, archive_anchors, verify_table
+    from controller.archive.sqlite_store import is_sqlite_url
+    from controller.archive.verify import (
+        ArchiveCheck,
+        archive_anchors,
+        verify_sqlite_table,
+        verify_table,
+    )
     from controller.journal import Journal, VerifyReport
 
     url = args.database or load_archive_settings(args.config).database.url
-    if url.startswith("sqlite://"):
-        raise ArchiveError(
-            "archive verify reads a PostgreSQL archive (postgresql://USER@HOST:PORT/DB); for an "
-            "SQLite archive, tablectl recall --archive and archive report read it",
-            url=url,
-        )
 
     async def main() -> tuple[ArchiveCheck, VerifyReport | None]:
-        try:
-            conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-        except psycopg.Error as exc:
-            raise ArchiveError(f"cannot connect to the archive database: {exc}") from exc
-        async with conn:
-            check = await verify_table(conn, args.table)
-            anchors = await archive_anchors(conn, args.table)
+        if is_sqlite_url(url):
+            check, anchors = await asyncio.to_thread(verify_sqlite_table, url, args.table)
+        else:
+            try:
+                conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+            except psycopg.Error as exc:
+                raise ArchiveError(f"cannot connect to the archive database: {exc}") from exc
+            async with conn:
+                check = await verify_table(conn, args.table)
+                anchors = await archive_anchors(conn, args.table)
         if args.journal is None:
             return check, None
         with Journal.open_readonly(args.journal) as journal:

@@ -88,6 +88,23 @@ def test_a_simulated_table_is_archived_beside_its_journal(mosquitto, tmp_path, c
     assert "rounds           2" in out
     assert "  results        2" in out
 
+    # `archive verify` reads the SQLite archive too: it agrees with the journal...
+    verify = ["archive", "verify", "--database", url, "--table", "sim-1"]
+    assert main([*verify, "--journal", str(journal_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(entries)} entries (seq 1..{entries[-1].seq}), 2 rounds (2 settled" in out
+    assert "the journal and the archive agree" in out and "problem" not in out
+    assert ", 2 chain heads," in out and "2 of the archive's 2 chain heads checked" in out
+    # ... and says what is wrong once an entry is missing and a round lost its row.
+    with sqlite3.connect(archive) as conn:
+        conn.execute("DELETE FROM entry_keys WHERE seq = 3")
+        conn.execute("DELETE FROM events WHERE seq = 3")
+        conn.execute("DELETE FROM rounds WHERE round_id = ?", (round_id,))
+    assert main(verify) == 1
+    out = capsys.readouterr().out
+    assert "problem: 1 seq missing below" in out and ": 3\n" in out
+    assert "problem: 1 round(s) archived without their rounds row" in out
+
 
 def test_no_archive_runs_none(mosquitto, tmp_path):
     journal_path = tmp_path / "sim.sqlite"
