@@ -18,9 +18,10 @@ written any more).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -444,24 +445,38 @@ def _round_params(row: RoundRow) -> tuple[Any, ...]:
     )
 
 
+@contextlib.contextmanager
+def reading(url: str) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the SQLite archive of ``url`` (recall, report, verify).
+
+    In autocommit mode: a caller that wants one snapshot across queries opens its read
+    transaction (``BEGIN``). A query that fails is reported as the archive's error.
+
+    Raises:
+        ArchiveError: No such archive file, or a query failed.
+    """
+    path = sqlite_path(url)
+    if not path.exists():
+        raise ArchiveError("no SQLite archive at this path", path=str(path))
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            yield conn
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise ArchiveError(f"cannot read the SQLite archive: {exc}", path=str(path)) from exc
+
+
 def read_rows(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """The rows of a query on the SQLite archive of ``url`` (read only; recall, report).
 
     Raises:
         ArchiveError: No such archive file, or the query failed.
     """
-    path = sqlite_path(url)
-    if not path.exists():
-        raise ArchiveError("no SQLite archive at this path", path=str(path))
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            return list(conn.execute(sql, tuple(params)).fetchall())
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise ArchiveError(f"cannot read the SQLite archive: {exc}", path=str(path)) from exc
+    with reading(url) as conn:
+        return list(conn.execute(sql, tuple(params)).fetchall())
 
 
 __all__ = [
@@ -471,6 +486,7 @@ __all__ = [
     "is_sqlite_url",
     "migrate_sqlite",
     "read_rows",
+    "reading",
     "sqlite_path",
     "time_text",
 ]

@@ -14,16 +14,14 @@ journal's hash chain passes through every archived chain head.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
-from controller.archive.errors import ArchiveError
 from controller.archive.gaps import ranges
-from controller.archive.sqlite_store import BUSY_TIMEOUT_MS, sqlite_path
+from controller.archive.sqlite_store import reading
 from controller.journal.anchors import Anchor
 
 
@@ -177,34 +175,24 @@ def verify_sqlite_table(url: str, table: str) -> tuple[ArchiveCheck, list[Anchor
     Raises:
         ArchiveError: No such archive file, or a query failed.
     """
-    path = sqlite_path(url)
-    if not path.exists():
-        raise ArchiveError("no SQLite archive at this path", path=str(path))
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("BEGIN")
+    with reading(url) as conn:
+        conn.execute("BEGIN")
 
-            def fetch(query: str) -> list[tuple[Any, ...]]:
-                return list(conn.execute(query, (table,)).fetchall())
+        def fetch(query: str) -> list[tuple[Any, ...]]:
+            return list(conn.execute(query, (table,)).fetchall())
 
-            counts = _counts(fetch)
-            anchors = [
-                Anchor(int(seq), str(digest), table, f"archive seq {at_seq} ({kind})")
-                for at_seq, kind, seq, digest in conn.execute(
-                    "SELECT seq, kind, json_extract(envelope, '$.chain_head.seq'),"
-                    " json_extract(envelope, '$.chain_head.hash') FROM events"
-                    " WHERE table_id = ? AND json_extract(envelope, '$.chain_head') IS NOT NULL"
-                    " ORDER BY seq",
-                    (table,),
-                )
-            ]
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise ArchiveError(f"cannot read the SQLite archive: {exc}", path=str(path)) from exc
+        counts = _counts(fetch)
+        anchors = [
+            Anchor(int(seq), str(digest), table, f"archive seq {at_seq} ({kind})")
+            for at_seq, kind, seq, digest in conn.execute(
+                "SELECT seq, kind, json_extract(envelope, '$.chain_head.seq'),"
+                " json_extract(envelope, '$.chain_head.hash') FROM events"
+                " WHERE table_id = ? AND json_extract(envelope, '$.chain_head') IS NOT NULL"
+                " ORDER BY seq",
+                (table,),
+            )
+        ]
+        conn.execute("COMMIT")
     return _judge(table, counts, len(anchors)), anchors
 
 
