@@ -116,14 +116,8 @@ class HidCardSource(QueuedReads):
     # ----------------------------------------------------------------- blocking side
 
     def _find(self) -> Any:
-        spec = self._spec
         return find_device(
-            spec.vendor_id,
-            spec.product_id,
-            spec.serial,
-            backend=self._backend,
-            error=self._error,
-            what="USB HID scanner",
+            self._spec, backend=self._backend, error=self._error, what="USB HID scanner"
         )
 
     def _claim(self) -> tuple[Any, int, Any, bool]:

@@ -9,14 +9,30 @@ endpoint, with the kernel's keyboard driver detached and given back).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import usb.core
 import usb.util
 
 from drivers.errors import DriverError, TransportError
 
-__all__ = ["find_device"]
+__all__ = ["UsbIds", "find_device"]
+
+
+class UsbIds(Protocol):
+    """What names one USB device (``usb://`` and ``hidpos://``/``hidkbd://`` URLs resolve to it)."""
+
+    @property
+    def vendor_id(self) -> int:
+        """USB idVendor."""
+
+    @property
+    def product_id(self) -> int:
+        """USB idProduct."""
+
+    @property
+    def serial(self) -> str | None:
+        """The serial-number string to match, or ``None`` for the first device."""
 
 
 def _matches_serial(wanted: str | None) -> Callable[[Any], bool]:
@@ -32,20 +48,16 @@ def _matches_serial(wanted: str | None) -> Callable[[Any], bool]:
 
 
 def find_device(
-    vendor_id: int,
-    product_id: int,
-    serial: str | None,
+    ids: UsbIds,
     *,
     backend: Any,
     error: Callable[[type[DriverError], str, str | None], DriverError],
     what: str,
 ) -> Any:
-    """The first plugged-in device with these ids (and this serial-number string, if given).
+    """The first plugged-in device with these ids (and serial-number string, if one is given).
 
     Args:
-        vendor_id: USB idVendor.
-        product_id: USB idProduct.
-        serial: The serial-number string to match, or ``None`` for the first device.
+        ids: The vendor and product ids, and the serial number or ``None``.
         backend: The pyusb backend (``None``: pyusb's default, libusb).
         error: The driver's error factory (its URL and device filled in).
         what: What the driver calls the device, in the "not plugged in" error.
@@ -55,10 +67,10 @@ def find_device(
     """
     try:
         device = usb.core.find(
-            idVendor=vendor_id,
-            idProduct=product_id,
+            idVendor=ids.vendor_id,
+            idProduct=ids.product_id,
             backend=backend,
-            custom_match=_matches_serial(serial),
+            custom_match=_matches_serial(ids.serial),
         )
     except usb.core.NoBackendError as exc:
         raise error(

@@ -81,14 +81,8 @@ class UsbCardSource(FramedCardSource):
     # ----------------------------------------------------------------- blocking side
 
     def _claim(self) -> tuple[Any, int, Any, Any]:
-        spec = self._spec
         device = find_device(
-            spec.vendor_id,
-            spec.product_id,
-            spec.serial,
-            backend=self._backend,
-            error=self._error,
-            what="USB device",
+            self._spec, backend=self._backend, error=self._error, what="USB device"
         )
         try:
             with contextlib.suppress(NotImplementedError, usb.core.USBError):

@@ -61,53 +61,6 @@ class ArchiveCheck:
         return not self.problems
 
 
-@dataclass(slots=True)
-class _Counts:
-    """The figures both engines read; :func:`_judge` turns them into a check."""
-
-    keys: int = 0
-    distinct: int = 0
-    last: int = 0
-    missing: list[int] = field(default_factory=list)
-    rows: int = 0
-    open_gaps: int = 0
-    conflicts: int = 0
-    rounds: int = 0
-    settled: int = 0
-    voided: int = 0
-    unfolded: int = 0
-
-
-def _judge(table: str, counts: _Counts, anchors: int) -> ArchiveCheck:
-    check = ArchiveCheck(
-        table,
-        entries=counts.distinct,
-        last_seq=counts.last,
-        missing=counts.missing,
-        rounds=counts.rounds,
-        settled=counts.settled,
-        voided=counts.voided,
-        anchors=anchors,
-        open_gaps=counts.open_gaps,
-        conflicts=counts.conflicts,
-    )
-    if counts.keys != counts.distinct:
-        check.problems.append(f"{counts.keys - counts.distinct} seq archived under two sessions")
-    if counts.rows != counts.keys:
-        check.problems.append(f"{counts.rows} events rows for {counts.keys} archived keys")
-    if counts.unfolded:
-        check.problems.append(f"{counts.unfolded} round(s) archived without their rounds row")
-    if check.missing:
-        check.problems.append(
-            f"{len(check.missing)} seq missing below {check.last_seq}: {ranges(check.missing)}"
-        )
-    if check.open_gaps:
-        check.problems.append(f"{check.open_gaps} gap(s) not filled")
-    if check.conflicts:
-        check.problems.append(f"{check.conflicts} conflicting copies rejected")
-    return check
-
-
 # The queries both engines run ("?" for SQLite, "%s" for PostgreSQL): the keys, the holes
 # below the highest seq (as ranges: consecutive archived seqs more than one apart), the
 # events rows, open gaps, conflicts, the rounds by outcome, and rounds with entries but no row.
@@ -134,24 +87,38 @@ _UNFOLDED = (
 )
 
 
-def _counts(fetch: Callable[[str], list[tuple[Any, ...]]]) -> _Counts:
-    """The figures, each query run by ``fetch`` with the table as its one parameter."""
-    keys, distinct, last = fetch(_KEYS)[0]
-    rounds, settled, voided = fetch(_ROUNDS)[0]
-    missing = [seq for lo, hi in fetch(_HOLES) for seq in range(int(lo), int(hi) + 1)]
-    return _Counts(
-        keys=int(keys),
-        distinct=int(distinct),
-        last=int(last),
-        missing=missing,
-        rows=int(fetch(_ROWS)[0][0]),
+def _check(table: str, fetch: Callable[[str], list[tuple[Any, ...]]], anchors: int) -> ArchiveCheck:
+    """The check from the queries above, each run by ``fetch`` with the table as parameter."""
+    keys, distinct, last = (int(value) for value in fetch(_KEYS)[0])
+    rounds, settled, voided = (int(value) for value in fetch(_ROUNDS)[0])
+    check = ArchiveCheck(
+        table,
+        entries=distinct,
+        last_seq=last,
+        missing=[seq for lo, hi in fetch(_HOLES) for seq in range(int(lo), int(hi) + 1)],
+        rounds=rounds,
+        settled=settled,
+        voided=voided,
+        anchors=anchors,
         open_gaps=int(fetch(_OPEN_GAPS)[0][0]),
         conflicts=int(fetch(_CONFLICTS)[0][0]),
-        rounds=int(rounds),
-        settled=int(settled),
-        voided=int(voided),
-        unfolded=int(fetch(_UNFOLDED)[0][0]),
     )
+    rows, unfolded = int(fetch(_ROWS)[0][0]), int(fetch(_UNFOLDED)[0][0])
+    if keys != distinct:
+        check.problems.append(f"{keys - distinct} seq archived under two sessions")
+    if rows != keys:
+        check.problems.append(f"{rows} events rows for {keys} archived keys")
+    if unfolded:
+        check.problems.append(f"{unfolded} round(s) archived without their rounds row")
+    if check.missing:
+        check.problems.append(
+            f"{len(check.missing)} seq missing below {check.last_seq}: {ranges(check.missing)}"
+        )
+    if check.open_gaps:
+        check.problems.append(f"{check.open_gaps} gap(s) not filled")
+    if check.conflicts:
+        check.problems.append(f"{check.conflicts} conflicting copies rejected")
+    return check
 
 
 async def verify_table(conn: psycopg.AsyncConnection[Any], table: str) -> ArchiveCheck:
@@ -163,7 +130,7 @@ async def verify_table(conn: psycopg.AsyncConnection[Any], table: str) -> Archiv
             cursor = await conn.execute(query.replace("?", "%s").encode(), (table,))
             results[query] = list(await cursor.fetchall())
         anchors = len(await archive_anchors(conn, table))
-    return _judge(table, _counts(results.__getitem__), anchors)
+    return _check(table, results.__getitem__, anchors)
 
 
 def verify_sqlite_table(url: str, table: str) -> tuple[ArchiveCheck, list[Anchor]]:
@@ -181,7 +148,6 @@ def verify_sqlite_table(url: str, table: str) -> tuple[ArchiveCheck, list[Anchor
         def fetch(query: str) -> list[tuple[Any, ...]]:
             return list(conn.execute(query, (table,)).fetchall())
 
-        counts = _counts(fetch)
         anchors = [
             Anchor(int(seq), str(digest), table, f"archive seq {at_seq} ({kind})")
             for at_seq, kind, seq, digest in conn.execute(
@@ -192,8 +158,9 @@ def verify_sqlite_table(url: str, table: str) -> tuple[ArchiveCheck, list[Anchor
                 (table,),
             )
         ]
+        check = _check(table, fetch, len(anchors))
         conn.execute("COMMIT")
-    return _judge(table, counts, len(anchors)), anchors
+    return check, anchors
 
 
 async def archive_anchors(conn: psycopg.AsyncConnection[Any], table: str) -> list[Anchor]:
