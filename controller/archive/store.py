@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -130,11 +130,9 @@ class ArchiveStore:
                     # What the recall and the refold read (envelope->'data') must be readable:
                     # the server refuses a "\u0000" there (the batch then goes one by one).
                     await self.conn.execute("SELECT (%s::json)->'data'", (envelope_text(entry),))
+            # orjson writes the aware ``at`` as RFC 3339, what ``timestamptz`` reads.
             document = orjson.dumps(
-                [
-                    {"t": e.table, "s": e.session, "q": e.seq, "a": e.at.isoformat(), "d": e.digest}
-                    for e in keys
-                ]
+                [{"t": e.table, "s": e.session, "q": e.seq, "a": e.at, "d": e.digest} for e in keys]
             ).decode()
             cursor = await self.conn.execute(_INSERT_KEYS, (document,))
             new = {(str(r[0]), int(r[1]), int(r[2])) for r in await cursor.fetchall()}
@@ -201,27 +199,20 @@ class ArchiveStore:
         rounds = sorted(added)
         # Under each round's lock the count below reads after another instance's commit.
         await self._lock_rounds(rounds)
-        cursor = await self.conn.execute(
-            "SELECT e.table_id, e.round_id, count(*) FROM events e"
-            " JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
-            " ON e.table_id = r.t AND e.round_id = r.rid GROUP BY 1, 2",
-            ([t for t, _ in rounds], [r for _, r in rounds]),
-        )
+        cursor = await self.conn.execute(_ROUND_COUNTS, (_rounds_document(rounds),))
         archived = {(str(r[0]), str(r[1])): int(r[2]) for r in await cursor.fetchall()}
         reread = self._folds.fold_on(added, archived)
         if reread:
             await self._read_folds(reread)
-        params = [_round_params(row) for row in self._folds.rows(rounds)]
-        async with self.conn.cursor() as cur:
-            await cur.executemany(_UPSERT_ROUND, params)
+        await self.conn.execute(_UPSERT_ROUNDS, (_rows_document(self._folds.rows(rounds)),))
 
     async def _read_folds(self, rounds: Sequence[RoundKey]) -> None:
         """Fold ``rounds`` whole from their archived entries (one read) and keep them."""
         cursor = await self.conn.execute(
             "SELECT e.table_id, e.round_id, e.kind, e.envelope->'data', e.at, e.seq, e.delayed"
-            " FROM events e JOIN unnest(%s::text[], %s::text[]) AS r(t, rid)"
+            " FROM events e JOIN json_to_recordset(%s::json) AS r(t text, rid text)"
             " ON e.table_id = r.t AND e.round_id = r.rid ORDER BY e.table_id, e.round_id, e.seq",
-            ([t for t, _ in rounds], [r for _, r in rounds]),
+            (_rounds_document(rounds),),
         )
         self._folds.load(await cursor.fetchall())
 
@@ -237,8 +228,8 @@ class ArchiveStore:
         keys = sorted({f"{table}/{round_id}" for table, round_id in rounds})
         await self.conn.execute(
             "SELECT pg_advisory_xact_lock(hashtext('archive-round'), hashtext(k))"
-            " FROM unnest(%s::text[]) AS k ORDER BY k",
-            (keys,),
+            " FROM json_array_elements_text(%s::json) AS k ORDER BY k",
+            (orjson.dumps(keys).decode(),),
         )
 
     # -- the rest --------------------------------------------------------------------------
@@ -345,10 +336,20 @@ def _json_loads(data: bytes | bytearray | memoryview | str) -> Any:
         return json.loads(bytes(data) if isinstance(data, memoryview) else data)
 
 
-_UPSERT_ROUND = (
+_ROUND_COUNTS = (
+    "SELECT e.table_id, e.round_id, count(*) FROM events e"
+    " JOIN json_to_recordset(%s::json) AS r(t text, rid text)"
+    " ON e.table_id = r.t AND e.round_id = r.rid GROUP BY 1, 2"
+)
+"""Each round's archived entry count (the rounds as :func:`_rounds_document`)."""
+
+_UPSERT_ROUNDS = (
     "INSERT INTO rounds (table_id, round_id, round_no, game, state, outcome, opened_at,"
     " finished_at, result_seq, delayed, result, bets, entries, updated_at)"
-    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s, now())"
+    " SELECT r.t, r.r, r.n, r.g, r.s, r.o, r.oa, r.fa, r.rs, r.d, r.res, r.b, r.e, now()"
+    " FROM json_to_recordset(%s::json) AS r(t text, r text, n integer, g text, s text,"
+    " o text, oa timestamptz, fa timestamptz, rs bigint, d boolean, res jsonb, b jsonb,"
+    " e integer)"
     " ON CONFLICT (table_id, round_id) DO UPDATE SET round_no = EXCLUDED.round_no,"
     " game = EXCLUDED.game, state = EXCLUDED.state, outcome = EXCLUDED.outcome,"
     " opened_at = EXCLUDED.opened_at, finished_at = EXCLUDED.finished_at,"
@@ -356,25 +357,50 @@ _UPSERT_ROUND = (
     " result = EXCLUDED.result, bets = EXCLUDED.bets, entries = EXCLUDED.entries,"
     " updated_at = now()"
 )
+"""The batch's ``rounds`` rows (one JSON document, :func:`_rows_document`), inserted or
+replaced: one statement however many rounds the batch touched (a JSON ``null`` is SQL NULL)."""
 
 
-def _round_params(row: RoundRow) -> tuple[Any, ...]:
-    """``_UPSERT_ROUND``'s parameters for ``row``."""
-    return (
-        row.table,
-        row.round_id,
-        row.round_no,
-        row.game,
-        row.state,
-        row.outcome,
-        row.opened_at,
-        row.finished_at,
-        row.result_seq,
-        row.delayed,
-        None if row.result is None else Jsonb(row.result),
-        None if row.bets is None else Jsonb(row.bets),
-        row.entries,
-    )
+def _rounds_document(rounds: Sequence[RoundKey]) -> str:
+    """``rounds`` as the JSON document ``_ROUND_COUNTS`` and the read-back join read."""
+    return orjson.dumps([{"t": table, "rid": round_id} for table, round_id in rounds]).decode()
+
+
+def _rows_document(rows: Sequence[RoundRow]) -> str:
+    """``rows`` as the JSON document ``_UPSERT_ROUNDS`` reads.
+
+    orjson writes it (times as RFC 3339); a value orjson cannot write (an integer beyond
+    64 bits, which a table's JSON may carry) makes the standard library write the document.
+    """
+    document = [
+        {
+            "t": row.table,
+            "r": row.round_id,
+            "n": row.round_no,
+            "g": row.game,
+            "s": row.state,
+            "o": row.outcome,
+            "oa": row.opened_at,
+            "fa": row.finished_at,
+            "rs": row.result_seq,
+            "d": row.delayed,
+            "res": row.result,
+            "b": row.bets,
+            "e": row.entries,
+        }
+        for row in rows
+    ]
+    try:
+        return orjson.dumps(document).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(document, default=_iso)
+
+
+def _iso(value: object) -> str:
+    """A time as ISO-8601 (``json.dumps``'s ``default`` in :func:`_rows_document`)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 def _safe(url: str) -> str:

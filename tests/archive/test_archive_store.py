@@ -95,6 +95,42 @@ async def test_a_failing_migration_leaves_nothing_behind(archive_db, monkeypatch
     assert await _one(archive_db, "SELECT max(version) FROM archive_migrations") == latest
 
 
+async def test_the_key_reordering_keeps_an_archive_s_keys_and_their_uniqueness(
+    archive_db, monkeypatch
+):
+    """0003 on an archive written under 0001-0002: the keys stay, one index serves by seq."""
+    shipped = migrations()
+    monkeypatch.setattr(migrate_module, "migrations", lambda: [m for m in shipped if m.version < 3])
+    store = await ArchiveStore.open(archive_db)
+    at = "2026-11-25T21:14:00.000000Z"
+    first = [entry(envelope(seq, "betting_closed", at, {})) for seq in (1, 2, 3)]
+    try:
+        assert await store.store_entries(first) == ["new", "new", "new"]
+    finally:
+        await store.close()
+    monkeypatch.setattr(migrate_module, "migrations", lambda: shipped)
+    async with await psycopg.AsyncConnection.connect(archive_db, autocommit=True) as conn:
+        assert await migrate(conn) == [m.version for m in shipped if m.version >= 3]
+        cursor = await conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'entry_keys'"
+        )
+        indexes: dict[str, str] = dict(await cursor.fetchall())
+    assert list(indexes) == ["entry_keys_pkey"]
+    assert "(table_id, seq, session)" in indexes["entry_keys_pkey"]
+    store = await ArchiveStore.open(archive_db)
+    again = entry(envelope(2, "betting_closed", at, {}))
+    other = entry(envelope(2, "betting_closed", at, {"late": True}))
+    try:
+        outcomes = await store.store_entries(
+            [again, other, entry(envelope(4, "round_halted", at, {}))]
+        )
+    finally:
+        await store.close()
+    assert outcomes == ["duplicate", "conflict", "new"]
+    rows = await _one(archive_db, "SELECT array_agg(seq ORDER BY seq) FROM entry_keys")
+    assert rows == [1, 2, 3, 4]
+
+
 async def test_events_go_to_monthly_partitions_made_on_demand(archive_db):
     store = await ArchiveStore.open(archive_db)
     try:
@@ -116,6 +152,41 @@ async def test_events_go_to_monthly_partitions_made_on_demand(archive_db):
             (2, "events_2026_02"),
             (3, "events_2027_12"),
         ]
+
+
+async def test_two_writers_making_one_month_s_partition_at_once_both_go_on(archive_db):
+    """The second writer waits for the first one's partition, then uses it (no error).
+
+    Two instances storing their first batch of a new month at the same moment: the one that
+    makes the partition holds the name's lock until it commits; the other one, waiting on
+    that lock, must then find the partition rather than make it again ("already exists"
+    failed its whole batch, which then went one entry at a time).
+    """
+    await (await ArchiveStore.open(archive_db)).close()  # migrated
+    moment = datetime(2027, 3, 9, 12, 0, tzinfo=UTC)
+    async with (
+        await psycopg.AsyncConnection.connect(archive_db) as first,
+        await psycopg.AsyncConnection.connect(archive_db) as second,
+        await psycopg.AsyncConnection.connect(archive_db, autocommit=True) as observer,
+    ):
+        await first.execute("SELECT archive_events_partition(%s)", (moment,))
+        waiting = asyncio.create_task(
+            second.execute("SELECT archive_events_partition(%s)", (moment,))
+        )
+        async with asyncio.timeout(10):
+            while True:  # the second writer is waiting for the name's lock
+                cursor = await observer.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                )
+                row = await cursor.fetchone()
+                if row and row[0]:
+                    break
+                await asyncio.sleep(0.02)
+        assert not waiting.done()
+        await first.commit()
+        cursor = await asyncio.wait_for(waiting, 10)
+        assert await cursor.fetchone() == ("events_2027_03",)
+        await second.commit()
 
 
 async def test_duplicates_are_absorbed_and_conflicts_rejected_and_rounds_fold_in_any_order(
