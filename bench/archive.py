@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/archive.py                     # 50 tables x 40 rounds, each figure 3x
     .venv/bin/python bench/archive.py --repeat 5 --protocol 3.1.1 --lag-seconds 20
+    .venv/bin/python bench/archive.py --instances 1                        # one instance only
 
 Starts its own PostgreSQL cluster (``tests.support.postgres.PostgresCluster``: initdb in a
 temporary folder, a free loopback port, ``fsync=off``) and its own Mosquitto
@@ -15,12 +16,17 @@ every signature against the table's public key, as in production.
 
 Three figures, each beside its target:
 
-* ``ingest (store path)``: every message handed to ``ArchiveConsumer.handle_batch`` in batches
+* ``ingest (store path)``: every message handed to ``ArchiveConsumer.handle_batches`` in batches
   (classification, signature check, one transaction per batch, round refold), no broker.
 * ``ingest (through Mosquitto)``: the backlog a restarting archive finds: the messages are
   published QoS 1 while the archive's persistent session is away, then ``ArchiveConsumer.run``
   is started and timed until every entry is committed. Entries/s = journal entries archived
   (each result also arrives a second time on ``results``: absorbed, not counted).
+* each ingest figure again with ``--instances`` archive instances (default 2; 1: skipped):
+  each a process of its own, as ``tablectl archive run`` instances are, owning its share of the
+  tables (``[consumer] partition = "I/N"``, CRC-32 of the table id), all writing to the one
+  database; entries/s from the first instance's start to the last one's end. This is the
+  issue's horizontal scale, on this machine's cores.
 * ``lag p99``: the archive running, the tables publishing at a steady pace (one entry per
   table every ``--interval`` s; default 0.1 s, 500 entries/s for 50 tables, several times a
   100-table studio's rate); per message, from the table's hand-off to its MQTT client (just
@@ -35,6 +41,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import os
 import random
 import statistics
@@ -42,7 +49,9 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +60,14 @@ import structlog
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: E402
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat  # noqa: E402
 
 from controller.archive.collector import tune_for_ingest  # noqa: E402
-from controller.archive.config import ArchiveSettings  # noqa: E402
+from controller.archive.config import ArchiveSettings, ConsumerSettings  # noqa: E402
 from controller.archive.consumer import BATCH_MAX, ArchiveConsumer, Found, Received  # noqa: E402
 from controller.archive.ingest import TableKeys  # noqa: E402
 from controller.archive.store import ArchiveStore  # noqa: E402
@@ -182,33 +195,51 @@ OPTIONS = {"protocol": "5"}
 """The archive's MQTT protocol (``--protocol``)."""
 
 
-def _settings(db: str, broker: str, client_id: str) -> ArchiveSettings:
+def _settings(
+    db: str, broker: str, client_id: str, partition: str | None = None
+) -> ArchiveSettings:
     return ArchiveSettings.model_validate(
         {
             "database": {"url": db},
             "mqtt": {"urls": [broker], "client_id": client_id, "protocol": OPTIONS["protocol"]},
+            "consumer": {"partition": partition},
             "gaps": {"grace_seconds": 60, "timeout_seconds": 600},
         }
     )
 
 
 async def store_path(db: str, keys: TableKeys, messages: list[Message], entries: int) -> float:
-    """Entries/s through ``handle_batch`` (no broker)."""
+    """Entries/s through ``handle_batches`` (no broker)."""
     store = await ArchiveStore.open(db)
-    consumer = ArchiveConsumer(_settings(db, "mqtt://127.0.0.1:1", "bench"), store, keys)
+    try:
+        started, ended = await _store_timed(db, store, keys, messages, entries)
+    finally:
+        await store.close()
+    return entries / (ended - started)
+
+
+async def _store_timed(
+    db: str,
+    store: ArchiveStore,
+    keys: TableKeys,
+    messages: list[Message],
+    entries: int,
+    *,
+    partition: str | None = None,
+) -> tuple[float, float]:
+    """When ``messages`` started and ended going through ``handle_batches`` (no broker)."""
+    settings = _settings(db, "mqtt://127.0.0.1:1", "bench", partition)
+    consumer = ArchiveConsumer(settings, store, keys)
 
     async def batches() -> AsyncIterator[list[Received]]:
         for first in range(0, len(messages), BATCH_MAX):
             yield [Received(t, p) for t, p in messages[first : first + BATCH_MAX]]
 
-    try:
-        started = time.perf_counter()
-        await consumer.handle_batches(batches())
-        elapsed = time.perf_counter() - started
-    finally:
-        await store.close()
+    started = time.perf_counter()
+    await consumer.handle_batches(batches())
+    ended = time.perf_counter()
     assert consumer.counts["new"] == entries, consumer.counts
-    return entries / elapsed
+    return started, ended
 
 
 class _Timed(ArchiveConsumer):
@@ -234,10 +265,10 @@ class _Timed(ArchiveConsumer):
 
 
 async def _start(
-    db: str, keys: TableKeys, broker: str, client_id: str
+    db: str, keys: TableKeys, broker: str, client_id: str, partition: str | None = None
 ) -> tuple[_Timed, asyncio.Task[None], ArchiveStore]:
     store = await ArchiveStore.open(db)
-    consumer = _Timed(_settings(db, broker, client_id), store, keys)
+    consumer = _Timed(_settings(db, broker, client_id, partition), store, keys)
     consumer.committed = {}
     consumer.wanted = 1 << 62
     consumer.reached = asyncio.Event()
@@ -271,13 +302,9 @@ async def through_broker(
     client_id: str = "bench-backlog",
 ) -> float:
     """Entries/s draining a backlog the broker kept for the archive's session."""
-    import aiomqtt
-
     consumer, task, store = await _start(db, keys, broker, client_id)
     await _stop(task, store)  # the session stays on the broker
-    async with aiomqtt.Client("127.0.0.1", int(broker.rsplit(":", 1)[1])) as client:
-        for topic, payload in messages:
-            await client.publish(topic, payload, qos=1)
+    await _publish(broker, messages)
     started = time.perf_counter()
     consumer, task, store = await _start(db, keys, broker, client_id)
     try:
@@ -287,6 +314,15 @@ async def through_broker(
         await _stop(task, store)
     await _end_session(broker, client_id)
     return entries / elapsed
+
+
+async def _publish(broker: str, messages: list[Message]) -> None:
+    """Publish ``messages`` QoS 1, in order (a backlog for the archives' sessions)."""
+    import aiomqtt
+
+    async with aiomqtt.Client("127.0.0.1", int(broker.rsplit(":", 1)[1])) as client:
+        for topic, payload in messages:
+            await client.publish(topic, payload, qos=1)
 
 
 async def _end_session(broker: str, client_id: str) -> None:
@@ -347,6 +383,140 @@ async def lag(
     return [consumer.committed[key] - at for key, at in sent.items()], offered
 
 
+# -- several instances (processes), partitioned by table ---------------------------------------
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """What one archive instance of a multi-instance run does (sent to its process).
+
+    Attributes:
+        mode: ``store`` (its tables' messages through ``handle_batches``) or ``broker`` (its
+            share of a backlog drained from Mosquitto).
+        db: The database URL (one for every instance).
+        broker: The broker's URL (``broker`` mode).
+        client_id: Its MQTT client id.
+        partition: ``I/N``: the tables it owns (``ConsumerSettings.owns``: CRC-32).
+        public_keys: Table id → raw Ed25519 public key.
+        messages: Its tables' messages (``store`` mode).
+        entries: The journal entries of its tables (what it must store).
+        protocol: The archive's MQTT protocol.
+    """
+
+    mode: str
+    db: str
+    broker: str
+    client_id: str
+    partition: str
+    public_keys: dict[str, bytes]
+    messages: list[Message]
+    entries: int
+    protocol: str
+
+
+def _instance(conn: Connection, spec: InstanceSpec) -> None:
+    """A spawned archive instance: set up, say ``ready``, wait for ``go``, send its times."""
+    _quiet()
+    OPTIONS["protocol"] = spec.protocol
+    keys = TableKeys(
+        {t: Ed25519PublicKey.from_public_bytes(raw) for t, raw in spec.public_keys.items()}
+    )
+    tune_for_ingest()  # as `tablectl archive run` does in its own process
+    conn.send(asyncio.run(_instance_async(conn, spec, keys)))
+
+
+async def _instance_async(
+    conn: Connection, spec: InstanceSpec, keys: TableKeys
+) -> tuple[float, float]:
+    if spec.mode == "store":
+        store = await ArchiveStore.open(spec.db)
+        try:
+            conn.send("ready")
+            await asyncio.to_thread(conn.recv)
+            return await _store_timed(
+                spec.db, store, keys, spec.messages, spec.entries, partition=spec.partition
+            )
+        finally:
+            await store.close()
+    consumer, task, store = await _start(spec.db, keys, spec.broker, spec.client_id, spec.partition)
+    await _stop(task, store)  # its session (its tables' subscriptions) stays on the broker
+    conn.send("ready")
+    await asyncio.to_thread(conn.recv)  # the backlog is published
+    started = time.perf_counter()
+    consumer, task, store = await _start(spec.db, keys, spec.broker, spec.client_id, spec.partition)
+    try:
+        await _wait_new(consumer, spec.entries, 300)
+        ended = time.perf_counter()
+    finally:
+        await _stop(task, store)
+    await _end_session(spec.broker, spec.client_id)
+    return started, ended
+
+
+async def instances(
+    mode: str,
+    count: int,
+    db: str,
+    keys: TableKeys,
+    *,
+    broker: str,
+    messages: list[Message],
+    entries_per_table: dict[str, int],
+    run: int = 0,
+) -> float:
+    """Entries/s of ``count`` archive processes partitioned by table, writing one database.
+
+    Each instance is a process of its own (as ``tablectl archive run`` instances are), set
+    up before the clock starts; the figure is every table's entries over the time from the
+    first instance's start to the last one's end (the clock is the system's monotonic one,
+    shared by the processes).
+    """
+    context = multiprocessing.get_context("spawn")
+    migrated = await ArchiveStore.open(db)  # the schema once, before the instances start
+    await migrated.close()
+    public = {
+        t: k.public_bytes(Encoding.Raw, PublicFormat.Raw) for t, k in keys.tables.items() if k
+    }
+    workers: list[tuple[Connection, Any]] = []
+    for index in range(count):
+        partition = f"{index}/{count}"
+        owned = ConsumerSettings(partition=partition).owns
+        mine = [m for m in messages if owned(m[0].split("/")[-2])]
+        spec = InstanceSpec(
+            mode=mode,
+            db=db,
+            broker=broker,
+            client_id=f"bench-{mode}-{run}-{index}",
+            partition=partition,
+            public_keys=public,
+            messages=mine if mode == "store" else [],
+            entries=sum(n for t, n in entries_per_table.items() if owned(t)),
+            protocol=str(OPTIONS["protocol"]),
+        )
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_instance, args=(theirs, spec), name=f"archive-{index}")
+        process.start()
+        workers.append((ours, process))
+    try:
+        for conn, _ in workers:
+            if await asyncio.wait_for(asyncio.to_thread(conn.recv), 120) != "ready":
+                raise RuntimeError("an archive instance did not get ready")
+        if mode == "broker":
+            await _publish(broker, messages)
+        for conn, _ in workers:
+            conn.send("go")
+        times: list[tuple[float, float]] = [
+            await asyncio.wait_for(asyncio.to_thread(c.recv), 600) for c, _ in workers
+        ]
+    finally:
+        for _, process in workers:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+    total = sum(entries_per_table.values())
+    return total / (max(end for _, end in times) - min(start for start, _ in times))
+
+
 def _load() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
@@ -371,11 +541,12 @@ async def main_async(args: argparse.Namespace) -> int:
         }
         keys = TableKeys({t: s.public_key for t, s in signers.items()})
         print(f"generating {args.tables} tables x {args.rounds} rounds (real journals)...")
-        per_table, entries = [], 0
+        per_table, entries, entries_per_table = [], 0, {}
         for n, (table, signer) in enumerate(signers.items()):
             traffic, count = table_traffic(workdir, table, args.rounds, signer, seed=n)
             per_table.append(traffic)
             entries += count
+            entries_per_table[table] = count
         messages = interleave(per_table)
         print(f"  {entries} journal entries, {len(messages)} MQTT messages; {_load()}")
         if args.collector == "archive":
@@ -388,6 +559,21 @@ async def main_async(args: argparse.Namespace) -> int:
                 for _ in range(args.repeat)
             ]
             _rates("ingest (store path)", rates)
+            if args.instances > 1:
+                rates = [
+                    await instances(
+                        "store",
+                        args.instances,
+                        cluster.create_database("bench"),
+                        keys,
+                        broker="",
+                        messages=messages,
+                        entries_per_table=entries_per_table,
+                        run=n,
+                    )
+                    for n in range(args.repeat)
+                ]
+                _rates(f"  {args.instances} instances", rates)
             (workdir / "broker").mkdir()
             with MosquittoProcess(workdir / "broker") as broker:
                 rates = []
@@ -399,6 +585,21 @@ async def main_async(args: argparse.Namespace) -> int:
                         )
                     )
                 _rates(f"ingest (Mosquitto, MQTT {args.protocol})", rates)
+                if args.instances > 1:
+                    rates = [
+                        await instances(
+                            "broker",
+                            args.instances,
+                            cluster.create_database("bench"),
+                            keys,
+                            broker=broker.url,
+                            messages=messages,
+                            entries_per_table=entries_per_table,
+                            run=n,
+                        )
+                        for n in range(args.repeat)
+                    ]
+                    _rates(f"  {args.instances} instances", rates)
                 db = cluster.create_database("bench")
                 lags, offered = await lag(
                     db,
@@ -427,6 +628,12 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of each ingest figure (a fresh database each)"
+    )
+    parser.add_argument(
+        "--instances",
+        type=int,
+        default=2,
+        help="also measure this many archive processes, partitioned by table (1: one only)",
     )
     parser.add_argument(
         "--protocol", choices=["5", "3.1.1"], default="5", help="the archive's MQTT protocol"
