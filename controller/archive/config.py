@@ -37,6 +37,8 @@ port = 9465
 [retention]                     # `archive retain` (docs/archive.md, "Retention")
 export_dir = "export"           # relative to the config file
 
+unattributed_keep = "90d"       # rejected/alerts rows of no table, rejected of no class
+
 [retention.classes.regulated]
 tables = ["tp-*"]               # table ids or shell patterns (fnmatch)
 keep = "5y"                     # Nd, Nw, Nm (calendar months) or Ny
@@ -188,6 +190,19 @@ KEEP_PATTERN = re.compile(r"^([1-9][0-9]{0,4})([dwmy])$")
 """A retention period: a count and a unit (days, weeks, calendar months, years)."""
 
 
+def _check_period(value: str) -> str:
+    """``value`` if it is a retention period.
+
+    Raises:
+        ValueError: It is not (the message names the forms).
+    """
+    if not KEEP_PATTERN.match(value):
+        raise ValueError(
+            f"{value!r} is not a period: a number and d, w, m (months) or y, e.g. '5y'"
+        )
+    return value
+
+
 class RetentionClass(BaseModel):
     """A class of tables and how long their entries are kept.
 
@@ -203,11 +218,7 @@ class RetentionClass(BaseModel):
     @field_validator("keep")
     @classmethod
     def _keep_is_a_period(cls, value: str) -> str:
-        if not KEEP_PATTERN.match(value):
-            raise ValueError(
-                f"{value!r} is not a period: a number and d, w, m (months) or y, e.g. '5y'"
-            )
-        return value
+        return _check_period(value)
 
 
 class RetentionSettings(BaseModel):
@@ -219,12 +230,21 @@ class RetentionSettings(BaseModel):
         lock_timeout_seconds: How long dropping a whole partition keeps trying to lock
             ``events`` between the ingest's transactions (``NOWAIT``, every 50 ms) before it
             falls back to deleting the rows.
+        unattributed_keep: The period of the side tables' rows no class covers: ``rejected``
+            and ``alerts`` rows with no table id, and ``rejected`` rows of tables in no class
+            (``unknown_table`` messages anyone can send). ``None``: kept for ever.
     """
 
     model_config = ConfigDict(extra="forbid")
     export_dir: Path = Path("export")
     classes: dict[str, RetentionClass] = Field(default_factory=dict)
     lock_timeout_seconds: float = Field(default=5.0, gt=0)
+    unattributed_keep: str | None = None
+
+    @field_validator("unattributed_keep")
+    @classmethod
+    def _unattributed_is_a_period(cls, value: str | None) -> str | None:
+        return None if value is None else _check_period(value)
 
 
 class MetricsSettings(BaseModel):

@@ -23,39 +23,82 @@ no class is never deleted. For each due (table, month):
 ``entry_keys`` is kept (keys and digests only, no game content), so a late copy of a deleted
 entry stays a duplicate and a restarted archive sees no false gap. Nothing is deleted that is
 not in a verified file named by the manifest; a failure at any step rolls the month back.
+
+The side tables ``rejected``, ``table_status``, ``gaps`` and ``alerts`` follow in the same run
+(:mod:`~controller.archive.retention_side` declares them and plans, exports and deletes
+their months): a row takes the class of its
+``table_id`` and is due by the month of its time column (``gaps``: once closed); rows with no
+table id, and ``rejected`` rows of a table in no class, take ``unattributed_keep`` (unset: kept
+for ever). Each due (side table, table id, month) goes to
+``export_dir/<side table>_YYYY_MM/<table>.csv`` (``_no_table.csv``) and is deleted the way
+step 3 deletes a table's month of ``events``; side tables are never dropped whole.
+
+This module exports and deletes or drops ``events``' partitions (:func:`export_rows`) and runs
+retention (:class:`RetentionRun`, :func:`retain`). Periods, classes, the plan and the lines a
+run prints (:func:`format_run`) are in :mod:`~controller.archive.retention_plan`; the export
+files' writing, checks and manifests in :mod:`~controller.archive.retention_files`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import calendar
 import contextlib
 import csv
-import fnmatch
 import hashlib
-import json
-import os
-import re
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Any
 
 import psycopg
 import structlog
 from psycopg import sql
 
-from controller.archive.config import KEEP_PATTERN, RetentionSettings
+from controller.archive.config import RetentionSettings
 from controller.archive.errors import ArchiveError
+from controller.archive.retention_files import (
+    Export,
+    Manifest,
+    check_count,
+    compare,
+    copy_to_file,
+    read_back,
+)
+from controller.archive.retention_plan import (
+    Item,
+    Keep,
+    Partition,
+    RetentionError,
+    TableClass,
+    class_of,
+    format_run,
+    plan,
+    would,
+)
+from controller.archive.retention_side import SidePartition, delete_side, plan_side, side_target
+
+__all__ = [
+    "CONTENT_SHA256",
+    "CSV_COLUMNS",
+    "RETENTION_LOCK",
+    "Item",
+    "Keep",
+    "Partition",
+    "RetentionError",
+    "RetentionRun",
+    "TableClass",
+    "class_of",
+    "export_rows",
+    "format_run",
+    "plan",
+    "retain",
+]
 
 log = structlog.get_logger("archive.retention")
 
 RETENTION_LOCK = 0x7AB1EC72
 """The session advisory lock one retention run holds (two runs never overlap)."""
-_PARTITION = re.compile(r"^events_(\d{4})_(\d{2})$")
 CSV_COLUMNS = (
     "table_id",
     "session",
@@ -71,210 +114,11 @@ CSV_COLUMNS = (
     "received_at",
 )
 """The columns of an exported file, in order (a header line names them)."""
-
-Action = Literal["keep", "delete", "drop"]
-
-
-class RetentionError(ArchiveError):
-    """An export that cannot be written or verified, a lock held, a plan that cannot run."""
-
-
-# -- periods and classes ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Keep:
-    """A retention period.
-
-    Attributes:
-        count: How many units.
-        unit: ``d`` days, ``w`` weeks, ``m`` calendar months, ``y`` years.
-    """
-
-    count: int
-    unit: str
-
-    @classmethod
-    def parse(cls, text: str) -> Keep:
-        """``5y``, ``18m``, ``12w``, ``90d``.
-
-        Raises:
-            RetentionError: Not one of those forms.
-        """
-        match = KEEP_PATTERN.match(text)
-        if match is None:
-            raise RetentionError(f"{text!r} is not a retention period (e.g. 5y, 18m, 90d)")
-        return cls(int(match.group(1)), match.group(2))
-
-    def __str__(self) -> str:
-        return f"{self.count}{self.unit}"
-
-    def cutoff(self, now: datetime) -> datetime:
-        """The oldest moment still kept at ``now`` (entries before it may go).
-
-        Months and years are calendar ones: 3 months before 31 May is 28 (or 29) February.
-        """
-        if self.unit in {"d", "w"}:
-            return now - timedelta(days=self.count * (7 if self.unit == "w" else 1))
-        months = self.count * (12 if self.unit == "y" else 1)
-        index = now.year * 12 + now.month - 1 - months
-        year, month = divmod(index, 12)
-        day = min(now.day, calendar.monthrange(year, month + 1)[1])
-        return now.replace(year=year, month=month + 1, day=day)
-
-
-@dataclass(frozen=True, slots=True)
-class TableClass:
-    """The retention class a table falls in.
-
-    Attributes:
-        name: The class's name in the config.
-        keep: Its period.
-    """
-
-    name: str
-    keep: Keep
-
-
-def class_of(table: str, settings: RetentionSettings, now: datetime) -> TableClass | None:
-    """The class of ``table``: of the classes whose patterns match it, the longest period.
-
-    ``None``: no class matches (the table is kept for ever).
-    """
-    found: list[TableClass] = [
-        TableClass(name, Keep.parse(entry.keep))
-        for name, entry in sorted(settings.classes.items())
-        if any(fnmatch.fnmatchcase(table, pattern) for pattern in entry.tables)
-    ]
-    if not found:
-        return None
-    return min(found, key=lambda c: c.keep.cutoff(now))
-
-
-# -- the plan ---------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Item:
-    """One table's rows in one monthly partition, and what retention does with them.
-
-    Attributes:
-        table: The table id.
-        rows: Its rows in the partition (when planned).
-        table_class: Its retention class, if any.
-        due: The whole month is older than the class's period.
-        outcome: What happened (filled by a run): ``exported``, ``deleted``, ``dropped``,
-            ``kept``, ``failed: ...``.
-        file: The exported file, once written.
-        sha256: The file's sha256.
-    """
-
-    table: str
-    rows: int
-    table_class: TableClass | None
-    due: bool
-    outcome: str = ""
-    file: Path | None = None
-    sha256: str = ""
-
-
-@dataclass(slots=True)
-class Partition:
-    """A monthly partition of ``events`` and its tables.
-
-    Attributes:
-        name: ``events_YYYY_MM``.
-        start: The month's first moment (UTC).
-        end: The next month's first moment.
-        items: Its tables.
-    """
-
-    name: str
-    start: datetime
-    end: datetime
-    items: list[Item] = field(default_factory=list)
-
-    @property
-    def action(self) -> Action:
-        """``drop`` (every table due), ``delete`` (some) or ``keep`` (none)."""
-        due = [item.due for item in self.items]
-        if due and all(due):
-            return "drop"
-        return "delete" if any(due) else "keep"
-
-
-def month_of(name: str) -> tuple[datetime, datetime] | None:
-    """The month a partition's name covers, ``None`` for a name not ``events_YYYY_MM``."""
-    match = _PARTITION.match(name)
-    if match is None:
-        return None
-    year, month = int(match.group(1)), int(match.group(2))
-    if not 1 <= month <= 12:
-        return None
-    start = datetime(year, month, 1, tzinfo=UTC)
-    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
-    return start, end
-
-
-async def plan(
-    conn: psycopg.AsyncConnection[Any], settings: RetentionSettings, now: datetime
-) -> list[Partition]:
-    """The partitions that hold due rows, oldest first, each with its tables and counts.
-
-    Only partitions older than the shortest period are read (nothing younger can be due).
-    """
-    classes = [Keep.parse(entry.keep) for entry in settings.classes.values()]
-    if not classes:
-        return []
-    horizon = max(keep.cutoff(now) for keep in classes)
-    cursor = await conn.execute(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-        " WHERE i.inhparent = 'events'::regclass ORDER BY c.relname"
-    )
-    partitions: list[Partition] = []
-    for (name,) in await cursor.fetchall():
-        month = month_of(str(name))
-        if month is None or month[1] > horizon:
-            continue
-        part = Partition(str(name), *month)
-        rows = await conn.execute(
-            sql.SQL("SELECT table_id, count(*) FROM {} GROUP BY table_id ORDER BY table_id").format(
-                sql.Identifier(part.name)
-            )
-        )
-        for table, count in await rows.fetchall():
-            table_class = class_of(str(table), settings, now)
-            due = table_class is not None and part.end <= table_class.keep.cutoff(now)
-            part.items.append(Item(str(table), int(count), table_class, due))
-        if any(item.due for item in part.items):
-            partitions.append(part)
-    return partitions
+CONTENT_SHA256 = "sha256 over each row's 'session\\tseq\\tenvelope\\n', in file order"
+"""How an events file's ``content_sha256`` is computed (written into its manifest)."""
 
 
 # -- export and verification ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Export:
-    """A verified export of one table's rows of one month.
-
-    Attributes:
-        path: The file.
-        rows: Its rows (the database's count in the export's snapshot).
-        sha256: The file's sha256.
-        content_sha256: sha256 over each row's ``session``, ``seq`` and envelope text.
-        first: ``(seq, at)`` of the first row.
-        last: ``(seq, at)`` of the last row.
-        rounds: The round ids the rows belong to.
-    """
-
-    path: Path
-    rows: int
-    sha256: str
-    content_sha256: str
-    first: tuple[int, str]
-    last: tuple[int, str]
-    rounds: frozenset[str]
 
 
 class _Digest:
@@ -287,11 +131,6 @@ class _Digest:
     def add(self, session: object, seq: object, envelope: str) -> None:
         self.hash.update(f"{session}\t{seq}\t{envelope}\n".encode())
         self.rows += 1
-
-
-def file_name(table: str) -> str:
-    """A table's export file name (its id, percent-encoded where a file name could not hold it)."""
-    return quote(table, safe="-_.~") + ".csv"
 
 
 def _rows_query(partition: str) -> sql.Composed:
@@ -312,45 +151,21 @@ async def export_rows(
     Raises:
         RetentionError: The file cannot be written, or it does not hold the rows.
     """
-    partial = path.with_name(path.name + ".partial")
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER true)").format(_rows_query(partition))
-    digest = hashlib.sha256()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with partial.open("wb") as out:
-            async with conn.cursor() as cur, cur.copy(query, (table,)) as copy:
-                async for chunk in copy:
-                    data = bytes(chunk)
-                    out.write(data)
-                    digest.update(data)
-            out.flush()
-            os.fsync(out.fileno())
-        partial.replace(path)
-        _fsync_dir(path.parent)
-    except OSError as exc:
-        raise RetentionError(
-            f"cannot write the export {path}: {exc.strerror or exc}", file=str(path), table=table
-        ) from exc
+    sha256 = await copy_to_file(conn, query, (table,), path, table)
     expected, rounds, first, last = await _database_digest(conn, partition, table)
-    try:
-        found = _file_digest(path)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise RetentionError(
-            f"cannot read the export {path} back: {exc}", file=str(path), table=table
-        ) from exc
-    if (found.rows, found.hash.hexdigest()) != (expected.rows, expected.hash.hexdigest()):
-        raise RetentionError(
-            f"export {path} does not hold the database's rows ({found.rows} rows in the file, "
-            f"{expected.rows} in {partition}; content digests "
-            f"{'equal' if found.hash.digest() == expected.hash.digest() else 'differ'})",
-            file=str(path),
-            table=table,
-            partition=partition,
-        )
+    found = read_back(path, table, lambda: _file_digest(path))
+    compare(
+        path,
+        table,
+        partition,
+        found=(found.rows, found.hash.hexdigest()),
+        expected=(expected.rows, expected.hash.hexdigest()),
+    )
     return Export(
         path,
         expected.rows,
-        digest.hexdigest(),
+        sha256,
         expected.hash.hexdigest(),
         first,
         last,
@@ -403,98 +218,15 @@ def _file_digest(path: Path) -> _Digest:
     return digest
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# -- the manifest -----------------------------------------------------------------------------
-
-
-class Manifest:
-    """``manifest.json`` and ``SHA256SUMS`` of one month's export folder.
-
-    Args:
-        folder: ``export_dir/events_YYYY_MM``.
-        partition: The partition's name.
-    """
-
-    def __init__(self, folder: Path, partition: str) -> None:
-        self.folder = folder
-        self.path = folder / "manifest.json"
-        self.partition = partition
-        self.files: list[dict[str, Any]] = []
-        if self.path.exists():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                self.files = list(data["files"])
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise RetentionError(
-                    f"cannot read the manifest {self.path}: {exc}", file=str(self.path)
-                ) from exc
-
-    def listed(self) -> set[str]:
-        """The file names the manifest lists."""
-        return {str(entry["file"]) for entry in self.files}
-
-    def next_path(self, table: str) -> Path:
-        """Where ``table``'s next export goes.
-
-        ``<table>.csv``, or ``<table>.N.csv`` when earlier runs' files of that table are
-        listed (a file that is not listed is an unfinished run's: overwritten).
-        """
-        base = file_name(table)
-        listed = self.listed()
-        name, n = base, 1
-        while name in listed:
-            n += 1
-            name = f"{base[: -len('.csv')]}.{n}.csv"
-        return self.folder / name
-
-    def add(self, item: Item, export: Export, how: str, now: datetime) -> None:
-        """List an export (``how``: ``rows deleted`` or ``partition dropped``)."""
-        assert item.table_class is not None  # only due items are exported
-        self.files.append(
-            {
-                "file": export.path.name,
-                "table": item.table,
-                "rows": export.rows,
-                "sha256": export.sha256,
-                "content_sha256": export.content_sha256,
-                "first_seq": export.first[0],
-                "first_at": export.first[1],
-                "last_seq": export.last[0],
-                "last_at": export.last[1],
-                "class": item.table_class.name,
-                "keep": str(item.table_class.keep),
-                "exported_at": now.isoformat(),
-                "deleted": how,
-            }
-        )
-
-    def write(self) -> None:
-        """Write both files (each to a temporary name, fsynced, renamed)."""
-        body = {
-            "partition": self.partition,
-            "columns": list(CSV_COLUMNS),
-            "content_sha256": "sha256 over each row's 'session\\tseq\\tenvelope\\n', in file order",
-            "files": self.files,
-        }
-        sums = "".join(f"{entry['sha256']}  {entry['file']}\n" for entry in self.files)
-        for path, text in (
-            (self.path, json.dumps(body, indent=2, ensure_ascii=False) + "\n"),
-            (self.folder / "SHA256SUMS", sums),
-        ):
-            partial = path.with_name(path.name + ".partial")
-            with partial.open("w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            partial.replace(path)
-        _fsync_dir(self.folder)
+def _manifest(export_dir: Path, part: Partition) -> Manifest:
+    """A partition's manifest (``export_dir/events_YYYY_MM``)."""
+    return Manifest(
+        export_dir / part.name,
+        {"partition": part.name},
+        columns=CSV_COLUMNS,
+        content=CONTENT_SHA256,
+        order="seq",
+    )
 
 
 # -- a run ------------------------------------------------------------------------------------
@@ -519,6 +251,8 @@ class RetentionRun:
     async def run(self, *, dry_run: bool = False) -> list[Partition]:
         """Export, verify and delete every due (table, month); the partitions with outcomes.
 
+        ``events``' partitions first, then the side tables' months (:class:`SidePartition`).
+
         Raises:
             RetentionError: Another retention run holds the lock.
         """
@@ -527,11 +261,14 @@ class RetentionRun:
         if not row or not row[0]:
             raise RetentionError("another retention run is in progress (advisory lock held)")
         try:
-            partitions = await plan(self.conn, self.settings, self.now)
+            partitions: list[Partition] = [
+                *await plan(self.conn, self.settings, self.now),
+                *await plan_side(self.conn, self.settings, self.now),
+            ]
             for part in partitions:
                 if dry_run:
                     for item in part.items:
-                        item.outcome = _would(part, item)
+                        item.outcome = item.outcome or would(part, item)
                     continue
                 await self._partition(part)
             return partitions
@@ -543,7 +280,7 @@ class RetentionRun:
     async def _partition(self, part: Partition) -> None:
         for item in part.items:
             if not item.due:
-                item.outcome = "kept"
+                item.outcome = item.outcome or "kept"
         if part.action == "drop" and await self._drop(part):
             return
         for item in part.items:
@@ -552,7 +289,7 @@ class RetentionRun:
 
     async def _drop(self, part: Partition) -> bool:
         """Export every table, then drop the partition whole; False: fall back to deleting."""
-        manifest = Manifest(self.export_dir / part.name, part.name)
+        manifest = _manifest(self.export_dir, part)
         exports: list[tuple[Item, Export]] = []
         try:
             async with self.conn.transaction():
@@ -612,25 +349,15 @@ class RetentionRun:
 
     async def _delete(self, part: Partition, item: Item) -> None:
         """Export one table's rows of a month and delete exactly them, in one snapshot."""
-        manifest = Manifest(self.export_dir / part.name, part.name)
-        path = manifest.next_path(item.table)
+        manifest, path = self._target(part, item)
         try:
             async with self.conn.transaction():
                 await self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 await self.conn.execute("SET LOCAL TimeZone TO 'UTC'")
-                export = await export_rows(self.conn, part.name, item.table, path)
-                cursor = await self.conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE table_id = %s").format(sql.Identifier(part.name)),
-                    (item.table,),
-                )
-                if cursor.rowcount != export.rows:
-                    raise RetentionError(
-                        f"deleted {cursor.rowcount} rows of {item.table} in {part.name}, "
-                        f"exported {export.rows}: rolled back",
-                        table=item.table,
-                        partition=part.name,
-                    )
-                await self._forget_rounds(item.table, export.rounds)
+                if isinstance(part, SidePartition):
+                    export = await delete_side(self.conn, part, item, path)
+                else:
+                    export = await self._delete_events(part, item, path)
                 manifest.add(item, export, "rows deleted", self.now)
                 manifest.write()
         except (RetentionError, psycopg.Error, OSError) as exc:
@@ -638,6 +365,23 @@ class RetentionRun:
             log.error("retention failed", partition=part.name, table=item.table, error=str(exc))
             return
         self._done(item, export, "exported, rows deleted")
+
+    def _target(self, part: Partition, item: Item) -> tuple[Manifest, Path]:
+        """The month's manifest and where the item's file goes."""
+        if isinstance(part, SidePartition):
+            return side_target(self.export_dir, part, item)
+        manifest = _manifest(self.export_dir, part)
+        return manifest, manifest.next_path(item.table)
+
+    async def _delete_events(self, part: Partition, item: Item, path: Path) -> Export:
+        export = await export_rows(self.conn, part.name, item.table, path)
+        cursor = await self.conn.execute(
+            sql.SQL("DELETE FROM {} WHERE table_id = %s").format(sql.Identifier(part.name)),
+            (item.table,),
+        )
+        check_count("deleted", cursor.rowcount, export, item, part)
+        await self._forget_rounds(item.table, export.rounds)
+        return export
 
     async def _counts(self, partition: str) -> dict[str, int]:
         cursor = await self.conn.execute(
@@ -669,35 +413,6 @@ class RetentionRun:
             rows=export.rows,
             sha256=export.sha256,
         )
-
-
-def _would(part: Partition, item: Item) -> str:
-    if not item.due:
-        return "kept"
-    return (
-        "would export, then drop the partition"
-        if part.action == "drop"
-        else ("would export, then delete the rows")
-    )
-
-
-def format_run(partitions: list[Partition], now: datetime, export_dir: Path) -> Iterator[str]:
-    """The lines ``tablectl archive retain`` prints."""
-    yield f"retention at {now.isoformat()}, exports in {export_dir}"
-    if not partitions:
-        yield "nothing is due"
-        return
-    for part in partitions:
-        for item in part.items:
-            klass = (
-                f"{item.table_class.name} (keep {item.table_class.keep})"
-                if item.table_class
-                else "no class (kept for ever)"
-            )
-            line = f"{part.name}  {item.table:<12} {item.rows:>9} rows  {klass:<28} {item.outcome}"
-            if item.file is not None:
-                line += f"  {item.file.name} sha256 {item.sha256}"
-            yield line
 
 
 async def retain(

@@ -6,8 +6,8 @@ brings the database schema up to date and prints the versions applied; ``archive
 --table T --from --to`` prints a table's rounds, voids, delayed results and per-bet outcome
 counts over a period; ``archive verify --table T [--journal PATH]`` checks what the archive
 holds of a table, and that the table's journal agrees with it; ``archive retain`` exports each
-retention class's due months to CSV, verifies the files and deletes what they hold
-(``--dry-run``: only shows it). The library is
+retention class's due months (entries and the side tables' rows) to CSV, verifies the files
+and deletes what they hold (``--dry-run``: only shows it). The library is
 :mod:`controller.archive`.
 """
 
@@ -91,7 +91,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "older than the class keeps are exported (one CSV file per table and month, a "
         "manifest.json and SHA256SUMS per month), each file read back and checked against "
         "the database (rows, content digest), and only then deleted (a month every table of "
-        "which is due: its partition dropped whole). Tables in no class are kept.",
+        "which is due: its partition dropped whole). The side tables (rejected, table_status, "
+        "closed gaps, alerts) go the same way, by their tables' classes; rows of no table or "
+        "of unknown tables by [retention] unattributed_keep. Tables in no class are kept.",
     )
     retain.add_argument("--config", type=Path, required=True, metavar="FILE", help="archive.toml")
     retain.add_argument(
