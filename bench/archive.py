@@ -559,14 +559,18 @@ async def main_async(args: argparse.Namespace) -> int:
                 for _ in range(args.repeat)
             ]
             _rates("ingest (store path)", rates)
-            if args.instances > 1:
+
+            async def scaled(mode: str, broker: str) -> None:
+                """The last figure again with ``--instances`` processes (none when 1)."""
+                if args.instances < 2:
+                    return
                 rates = [
                     await instances(
-                        "store",
+                        mode,
                         args.instances,
                         cluster.create_database("bench"),
                         keys,
-                        broker="",
+                        broker=broker,
                         messages=messages,
                         entries_per_table=entries_per_table,
                         run=n,
@@ -574,6 +578,8 @@ async def main_async(args: argparse.Namespace) -> int:
                     for n in range(args.repeat)
                 ]
                 _rates(f"  {args.instances} instances", rates)
+
+            await scaled("store", "")
             (workdir / "broker").mkdir()
             with MosquittoProcess(workdir / "broker") as broker:
                 rates = []
@@ -585,21 +591,7 @@ async def main_async(args: argparse.Namespace) -> int:
                         )
                     )
                 _rates(f"ingest (Mosquitto, MQTT {args.protocol})", rates)
-                if args.instances > 1:
-                    rates = [
-                        await instances(
-                            "broker",
-                            args.instances,
-                            cluster.create_database("bench"),
-                            keys,
-                            broker=broker.url,
-                            messages=messages,
-                            entries_per_table=entries_per_table,
-                            run=n,
-                        )
-                        for n in range(args.repeat)
-                    ]
-                    _rates(f"  {args.instances} instances", rates)
+                await scaled("broker", broker.url)
                 db = cluster.create_database("bench")
                 lags, offered = await lag(
                     db,

@@ -309,15 +309,15 @@ async def test_a_file_that_does_not_verify_deletes_nothing(archive_db, tmp_path,
     assert list((tmp_path / "export").glob("*/manifest.json")) == []
 
 
-def test_archive_retain_command(archive_db, tmp_path):
-    import asyncio
-
-    entries = [e for e in _generate() if e.table == "demo-1"]
-    asyncio.run(_load(archive_db, entries))
+def _retain_command(
+    archive_db: str, tmp_path: Path, retention: str
+) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """``tablectl archive retain`` on a config keeping ``demo-*`` 30 days (exports in ``out``,
+    ``retention``: more ``[retention]`` lines), and its ``--dry-run``, which must succeed."""
     config = tmp_path / "archive.toml"
     config.write_text(
         f'[database]\nurl = "{archive_db}"\n\n'
-        '[retention]\nexport_dir = "out"\n\n'
+        f'[retention]\nexport_dir = "out"\n{retention}\n'
         '[retention.classes.demo]\ntables = ["demo-*"]\nkeep = "30d"\n'
     )
     command = [sys.executable, "-m", "controller.cli", "archive", "retain", "--config", str(config)]
@@ -325,6 +325,15 @@ def test_archive_retain_command(archive_db, tmp_path):
         [*command, "--dry-run"], capture_output=True, text=True, timeout=60, check=False
     )
     assert dry.returncode == 0, dry.stderr
+    return command, dry
+
+
+def test_archive_retain_command(archive_db, tmp_path):
+    import asyncio
+
+    entries = [e for e in _generate() if e.table == "demo-1"]
+    asyncio.run(_load(archive_db, entries))
+    command, dry = _retain_command(archive_db, tmp_path, "")
     # Every month of 2026 up to June is older than 30 days now (the clock is after 2026-07).
     months = sorted({_month(e) for e in entries})
     for month in months:
@@ -772,17 +781,7 @@ def test_archive_retain_command_prunes_the_side_tables(archive_db, tmp_path):
 
     rows = [r for r in _side_rows() if r.side in {"rejected", "gaps"}]
     asyncio.run(_load_side(archive_db, rows))
-    config = tmp_path / "archive.toml"
-    config.write_text(
-        f'[database]\nurl = "{archive_db}"\n\n'
-        '[retention]\nexport_dir = "out"\nunattributed_keep = "60d"\n\n'
-        '[retention.classes.demo]\ntables = ["demo-*"]\nkeep = "30d"\n'
-    )
-    command = [sys.executable, "-m", "controller.cli", "archive", "retain", "--config", str(config)]
-    dry = subprocess.run(
-        [*command, "--dry-run"], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert dry.returncode == 0, dry.stderr
+    command, dry = _retain_command(archive_db, tmp_path, 'unattributed_keep = "60d"\n')
     # The clock is after 2026-07: every month up to June is older than 30 and 60 days.
     assert "rejected_2026_06  (no table)" in dry.stdout
     assert any(
