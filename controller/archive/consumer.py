@@ -47,7 +47,7 @@ from controller.archive.gap_tracker import GapTracker, TrackedGap
 from controller.archive.gaps import Gap, GapBook, ranges
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
 from controller.archive.store import ArchiveStore
-from controller.mqtt.adapter import ack, manual_acks
+from controller.mqtt.adapter import ack_all, manual_acks, queued_messages
 from controller.mqtt.connection import Connector
 from controller.pitcli import Target, send_command
 
@@ -576,9 +576,7 @@ class ArchiveConsumer:
 
         def committed(batch: Sequence[Received]) -> None:
             # Committed: only now may the broker forget them (in the order received).
-            for message in batch:
-                if message.qos > 0:
-                    ack(client, message.mid, message.qos)
+            ack_all(client, [(m.mid, m.qos) for m in batch if m.qos > 0])
 
         try:
             await self.handle_batches(_waiting(queue, reader), committed)
@@ -589,10 +587,11 @@ class ArchiveConsumer:
 
     @staticmethod
     async def _read(client: aiomqtt.Client, queue: asyncio.Queue[Received]) -> None:
-        async for message in client.messages:
-            queue.put_nowait(
-                Received(str(message.topic), bytes(message.payload), message.mid, message.qos)
-            )
+        async for first in client.messages:
+            for message in (first, *queued_messages(client)):
+                queue.put_nowait(
+                    Received(str(message.topic), bytes(message.payload), message.mid, message.qos)
+                )
 
 
 async def _waiting(

@@ -18,6 +18,9 @@ rest of the product sees:
   readable event, not one.
 * :func:`share_property_tables`: MQTT 5 properties of received packets built without paho's
   per-object tables (process-wide, once).
+* :func:`manual_acks`, :func:`ack`, :func:`ack_all`: acknowledgements left to the caller (the
+  archive's, after its commit); :func:`ack_all` writes a batch's PUBACKs together.
+* :func:`queued_messages`: the messages aiomqtt has queued already, taken without a task each.
 
 If a future aiomqtt renames the paho client, :func:`hand_off` raises
 :class:`~controller.errors.PublishError` saying so instead of silently not checking.
@@ -27,8 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from controller.errors import PublishError
@@ -43,12 +47,14 @@ if TYPE_CHECKING:
 __all__ = [
     "abort_connect",
     "ack",
+    "ack_all",
     "bound_connect",
     "connect_properties",
     "failure",
     "hand_off",
     "manual_acks",
     "publish_properties",
+    "queued_messages",
     "read_through",
     "session_taken_over",
     "share_property_tables",
@@ -202,6 +208,53 @@ def ack(client: aiomqtt.Client, mid: int, qos: int) -> None:
     paho = client._client
     if paho.is_connected() and paho.socket() is not None:
         paho.ack(mid, qos)
+
+
+def ack_all(client: aiomqtt.Client, received: Iterable[tuple[int, int]]) -> None:
+    """Acknowledge received messages ``(mid, qos)``, in order, on a :func:`manual_acks` client.
+
+    What :func:`ack` does for each, with the QoS 1 acknowledgements (PUBACKs) written to the
+    socket together: paho sends every queued packet with a ``send`` of its own, so a batch of
+    2,000 acknowledgements cost 2,000 system calls. The PUBACKs are the bytes paho would
+    write (``0x40``, length 2, the packet id: a success needs no reason code in MQTT 5 either),
+    queued as one packet through paho's own queue, so they keep their place among paho's
+    other packets. QoS 2 (never subscribed to here) is left to paho. On a connection that is
+    already gone this does nothing: the broker sends the messages again on the next one.
+    """
+    from paho.mqtt.client import PUBACK
+
+    paho: Any = client._client
+    if not (paho.is_connected() and paho.socket() is not None):
+        return
+    pubacks = bytearray()
+    for mid, qos in received:
+        if qos == 1:
+            pubacks += _PUBACK.pack(PUBACK, 2, mid)
+        elif qos == 2:  # pragma: no cover - the archive subscribes with QoS 1
+            if pubacks:
+                paho._packet_queue(PUBACK, bytes(pubacks), 0, 1)
+                pubacks.clear()
+            paho.ack(mid, qos)
+    if pubacks:
+        paho._packet_queue(PUBACK, bytes(pubacks), 0, 1)
+
+
+_PUBACK = struct.Struct("!BBH")
+"""A PUBACK without reason code or properties: type, remaining length 2, packet id."""
+
+
+def queued_messages(client: aiomqtt.Client) -> list[aiomqtt.Message]:
+    """The messages ``client`` has received and queued already, taken from its queue.
+
+    ``client.messages`` hands messages over one at a time, each through a task of its own
+    and an ``asyncio.wait`` (aiomqtt 2.x): a reader that has just been given one takes what
+    else is waiting here, in order, without a pass of the event loop each.
+    """
+    queue: asyncio.Queue[aiomqtt.Message] = client._queue
+    taken: list[aiomqtt.Message] = []
+    while not queue.empty():
+        taken.append(queue.get_nowait())
+    return taken
 
 
 def bound_connect(client: aiomqtt.Client, seconds: float) -> None:
