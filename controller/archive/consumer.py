@@ -542,6 +542,7 @@ class ArchiveConsumer:
             name="archive",
             logger="archive.mqtt",
             persistent=True,
+            buffered_reads=True,
             receive_maximum=self.settings.consumer.receive_maximum,
             log=log,
         )

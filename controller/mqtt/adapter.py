@@ -304,7 +304,13 @@ READ_PACKETS_MAX = 64
 """Default bound of :func:`read_through`: packets read in one readable event at most."""
 
 
-def read_through(client: aiomqtt.Client, max_packets: int = READ_PACKETS_MAX) -> None:
+READ_CHUNK = 65_536
+"""Bytes one ``recv`` asks for when :func:`read_through` buffers the socket."""
+
+
+def read_through(
+    client: aiomqtt.Client, max_packets: int = READ_PACKETS_MAX, *, buffered: bool = False
+) -> None:
     """Make each readable event read every packet already waiting, up to ``max_packets``.
 
     aiomqtt watches the socket (``add_reader``) and calls paho's ``loop_read()`` once per
@@ -317,9 +323,18 @@ def read_through(client: aiomqtt.Client, max_packets: int = READ_PACKETS_MAX) ->
     two bursts (the socket stays readable: the loop calls again on its next pass). Errors
     are paho's own (``_loop_rc_handle``), raised to aiomqtt's callback as before.
 
+    ``buffered``: paho reads a packet with a ``recv`` per byte of its fixed header and one for
+    the rest (four system calls for a small PUBLISH); buffered, one ``recv`` of
+    :data:`READ_CHUNK` bytes serves many packets, through paho's own ``_sock_recv`` (its TLS
+    and error handling unchanged). Bytes left in the buffer when ``max_packets`` were read
+    are not on the socket any more, so no readable event would come for them: the next read
+    is scheduled on the event loop instead (also for bytes a TLS socket holds decrypted). The
+    buffer belongs to one socket (a new connection starts empty).
+
     Args:
         client: An ``aiomqtt.Client`` (connected or not).
         max_packets: Packets read per readable event at most (>= 1).
+        buffered: Read the socket in chunks (for a client that receives a lot: the archive).
 
     Raises:
         ValueError: ``max_packets`` is below 1.
@@ -329,6 +344,7 @@ def read_through(client: aiomqtt.Client, max_packets: int = READ_PACKETS_MAX) ->
     if max_packets < 1:
         raise ValueError(f"read_through: max_packets must be >= 1, got {max_packets}")
     paho: Any = client._client
+    chunks = _ChunkedReader(paho) if buffered else None
 
     def loop_read(max_packets_ignored: int = 1) -> MQTTErrorCode:
         for _ in range(max_packets):
@@ -339,9 +355,52 @@ def read_through(client: aiomqtt.Client, max_packets: int = READ_PACKETS_MAX) ->
                 return paho._loop_rc_handle(rc)  # type: ignore[no-any-return]
             if rc == MQTTErrorCode.MQTT_ERR_AGAIN:
                 break
+        else:
+            if chunks is not None and chunks.holding():
+                asyncio.get_running_loop().call_soon(paho.loop_read)
         return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     paho.loop_read = loop_read
+
+
+class _ChunkedReader:
+    """paho's ``_sock_recv`` for one client, served from chunks of :data:`READ_CHUNK` bytes."""
+
+    def __init__(self, paho: Any) -> None:
+        self._paho = paho
+        self._recv: Callable[[int], bytes] = paho._sock_recv
+        self._socket: object = None
+        self._chunk = b""
+        self._at = 0
+        paho._sock_recv = self.recv
+
+    def holding(self) -> bool:
+        """Whether bytes of the current socket wait in the buffer, or in its TLS layer.
+
+        A TLS socket (and paho's websocket wrapper) may hold decrypted bytes that are not on
+        the socket any more either: its ``pending()`` counts them.
+        """
+        sock = self._paho._sock
+        if self._at < len(self._chunk) and self._socket is sock:
+            return True
+        pending = getattr(sock, "pending", None)
+        return bool(pending is not None and pending())
+
+    def recv(self, size: int) -> bytes:
+        """Up to ``size`` bytes: buffered ones first, else one ``recv`` of a chunk.
+
+        Raises what paho's ``_sock_recv`` raises (``BlockingIOError``: nothing to read).
+        """
+        if self._socket is not self._paho._sock:  # a new connection: nothing of the old one
+            self._socket = self._paho._sock
+            self._chunk, self._at = b"", 0
+        if self._at >= len(self._chunk):
+            data = self._recv(READ_CHUNK)
+            if len(data) <= size:
+                return data  # b"": the peer closed the connection
+            self._chunk, self._at = data, 0
+        start, self._at = self._at, min(self._at + size, len(self._chunk))
+        return self._chunk[start : self._at]
 
 
 def share_property_tables() -> None:

@@ -102,6 +102,8 @@ class Connector:
             loop thread (:func:`~controller.mqtt.adapter.write_through`): the card's hot path.
         read_packets: Packets read from the socket per readable event at most
             (:func:`~controller.mqtt.adapter.read_through`; paho alone reads one).
+        buffered_reads: Read the socket in chunks, not a ``recv`` per header byte
+            (:func:`~controller.mqtt.adapter.read_through`): for a client that receives a lot.
         on_takeover: Called once when the broker ends the connection because another client
             took the session over (the loop then ends instead of fighting back).
 
@@ -131,6 +133,7 @@ class Connector:
         pending_calls_threshold: int | None = None,
         write_through: bool = False,
         read_packets: int = READ_PACKETS_MAX,
+        buffered_reads: bool = False,
         log: Any = None,
         on_takeover: Callable[[BrokerAddress], None] | None = None,
     ) -> None:
@@ -151,6 +154,7 @@ class Connector:
         self._pending_calls_threshold = pending_calls_threshold
         self._write_through = write_through
         self._read_packets = read_packets
+        self._buffered_reads = buffered_reads
         self._tls = tls_context(settings) if settings.uses_tls else None
         self._random = random.Random()
         self._loop_thread = threading.get_ident()
@@ -189,7 +193,7 @@ class Connector:
             client.pending_calls_threshold = self._pending_calls_threshold
         if self._write_through:
             write_through(client, self._loop_thread)
-        read_through(client, self._read_packets)
+        read_through(client, self._read_packets, buffered=self._buffered_reads)
         share_property_tables()
         return client
 

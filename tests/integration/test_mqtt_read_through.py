@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 BACKLOG = 120
 BOUND = 8
+DRAIN_SECONDS = 5.0
+"""The backlog is on the socket at once: reading it takes well under a second. Bytes left
+stranded in the buffer would wait for the next packet the broker sends (a PINGRESP, after
+the keepalive): longer than this."""
 
 
 def counting(connector: Connector, reads: list[int]) -> None:
@@ -52,12 +56,27 @@ def counting(connector: Connector, reads: list[int]) -> None:
     connector.make_client = make_client  # type: ignore[method-assign]
 
 
+@pytest.mark.parametrize("buffered", [False, True], ids=["recv-per-read", "buffered"])
 async def test_a_backlog_is_read_in_bounded_bursts_in_order_with_its_properties(
-    mosquitto_session: Any,
+    mosquitto_session: Any, buffered: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Buffered, the whole backlog comes in a few chunks: after each burst of ``BOUND``
+    packets the rest waits in the buffer, not on the socket (no readable event would come
+    for it), and is read on the loop's next pass."""
     import aiomqtt
+    import paho.mqtt.client as paho_client
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
+
+    recvs: list[int] = []
+    sock_recv = paho_client.Client._sock_recv
+
+    def counted_recv(self: Any, size: int) -> bytes:
+        data: bytes = sock_recv(self, size)
+        recvs.append(len(data))
+        return data
+
+    monkeypatch.setattr(paho_client.Client, "_sock_recv", counted_recv)
 
     settings = MqttSettings(urls=[mosquitto_session.url], protocol="5", connect_timeout=5.0)
     address = parse_broker_url(mosquitto_session.url)
@@ -69,6 +88,7 @@ async def test_a_backlog_is_read_in_bounded_bursts_in_order_with_its_properties(
         logger="tests.paho",
         persistent=True,
         read_packets=BOUND,
+        buffered_reads=buffered,
     )
     reads: list[int] = []
     counting(connector, reads)
@@ -85,8 +105,9 @@ async def test_a_backlog_is_read_in_bounded_bursts_in_order_with_its_properties(
                 properties.UserProperty = [("n", str(n))]
                 await publisher.publish(topic, f"m-{n}", qos=1, properties=properties)
         reads.clear()
+        recvs.clear()
         received: list[tuple[str, Any, Any]] = []
-        async with connector.connect(address) as client:
+        async with connector.connect(address) as client, asyncio.timeout(DRAIN_SECONDS):
             async for message in client.messages:
                 properties = message.properties
                 payload: Any = message.payload
@@ -101,6 +122,10 @@ async def test_a_backlog_is_read_in_bounded_bursts_in_order_with_its_properties(
     # than the bound.
     assert max(reads) == BOUND
     assert sum(reads) >= BACKLOG  # the CONNACK and SUBACK too
+    if buffered:  # a few chunks for the whole backlog (each recv asks for 64 KiB)
+        assert len(recvs) < BACKLOG // 4, recvs
+    else:  # paho alone: a recv per header byte, and one for the rest of each packet
+        assert len(recvs) >= 3 * BACKLOG, len(recvs)
 
 
 async def test_read_packets_below_one_is_refused() -> None:
