@@ -18,8 +18,8 @@ rest of the product sees:
   readable event, not one.
 * :func:`share_property_tables`: MQTT 5 properties of received packets built without paho's
   per-object tables (process-wide, once).
-* :func:`manual_acks`, :func:`ack`, :func:`ack_all`: acknowledgements left to the caller (the
-  archive's, after its commit); :func:`ack_all` writes a batch's PUBACKs together.
+* :func:`manual_acks`, :func:`ack_all`: acknowledgements left to the caller (the archive's,
+  after its commit), a batch's PUBACKs written together.
 * :func:`queued_messages`: the messages aiomqtt has queued already, taken without a task each.
 
 If a future aiomqtt renames the paho client, :func:`hand_off` raises
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "abort_connect",
-    "ack",
     "ack_all",
     "bound_connect",
     "connect_properties",
@@ -186,7 +185,7 @@ def connect_properties(session_expiry_seconds: int) -> Properties:
 
 
 def manual_acks(client: aiomqtt.Client, receive_maximum: int | None = None) -> None:
-    """Leave QoS 1 acknowledgements to the caller (:func:`ack`), before ``client`` connects.
+    """Leave QoS 1 acknowledgements to the caller (:func:`ack_all`), before ``client`` connects.
 
     paho acknowledges a message as soon as it is handed over; a consumer that must not lose
     what it has received but not yet stored acknowledges after storing instead (the broker
@@ -199,22 +198,11 @@ def manual_acks(client: aiomqtt.Client, receive_maximum: int | None = None) -> N
         properties.ReceiveMaximum = receive_maximum
 
 
-def ack(client: aiomqtt.Client, mid: int, qos: int) -> None:
-    """Acknowledge the received message ``mid`` (QoS 1) on a :func:`manual_acks` client.
-
-    On a connection that is already gone this does nothing: the broker sends the message
-    again on the next one.
-    """
-    paho = client._client
-    if paho.is_connected() and paho.socket() is not None:
-        paho.ack(mid, qos)
-
-
 def ack_all(client: aiomqtt.Client, received: Iterable[tuple[int, int]]) -> None:
     """Acknowledge received messages ``(mid, qos)``, in order, on a :func:`manual_acks` client.
 
-    What :func:`ack` does for each, with the QoS 1 acknowledgements (PUBACKs) written to the
-    socket together: paho sends every queued packet with a ``send`` of its own, so a batch of
+    What paho's ``ack`` does for each, with the QoS 1 acknowledgements (PUBACKs) written to
+    the socket together: paho sends every queued packet with a ``send`` of its own, so a batch of
     2,000 acknowledgements cost 2,000 system calls. The PUBACKs are the bytes paho would
     write (``0x40``, length 2, the packet id: a success needs no reason code in MQTT 5 either),
     queued as one packet through paho's own queue, so they keep their place among paho's
