@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import csv
 import hashlib
 import time
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from controller.archive.retention_files import (
     check_count,
     compare,
     copy_to_file,
+    csv_rows,
     read_back,
 )
 from controller.archive.retention_plan import (
@@ -197,24 +197,13 @@ async def _database_digest(
 
 
 def _file_digest(path: Path) -> _Digest:
-    """The digest of an exported file as read back from disk."""
+    """The digest of an exported file as read back from disk (:func:`csv_rows`' errors)."""
     digest = _Digest()
     session_at = CSV_COLUMNS.index("session")
     seq_at = CSV_COLUMNS.index("seq")
     envelope_at = CSV_COLUMNS.index("envelope")
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header != list(CSV_COLUMNS):
-            raise RetentionError(f"export {path} has the header {header!r}", file=str(path))
-        for row in reader:
-            if len(row) != len(CSV_COLUMNS):
-                raise RetentionError(
-                    f"export {path} line {reader.line_num} has {len(row)} fields, "
-                    f"not {len(CSV_COLUMNS)}",
-                    file=str(path),
-                )
-            digest.add(row[session_at], row[seq_at], row[envelope_at])
+    for row in csv_rows(path, CSV_COLUMNS):
+        digest.add(row[session_at], row[seq_at], row[envelope_at])
     return digest
 
 

@@ -16,7 +16,7 @@ import csv
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -87,6 +87,25 @@ async def copy_to_file(
             f"cannot write the export {path}: {exc.strerror or exc}", file=str(path), table=table
         ) from exc
     return digest.hexdigest()
+
+
+def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[list[str]]:
+    """The rows of an exported file, after its header, each checked to have ``columns``' width.
+
+    Raises:
+        csv.Error: A header other than ``columns``, or a line with another number of fields.
+        OSError: The file cannot be read.
+        UnicodeDecodeError: It is not UTF-8.
+    """
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header != list(columns):
+            raise csv.Error(f"the header is {header!r}, not {list(columns)!r}")
+        for row in reader:
+            if len(row) != len(columns):
+                raise csv.Error(f"line {reader.line_num} has {len(row)} fields, not {len(columns)}")
+            yield row
 
 
 def read_back(path: Path, table: str, read: Callable[[], _T]) -> _T:

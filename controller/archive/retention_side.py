@@ -18,7 +18,6 @@ it); the pieces both use are in :mod:`~controller.archive.retention_plan` and
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 from collections.abc import Sequence
@@ -37,6 +36,7 @@ from controller.archive.retention_files import (
     check_count,
     compare,
     copy_to_file,
+    csv_rows,
     file_name,
     read_back,
 )
@@ -209,23 +209,10 @@ class RowDigest:
 
 
 def file_digest(path: Path, columns: Sequence[str]) -> RowDigest:
-    """The digest of an exported file as read back from disk.
-
-    Raises:
-        csv.Error: A header other than ``columns``, or a line with another number of fields.
-        OSError: The file cannot be read.
-        UnicodeDecodeError: It is not UTF-8.
-    """
+    """The digest of an exported file as read back from disk (:func:`csv_rows`' errors)."""
     digest = RowDigest()
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header != list(columns):
-            raise csv.Error(f"the header is {header!r}, not {list(columns)!r}")
-        for row in reader:
-            if len(row) != len(columns):
-                raise csv.Error(f"line {reader.line_num} has {len(row)} fields, not {len(columns)}")
-            digest.add(row)
+    for row in csv_rows(path, columns):
+        digest.add(row)
     return digest
 
 

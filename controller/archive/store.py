@@ -104,8 +104,9 @@ class ArchiveStore:
         """Store a batch in one transaction; each entry's outcome, in order.
 
         The same rules as :meth:`store_entry`, for many entries at once: the keys go in with
-        one ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING RETURNING``, the new
-        entries into ``events`` with ``COPY``, and each round touched is refolded once. A
+        one ``INSERT ... SELECT FROM json_to_recordset(...) ON CONFLICT DO NOTHING
+        RETURNING``, the new entries into ``events`` with ``COPY``, and each round touched is
+        refolded once, its ``rounds`` row upserted in one statement for the batch. A
         key repeated inside the batch counts as arriving after its first copy (``duplicate``
         or ``conflict``, as if stored one by one).
 
