@@ -1,0 +1,178 @@
+"""The one hardened parse (controller/inbound.py): bounded, typed, never raising."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.inbound import (
+    BOUNDS,
+    Bounds,
+    Rejection,
+    RejectionLog,
+    SeqGuard,
+    nesting_depth,
+    parse_betting_status,
+    parse_envelope,
+    parse_json,
+    parse_object,
+    parse_snapshot,
+    parse_status,
+)
+from controller.messages import Envelope, StatusMessage
+
+AT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+
+
+def event(**changes: object) -> bytes:
+    body: dict[str, object] = {
+        "schema_version": "2",
+        "table": "tp-01",
+        "round": "tp-01-000001",
+        "seq": 42,
+        "session": 1,
+        "kind": "rescan_requested",
+        "at": "2026-11-27T12:00:00.000000Z",
+        "delayed": False,
+        "data": {"slot": "A1", "attempt": 1, "cause": "crc"},
+    }
+    body.update(changes)
+    return json.dumps(body).encode()
+
+
+def test_a_table_event_is_read_as_its_typed_envelope():
+    found = parse_envelope(event(), table="tp-01")
+    assert isinstance(found, Envelope)
+    assert (found.seq, found.kind, found.data["slot"]) == (42, "rescan_requested", "A1")
+
+
+def test_deep_nesting_is_a_rejection_not_a_recursion_error():
+    payload = b"[" * 3000 + b"]" * 3000  # the probe's ~6 kB value
+    found = parse_json(payload)
+    assert isinstance(found, Rejection) and found.code == "too_deep"
+    deep_extra = event(data={"slot": "A1", "attempt": 1, "cause": "crc", "x": [[[[[[[[]]]]]]]]})
+    assert isinstance(parse_envelope(deep_extra), Envelope)  # an extra field a consumer ignores
+    deeper = b'{"data":' + b"[" * 30 + b"]" * 30 + b"}"
+    assert isinstance(parse_envelope(deeper), Rejection)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    assert nesting_depth(b'{"a":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\"[[["}') == 1
+    assert nesting_depth(b"[[1],[2,[3]]]") == 3
+
+
+def test_out_of_range_numbers_are_rejections():
+    for seq in (2**63, 10**30, 2**53):
+        found = parse_envelope(event(seq=seq))
+        assert isinstance(found, Rejection) and found.code == "out_of_range", seq
+    for constant in (b"NaN", b"Infinity", b"-Infinity"):
+        found = parse_json(b'{"x":' + constant + b"}")
+        assert isinstance(found, Rejection) and found.code == "out_of_range"
+    assert isinstance(parse_json(b"1" * 5000), Rejection)  # beyond int's digit limit
+
+
+def test_sizes_encodings_and_shapes_are_rejected_with_a_reason():
+    cases = {
+        b"x" * (BOUNDS.max_bytes + 1): "too_large",
+        b"\xff\xfe{}": "not_utf8",
+        '"\\ud800"'.encode(): "not_utf8",
+        b"{": "not_json",
+        b"[]": "not_object",
+        json.dumps({"a": "x" * (BOUNDS.max_string + 1)}).encode(): "too_large",
+        json.dumps({"a": list(range(BOUNDS.max_items + 1))}).encode(): "too_large",
+    }
+    for payload, code in cases.items():
+        found = parse_object(payload)
+        assert isinstance(found, Rejection), payload[:40]
+        assert found.code == code, (payload[:40], found)
+        assert found.reason
+
+
+def test_envelope_checks_version_table_and_the_kinds_data():
+    assert parse_envelope(event(schema_version="9")).code == "schema_version"  # type: ignore[union-attr]
+    wrong = parse_envelope(event(), table="tp-02")
+    assert isinstance(wrong, Rejection) and wrong.code == "wrong_table"
+    bad_data = parse_envelope(event(kind="card_dealt", data={"slot": 5}))
+    assert isinstance(bad_data, Rejection) and bad_data.code == "invalid"
+    assert "card_dealt" in bad_data.reason
+    unknown_kind = parse_envelope(event(kind="from_the_future", data={"x": 1}))
+    assert isinstance(unknown_kind, Envelope)
+
+
+def test_status_snapshot_and_betting_status():
+    status = StatusMessage(
+        state="online", table="tp-01", session=2, game="teen-patti-20-20", version="1", at=AT
+    )
+    assert isinstance(parse_status(status.to_bytes(), table="tp-01"), StatusMessage)
+    assert isinstance(parse_status(status.to_bytes(), table="tp-02"), Rejection)
+    assert isinstance(parse_snapshot(event()), Rejection)  # not a round_snapshot
+    assert parse_betting_status(b'{"state":"online"}').state == "online"  # type: ignore[union-attr]
+    assert isinstance(parse_betting_status(b'{"state":"maybe"}'), Rejection)
+
+
+def test_seq_guard_refuses_a_seq_the_table_could_not_have_sent():
+    guard = SeqGuard(Bounds(max_entries_per_second=10, seq_slack=100))
+    status = StatusMessage(
+        state="online",
+        table="tp-01",
+        session=1,
+        game="teen-patti-20-20",
+        version="1",
+        at=AT,
+        chain_head={"seq": 40, "hash": "0" * 64},  # type: ignore[arg-type]
+    )
+    now = AT.timestamp() + 5
+    guard.on_status(status, now)
+    assert guard.admit("tp-01", 41, now) is None
+    far = guard.admit("tp-01", 10**9, now)
+    assert isinstance(far, Rejection) and far.code == "seq_ahead" and far.seq == 10**9
+    assert guard.admit("tp-01", 42, now) is None  # the real table goes on
+    assert guard.admit("tp-01", 41 + 100 + 50, now + 5) is None  # rate x time allows it
+
+
+def test_seq_guard_without_a_status_anchors_at_the_first_seq():
+    guard = SeqGuard(Bounds(max_entries_per_second=1, seq_slack=10))
+    assert guard.admit("t", 5, 0.0) is None
+    assert guard.admit("t", 16, 0.0) is not None
+    assert guard.admit("t", 15, 0.0) is None
+
+
+def test_rejection_log_counts_every_rejection_and_logs_a_bounded_number():
+    seen: list[Rejection] = []
+    ticks = iter(range(1000))
+    log = RejectionLog("test", on_reject=seen.append, burst=3, clock=lambda: float(next(ticks)))
+    for _ in range(10):
+        log.record(Rejection("too_deep", "deep"))
+    assert log.counts["too_deep"] == 10 and log.total == 10 and len(seen) == 10
+    assert log._logged == 3 and log._suppressed == 7
+
+
+@given(st.binary(max_size=2048))
+def test_no_byte_string_raises(payload: bytes):
+    for parse in (parse_json, parse_object, parse_envelope, parse_status, parse_snapshot):
+        parse(payload)
+    parse_betting_status(payload)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=50),
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    max_leaves=50,
+)
+
+
+@given(json_values)
+def test_no_json_value_raises(value: object):
+    payload = json.dumps(value).encode("utf-8", "surrogatepass")
+    for parse in (parse_json, parse_object, parse_envelope, parse_status, parse_snapshot):
+        parse(payload)
+    wrapped = event(data={"slot": value}, kind="card_dealt")
+    parse_envelope(wrapped)
