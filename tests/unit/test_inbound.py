@@ -78,7 +78,7 @@ def test_sizes_encodings_and_shapes_are_rejected_with_a_reason():
     cases = {
         b"x" * (BOUNDS.max_bytes + 1): "too_large",
         b"\xff\xfe{}": "not_utf8",
-        '"\\ud800"'.encode(): "not_utf8",
+        b'"\\ud800"': "not_utf8",
         b"{": "not_json",
         b"[]": "not_object",
         json.dumps({"a": "x" * (BOUNDS.max_string + 1)}).encode(): "too_large",
@@ -158,13 +158,10 @@ def test_no_byte_string_raises(payload: bytes):
 
 
 json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text(max_size=50),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=50),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
     max_leaves=50,
 )
 
