@@ -122,7 +122,7 @@ def test_seq_guard_refuses_a_seq_the_table_could_not_have_sent():
         game="teen-patti-20-20",
         version="1",
         at=AT,
-        chain_head={"seq": 40, "hash": "0" * 64},  # type: ignore[arg-type]
+        chain_head={"seq": 40, "hash": "0" * 64},
     )
     now = AT.timestamp() + 5
     guard.on_status(status, now)
