@@ -148,15 +148,10 @@ def _reject_constant(name: str) -> Any:
 
 def _load(payload: bytes | bytearray | memoryview | str, bounds: Bounds) -> Any:
     raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else bytes(payload)
-    if len(raw) > bounds.max_bytes:
-        raise _Reject("too_large", f"payload is {len(raw)} bytes; at most {bounds.max_bytes}")
-    depth = nesting_depth(raw)
-    if depth > bounds.max_depth:
-        raise _Reject("too_deep", f"payload nests {depth} levels; at most {bounds.max_depth}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Reject("not_utf8", f"payload is not UTF-8 (byte {exc.start})") from None
+    early = check_payload(raw, bounds=bounds)
+    if early is not None:
+        raise _Reject(early.code, early.reason)
+    text = raw.decode("utf-8")
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except _Reject:
@@ -165,6 +160,47 @@ def _load(payload: bytes | bytearray | memoryview | str, bounds: Bounds) -> Any:
         raise _Reject("not_json", f"payload is not JSON: {str(exc)[:120]}") from None
     _check_values(value, bounds)
     return value
+
+
+def check_payload(
+    payload: bytes | bytearray | memoryview, *, bounds: Bounds = BOUNDS
+) -> Rejection | None:
+    """What is checked before any parser sees ``payload``: its size, nesting depth and UTF-8.
+
+    ``None`` when within ``bounds``. For a reader that parses with a decoder of its own (the
+    archive keeps the standard library's exact values for its digests): bounded here first, a
+    payload cannot make that decoder recurse deeply; :func:`check_value` then bounds what it
+    parsed. A payload with no more ``[`` and ``{`` bytes than ``max_depth`` cannot nest deeper,
+    so only one with more is scanned (:func:`nesting_depth`). Never raises.
+    """
+    raw = bytes(payload)
+    if len(raw) > bounds.max_bytes:
+        return Rejection("too_large", f"payload is {len(raw)} bytes; at most {bounds.max_bytes}")
+    if raw.count(b"[") + raw.count(b"{") > bounds.max_depth:
+        depth = nesting_depth(raw)
+        if depth > bounds.max_depth:
+            return Rejection(
+                "too_deep", f"payload nests {depth} levels; at most {bounds.max_depth}"
+            )
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Rejection("not_utf8", f"payload is not UTF-8 (byte {exc.start})")
+    return None
+
+
+def check_value(value: Any, *, bounds: Bounds = BOUNDS) -> Rejection | None:
+    """Every string, number and container of a parsed ``value`` within ``bounds``, or why not.
+
+    What :func:`parse_json` checks after its parse (string lengths, lone surrogates, integer
+    and number ranges, NaN and Infinity, container sizes), for a reader that parsed ``value``
+    itself after :func:`check_payload`. Iterative; never raises.
+    """
+    try:
+        _check_values(value, bounds)
+    except _Reject as exc:
+        return Rejection(exc.code, exc.reason)
+    return None
 
 
 def _check_values(value: Any, bounds: Bounds) -> None:

@@ -14,6 +14,8 @@ from controller.inbound import (
     Rejection,
     RejectionLog,
     SeqGuard,
+    check_payload,
+    check_value,
     nesting_depth,
     parse_betting_status,
     parse_envelope,
@@ -173,3 +175,38 @@ def test_no_json_value_raises(value: object):
         parse(payload)
     wrapped = event(data={"slot": value}, kind="card_dealt")
     parse_envelope(wrapped)
+
+
+def test_check_payload_bounds_a_payload_another_decoder_will_parse():
+    assert check_payload(event()) is None
+    deep = check_payload(b"[" * 3000 + b"]" * 3000)
+    assert deep is not None and deep.code == "too_deep" and "3000 levels" in deep.reason
+    # Many brackets, shallow: scanned, and within the bounds.
+    assert check_payload(b"[" + b"[]," * 40 + b"[]]") is None
+    # Brackets inside strings count towards the quick bound only, never towards the depth.
+    assert check_payload(json.dumps({"a": "[" * 100}).encode()) is None
+    big = check_payload(b" " * (BOUNDS.max_bytes + 1))
+    assert big is not None and big.code == "too_large"
+    wrong = check_payload(b'{"a": "\xff"}')
+    assert wrong is not None and wrong.code == "not_utf8" and "byte 7" in wrong.reason
+
+
+def test_check_value_bounds_what_another_decoder_parsed():
+    assert check_value({"seq": 42, "data": {"a": [1.5, "x", None]}}) is None
+    for value, code in (
+        ({"seq": 2**63}, "out_of_range"),
+        ({"a": [float("nan")]}, "out_of_range"),
+        ({"a": "x" * (BOUNDS.max_string + 1)}, "too_large"),
+        ({"\ud800": 1}, "not_utf8"),
+        (list(range(BOUNDS.max_items + 1)), "too_large"),
+    ):
+        found = check_value(value)
+        assert found is not None and found.code == code, (value, found)
+
+
+@given(st.binary(max_size=512))
+def test_check_payload_never_raises_and_agrees_with_parse_json(payload: bytes):
+    early = check_payload(payload)
+    parsed = parse_json(payload)
+    if early is not None:
+        assert isinstance(parsed, Rejection) and parsed.code == early.code
