@@ -490,7 +490,12 @@ class SeqGuard:
 
 
 def _epoch(moment: datetime | None, default: float) -> float:
-    return default if moment is None else moment.timestamp()
+    if moment is None:
+        return default
+    try:
+        return moment.timestamp()
+    except (ValueError, OverflowError, OSError):  # a naive time at year 1 (local time)
+        return default
 
 
 # -- the one log and count of rejections --------------------------------------------------

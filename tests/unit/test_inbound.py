@@ -135,6 +135,20 @@ def test_seq_guard_refuses_a_seq_the_table_could_not_have_sent():
     assert guard.admit("tp-01", 41 + 100 + 50, now + 5) is None  # rate x time allows it
 
 
+def test_seq_guard_takes_a_status_whose_time_has_no_epoch_value():
+    # Naive year 1 is before the epoch in local time: datetime.timestamp() raises ValueError.
+    status = parse_status(
+        b'{"schema_version":"2","state":"online","table":"t","session":1,"game":"g",'
+        b'"version":"1","at":"0001-01-01T00:00:00","chain_head":{"seq":40,"hash":"'
+        + b"0" * 64
+        + b'"}}'
+    )
+    assert isinstance(status, StatusMessage)
+    guard = SeqGuard(Bounds(max_entries_per_second=1, seq_slack=10))
+    guard.on_status(status, 100.0)
+    assert guard.limit("t", 100.0) == 50  # anchored at the chain head, at the time given
+
+
 def test_seq_guard_without_a_status_anchors_at_the_first_seq():
     guard = SeqGuard(Bounds(max_entries_per_second=1, seq_slack=10))
     assert guard.admit("t", 5, 0.0) is None
