@@ -262,7 +262,7 @@ async def _assemble(
         gates.append(EventGate("broker", "broker unreachable", publisher.connected))
     watcher: StatusWatcher | None = None
     if settings.rounds.wait_for_betting_system:
-        watcher = StatusWatcher(mqtt, settings.table_id)
+        watcher = StatusWatcher(mqtt, settings.table_id, journal=journal)
         gates.append(EventGate("betting-system", "betting system offline", watcher.online))
     orchestrator = Orchestrator(
         table_id=settings.table_id,

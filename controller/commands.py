@@ -45,6 +45,7 @@ from controller.journal import (
     CommandReceivedData,
     Journal,
     JournalEntry,
+    PitAlertData,
 )
 from controller.messages import Role, Topics
 from controller.mqtt.connection import Connector
@@ -338,9 +339,13 @@ class CommandRouter:
     Run :meth:`run` as a long-lived task in the controller's task group; end it with
     :meth:`stop` (or cancel it).
 
+    A session takeover of the router's connection (another client connected with its client
+    id) is journalled at once as a ``pit_alert`` (:func:`takeover_alert`): while it stands
+    down (``mqtt.takeover_pause_seconds``) no command reaches the table.
+
     Args:
-        settings: Broker settings (the controller's credential; the router connects as
-            ``<client_id>-cmd``).
+        settings: Broker settings (the router connects as ``<client_id>-cmd``, with
+            ``mqtt.command_username`` if set, :meth:`MqttSettings.for_connection`).
         table_id: The table.
         journal: The table's journal (answers go out through its outbox).
         handler: The controller's decision on a command; must return an :class:`Answer`.
@@ -378,11 +383,12 @@ class CommandRouter:
         self._stop = asyncio.Event()
         # Commands sent while the controller is away are stale: no persistent session.
         self._connector = Connector(
-            settings,
+            settings.for_connection("command"),
             client_id=self.client_id,
             name="command",
             logger="tablectl.commands.paho",
             log=self.log,
+            on_takeover=lambda address: takeover_alert(journal, "command", address, settings),
         )
         self._loaded = False
 
@@ -638,6 +644,49 @@ class CommandRouter:
             self.log.exception("command could not be handled", topic=topic)
 
 
+# -- a connection taken over -----------------------------------------------------------------
+
+_WHAT_STOPS = {
+    "command": "no command reaches the table (decisions default, pit resume/void/replay get "
+    "no answer)",
+    "status": "the table does not hear the betting system's presence (new rounds wait while "
+    "it is unknown or offline)",
+}
+
+
+def takeover_alert(
+    journal: Journal,
+    connection: Literal["command", "status"],
+    address: BrokerAddress,
+    settings: MqttSettings,
+) -> None:
+    """Journal a ``pit_alert``: another client took one of the table's sessions over.
+
+    The outbox publishes it on ``events`` (the pit console lists it) as soon as the
+    publisher's own connection is up, which a takeover of the command or status connection
+    does not touch.
+
+    Args:
+        journal: The table's journal.
+        connection: Which connection was taken (``command`` or ``status``).
+        address: The broker where it happened.
+        settings: The table's broker settings (for the pause). The alert goes out on the
+            public ``events`` topic: it names no user.
+    """
+    journal.record(
+        PitAlertData.model_construct(
+            slot=None,
+            reason=(
+                f"MQTT session taken over at {address.url}: another client connected with this "
+                f"table's {connection} client id (a second controller, or a credential not "
+                f"bound to its client id); {_WHAT_STOPS[connection]} for "
+                f"{settings.takeover_pause_seconds:g} s (mqtt.takeover_pause_seconds), then it "
+                "tries again"
+            ),
+        )
+    )
+
+
 # -- the betting system's presence -----------------------------------------------------------
 
 
@@ -650,7 +699,8 @@ class StatusWatcher:
     watcher's own link to the broker is down the last known state is kept (the retained
     message is received again at the reconnect).
 
-    Either run :meth:`run` as a task (its own connection, client id ``<client_id>-status``),
+    Either run :meth:`run` as a task (its own connection, client id ``<client_id>-status``,
+    user ``mqtt.status_username`` if set),
     or give the watcher to a :class:`CommandRouter` (``status=``), which feeds it from the
     command connection.
 
@@ -658,6 +708,8 @@ class StatusWatcher:
         settings: Broker settings (``betting_status_topic`` names the topic).
         table_id: The table (for the client id and logs).
         topic: Overrides ``settings.betting_status_topic``.
+        journal: Where a session takeover of :meth:`run`'s own connection is journalled as a
+            ``pit_alert`` (:func:`takeover_alert`); not journalled if ``None``.
 
     Attributes:
         topic: The presence topic.
@@ -670,7 +722,14 @@ class StatusWatcher:
         CommandError: No topic (``betting_status_topic`` is ``None`` and none given).
     """
 
-    def __init__(self, settings: MqttSettings, table_id: str, *, topic: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: MqttSettings,
+        table_id: str,
+        *,
+        topic: str | None = None,
+        journal: Journal | None = None,
+    ) -> None:
         chosen = topic if topic is not None else settings.betting_status_topic
         if not chosen:
             raise CommandError(
@@ -685,6 +744,7 @@ class StatusWatcher:
         self.state: Literal["online", "offline", "unknown"] = "unknown"
         self.since: datetime | None = None
         self.log = _log.bind(table=table_id, topic=chosen)
+        self._journal = journal
         self._stop = asyncio.Event()
 
     def feed(self, payload: bytes) -> None:
@@ -721,12 +781,18 @@ class StatusWatcher:
         The connection, failover and back-off are :class:`~controller.mqtt.connection.
         Connector`'s (a clean session each time: the retained message comes again).
         """
+        journal = self._journal
         connector = Connector(
-            self.settings,
+            self.settings.for_connection("status"),
             client_id=self.client_id,
             name="status",
             logger="tablectl.commands.paho",
             log=self.log,
+            on_takeover=(
+                (lambda address: takeover_alert(journal, "status", address, self.settings))
+                if journal is not None
+                else None
+            ),
         )
         await connector.run(self._serve, stop=self._stop)
 

@@ -362,6 +362,7 @@ class Connector:
             "table, or a credential using its client id: the pit boss must check)",
             url=address.url,
             client_id=self.client_id,
+            user=self.settings.username,
             connection=self.name,
             evidence=evidence,
         )

@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from controller.broker import BrokerAddress, parse_broker_url
 from controller.errors import ConfigError
 
+ConnectionKind = Literal["publisher", "command", "status"]
+"""A table controller's MQTT connections: the outbox, the command router, the status watcher."""
+
 
 class MqttSettings(BaseModel):
     """How the controller talks to its broker(s).
@@ -32,8 +35,16 @@ class MqttSettings(BaseModel):
         protocol: ``"5"`` (default) or ``"3.1.1"``.
         client_id: MQTT client id; ``tablectl-{table_id}`` if not set. Must be stable for a
             persistent session.
-        username: Broker user name, if the broker wants one.
+        username: Broker user name, if the broker wants one (the publisher's; also the
+            command router's and the status watcher's unless they have their own).
         password: Broker password.
+        command_username: The command router's user (``<client_id>-cmd``), for brokers that
+            bind client ids to users (the shipped config: ``table-<id>-cmd``; see
+            docs/security.md, "Client ids"); ``username`` if not set.
+        command_password: Its password; ``password`` if not set.
+        status_username: The betting-status watcher's user (``<client_id>-status``;
+            ``table-<id>-status``); ``username`` if not set.
+        status_password: Its password; ``password`` if not set.
         keepalive: MQTT keep-alive in seconds (a dead link is noticed after 1.5 times this).
         session_expiry_seconds: How long the broker keeps our v5 session while we are away
             (``clean_start=False``); v3.1.1 uses ``clean_session=False`` instead.
@@ -67,6 +78,10 @@ class MqttSettings(BaseModel):
     client_id: str | None = None
     username: str | None = None
     password: SecretStr | None = None
+    command_username: str | None = None
+    command_password: SecretStr | None = None
+    status_username: str | None = None
+    status_password: SecretStr | None = None
     keepalive: int = Field(default=15, ge=2, le=65535)
     session_expiry_seconds: int = Field(default=3600, ge=0)
     connect_timeout: float = Field(default=5.0, gt=0)
@@ -113,6 +128,35 @@ class MqttSettings(BaseModel):
         if self.key_file is not None and self.cert_file is None:
             raise ConfigError("key_file is set without cert_file", key_file=str(self.key_file))
         return self
+
+    def for_connection(self, kind: ConnectionKind) -> MqttSettings:
+        """These settings with the user and password of one of the controller's connections.
+
+        A broker that binds client ids to users (``use_username_as_clientid``) needs one user
+        per connection: two connections of one user would take each other's session over.
+        Where nothing is set for ``kind``, the shared ``username``/``password`` stay (a broker
+        that keeps client ids as sent: ``make run``'s, the tests' plain Mosquitto).
+
+        Args:
+            kind: ``publisher``, ``command`` or ``status``.
+
+        Returns:
+            A copy whose ``username``/``password`` are the connection's.
+        """
+        if kind == "command":
+            user, password = self.command_username, self.command_password
+        elif kind == "status":
+            user, password = self.status_username, self.status_password
+        else:
+            return self
+        if user is None and password is None:
+            return self
+        return self.model_copy(
+            update={
+                "username": user if user is not None else self.username,
+                "password": password if password is not None else self.password,
+            }
+        )
 
     @property
     def addresses(self) -> list[BrokerAddress]:
