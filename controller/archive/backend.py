@@ -50,8 +50,8 @@ class Store(Protocol):
     async def store_status(self, status: Status) -> None:
         """Keep a status message."""
 
-    async def highest_seqs(self) -> dict[str, int]:
-        """Each table's highest archived seq."""
+    async def highest_seqs(self, tables: Sequence[str] | None = None) -> dict[str, int]:
+        """Each table's highest archived seq (of ``tables`` only, if given)."""
 
     async def open_gap(self, table: str, from_seq: int, to_seq: int) -> int:
         """Record a gap."""

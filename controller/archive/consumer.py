@@ -8,8 +8,12 @@ the configured tables' own topics), classifies each message
 (:func:`controller.archive.ingest.classify_batch`), and stores it
 (:mod:`controller.archive.backend`: PostgreSQL or SQLite): an entry once, a status as
 history, anything else as rejected with its reason. Nothing a message holds can stop the
-consumer. While a batch is being committed the next one is classified
-(:meth:`ArchiveConsumer.handle_batches`).
+consumer: every payload is bounded by the shared parse's checks before the archive's decoder
+sees it (:mod:`controller.inbound`), a ``seq`` beyond what its table could have sent is rejected
+(``seq_ahead``, :class:`controller.inbound.SeqGuard`, anchored at the table's online status and
+at the archive's highest ``seq`` of it), and each rejection is kept in ``rejected``, counted and
+logged once (:class:`controller.inbound.RejectionLog`). While a batch is being committed the
+next one is classified (:meth:`ArchiveConsumer.handle_batches`).
 
 A message is **acknowledged only once its batch is committed**: a consumer killed between
 receipt and commit loses nothing (the broker sends it again to the session), and while the
@@ -29,6 +33,7 @@ table, ``make run``) the consumer follows each table's ``seq`` in memory as it s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import Counter
@@ -47,6 +52,7 @@ from controller.archive.gap_tracker import GapTracker, TrackedGap
 from controller.archive.gaps import Gap, GapBook, ranges
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
 from controller.archive.store import ArchiveStore
+from controller.inbound import Code, Rejection, RejectionLog, SeqGuard
 from controller.mqtt.adapter import ack_all, manual_acks, queued_messages
 from controller.mqtt.connection import Connector
 from controller.pitcli import Target, send_command
@@ -72,6 +78,24 @@ ALERTED_FILL_EVERY = 25
 
 Message = tuple[str, bytes]
 Found = Entry | Status | Rejected
+
+_CODES: dict[str, Code] = {
+    code: code
+    for code in (
+        "too_large",
+        "too_deep",
+        "not_utf8",
+        "not_json",
+        "not_object",
+        "out_of_range",
+        "schema_version",
+        "seq_ahead",
+    )
+}
+_CODES["unknown_table"] = "wrong_table"
+"""The shared codes of the archive's categories (the rest, its own, are ``invalid``, named in
+the reason)."""
+_CONFLICT = "archived with other content (kept in rejected; the archived copy stands)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +143,7 @@ class ArchiveConsumer:
         clock: Monotonic seconds (tests may pass their own; the SQLite gap path's clock).
         only_known_tables: Subscribe to the configured tables' topics only, not ``+`` (the
             archive beside one table on a broker other tables use: ``make run``).
+        wall_clock: Wall-clock seconds (the tables' status times anchor :attr:`seqs`).
 
     Attributes:
         counts: ``new``, ``duplicate``, ``conflict``, ``status``, ``rejected:<category>``,
@@ -135,6 +160,8 @@ class ArchiveConsumer:
         on_batch: Called after each stored batch with what each message was and what became
             of it (the metrics' hook, :mod:`controller.archive.metrics`); must not raise. A
             batch retried after a lost database is reported once, when it is stored.
+        seqs: What each table could have sent (a ``seq`` beyond it is ``seq_ahead``).
+        rejections: Logs each rejection (and conflict) once, flood-bounded, and counts it.
     """
 
     def __init__(
@@ -145,6 +172,7 @@ class ArchiveConsumer:
         *,
         clock: Callable[[], float] = time.monotonic,
         only_known_tables: bool = False,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -165,7 +193,13 @@ class ArchiveConsumer:
         self._checks = 0
         self.open_gaps = 0
         self._replays: set[asyncio.Task[None]] = set()
+        # A broker that binds client ids to users gives every replay connection of this
+        # instance one id (mqtt.command_username): one at a time, or they evict each other.
+        self._replay_turn = asyncio.Lock()
         self.on_batch: BatchHook | None = None
+        self.wall_clock = wall_clock
+        self.seqs = SeqGuard()
+        self.rejections = RejectionLog(reader="archive")
 
     def _new_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if not isinstance(self.store, ArchiveStore) or conn is not self.store.conn:
@@ -195,12 +229,17 @@ class ArchiveConsumer:
         return [f"{share}{prefix}/+/{suffix}" for share in shares for suffix in suffixes]
 
     async def load_state(self) -> None:
-        """SQLite path: each table's highest archived ``seq`` (a restart sees no old gaps).
+        """Each configured table's highest archived ``seq``: where :attr:`seqs` starts.
 
-        On PostgreSQL nothing to load: the gaps are the database's.
+        SQLite path: also the gap tracker's (a restart sees no old gaps); on PostgreSQL the
+        gaps are the database's.
         """
+        highest = await self.store.highest_seqs(sorted(self.keys.tables))
+        now = self.wall_clock()
+        for table, seq in highest.items():
+            self.seqs.admit(table, seq, now)
         if not self.shared_gaps:
-            self.gaps = GapTracker(await self.store.highest_seqs())
+            self.gaps = GapTracker(highest)
 
     # -- one message -------------------------------------------------------------------------
 
@@ -230,14 +269,19 @@ class ArchiveConsumer:
             psycopg.OperationalError: The database is gone (``backend.LOST``); ``done``
                 then holds what was stored before.
         """
-        return await self.store_classified(messages, classify_batch(messages, self.keys), done)
+        return await self.store_classified(messages, self._classify(messages), done)
+
+    def _classify(
+        self, messages: Sequence[Message], seen: dict[bytes, Entry] | None = None
+    ) -> list[Found]:
+        return classify_batch(messages, self.keys, seen, guard=self.seqs, now=self.wall_clock())
 
     async def classify(self, messages: Sequence[Message]) -> list[Found]:
         """:func:`classify_batch` in slices, yielding to the event loop between them."""
         seen: dict[bytes, Entry] = {}
         found: list[Found] = []
         for first in range(0, len(messages), CLASSIFY_SLICE):
-            found += classify_batch(messages[first : first + CLASSIFY_SLICE], self.keys, seen)
+            found += self._classify(messages[first : first + CLASSIFY_SLICE], seen)
             await asyncio.sleep(0)
         return found
 
@@ -292,7 +336,7 @@ class ArchiveConsumer:
 
     async def store_batch(self, messages: Sequence[Message]) -> list[str]:
         """:meth:`handle_batch`, bounded, and retried after a lost database until it is stored."""
-        return await self.store_found(messages, classify_batch(messages, self.keys))
+        return await self.store_found(messages, self._classify(messages))
 
     async def store_found(self, messages: Sequence[Message], found: Sequence[Found]) -> list[str]:
         """:meth:`store_classified`, bounded, and retried after a lost database until stored.
@@ -326,6 +370,9 @@ class ArchiveConsumer:
                 outcomes[i] = await self._guarded(messages[i], item)
         if entries:
             await self._store_entries(messages, entries, outcomes)
+            for i, entry in entries:
+                if outcomes[i] == "conflict":
+                    self._log_rejected(entry.topic, entry.table, entry.seq, "conflict", _CONFLICT)
         self.counts.update(outcomes)
         if self.on_batch is not None:
             self.on_batch(found, outcomes)
@@ -367,15 +414,21 @@ class ArchiveConsumer:
             await self.store.store_rejected(
                 Rejected(topic, table, seq, "store_error", f"database: {exc}", payload)
             )
-            log.error("message not stored", topic=topic, seq=seq, error=str(exc))
+            self._log_rejected(topic, table, seq, "store_error", f"database: {exc}")
             return "rejected:store_error"
+
+    def _log_rejected(
+        self, topic: str, table: str | None, seq: int | None, category: str, reason: str
+    ) -> None:
+        """Log (once, flood-bounded) and count a rejection (:attr:`rejections`)."""
+        code: Code = _CODES.get(category, "invalid")
+        text = reason if code == category else f"{category}: {reason}"
+        self.rejections.record(Rejection(code, text, topic, table, seq))
 
     async def _store(self, found: Found) -> str:
         if isinstance(found, Rejected):
             await self.store.store_rejected(found)
-            log.warning(
-                "message rejected", topic=found.topic, category=found.category, reason=found.reason
-            )
+            self._log_rejected(found.topic, found.table, found.seq, found.category, found.reason)
             return f"rejected:{found.category}"
         if isinstance(found, Status):
             await self.store.store_status(found)
@@ -495,20 +548,23 @@ class ArchiveConsumer:
 
     async def _replay(self, table: str, lo: int, hi: int) -> None:
         config = self.settings.gaps
-        target = Target(self.settings.mqtt, table)
+        mqtt = self.settings.mqtt
+        target = Target(mqtt.for_connection("command"), table)
+        turn = self._replay_turn if mqtt.command_username else contextlib.nullcontext()
         try:
-            outcome = await send_command(
-                target,
-                config.replay_role,
-                "replay",
-                {
-                    "command_id": f"archive-{table}-{lo}-{uuid.uuid4().hex[:8]}",
-                    "round": None,
-                    "from_seq": lo,
-                    "to_seq": hi,
-                },
-                timeout=config.replay_timeout_seconds,
-            )
+            async with turn:
+                outcome = await send_command(
+                    target,
+                    config.replay_role,
+                    "replay",
+                    {
+                        "command_id": f"archive-{table}-{lo}-{uuid.uuid4().hex[:8]}",
+                        "round": None,
+                        "from_seq": lo,
+                        "to_seq": hi,
+                    },
+                    timeout=config.replay_timeout_seconds,
+                )
         except Exception as exc:  # a failed request is logged; the alert follows
             log.warning("replay not asked", table=table, from_seq=lo, to_seq=hi, error=str(exc))
             return

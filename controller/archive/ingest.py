@@ -3,7 +3,13 @@
 Pure (no I/O): :func:`classify` reads a topic and a payload and answers with an
 :class:`Entry`, a :class:`Status` or a :class:`Rejected` that names the reason. Nothing it is
 given can make it raise: a malformed message, an unknown ``schema_version``, an unknown table,
-a bad signature are all rejections (docs/archive.md, "What is rejected").
+a bad signature are all rejections (docs/archive.md, "What is rejected"). Every payload is
+bounded first by the shared parse's checks (:func:`controller.inbound.check_payload`: size,
+nesting depth, UTF-8; then :func:`controller.inbound.check_value` on what the archive's exact
+decoder parsed: integer ranges, string lengths, NaN), so no payload can make the decoder recurse
+or a ``seq`` overflow a database column. :func:`classify_batch` with a
+:class:`controller.inbound.SeqGuard` also rejects a ``seq`` beyond what the table could have
+sent (``seq_ahead``).
 
 Speed (docs/archive.md, "Speed"): the canonical JSON of the digest and of a signature check
 (the standard library's bytes) is written by orjson when the payload holds no float (both
@@ -32,6 +38,16 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
+from controller.inbound import (
+    BOUNDS,
+    Bounds,
+    Rejection,
+    SeqGuard,
+    check_payload,
+    check_value,
+    validate,
+)
+from controller.messages import StatusMessage
 from controller.signing import ALGORITHM, SIGNATURE_FIELD, why_invalid
 
 SCHEMA_VERSIONS = frozenset({"2"})
@@ -105,9 +121,13 @@ class Rejected:
         topic: Where it came from.
         table: The table id from the topic, if any.
         seq: Its ``seq`` if it could be read.
-        category: ``malformed``, ``schema_version``, ``unknown_table``, ``signature``.
+        category: The shared parse's code where its bounds refused the payload
+            (``too_large``, ``too_deep``, ``not_utf8``, ``not_json``, ``not_object``,
+            ``out_of_range``), ``seq_ahead`` (:class:`controller.inbound.SeqGuard`), else
+            ``malformed``, ``schema_version``, ``unknown_table``, ``signature`` (and the
+            stores' ``conflict``, ``store_error``).
         reason: What was wrong, in a sentence naming the field.
-        payload: The bytes as received.
+        payload: The bytes as received (the first ``max_bytes`` of a ``too_large`` one).
     """
 
     topic: str
@@ -143,12 +163,20 @@ class TableKeys:
 
 
 class _FloatWatch(threading.local):
-    """Whether the payload being parsed (in this thread) held a float, NaN or Infinity."""
+    """What the payload being parsed (in this thread) held that the quick checks cannot pass.
+
+    Attributes:
+        seen: A float, NaN or Infinity.
+        wide: An integer of as many characters as the largest one the bounds allow.
+    """
 
     seen = False
+    wide = False
 
 
 _WATCH = _FloatWatch()
+_WIDE = len(str(BOUNDS.max_int))
+"""Characters of the largest integer within the bounds: a shorter one is within them."""
 
 
 def _float(text: str) -> float:
@@ -156,8 +184,14 @@ def _float(text: str) -> float:
     return float(text)
 
 
-_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_float)
-"""The standard library's parser (its values exactly), noting any float on the way."""
+def _int(text: str) -> int:
+    if len(text) >= _WIDE:
+        _WATCH.wide = True
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_float, parse_int=_int)
+"""The standard library's parser (its values exactly), noting any float or wide integer."""
 
 
 def loads(payload: bytes) -> tuple[Any, bool, bool]:
@@ -173,7 +207,7 @@ def loads(payload: bytes) -> tuple[Any, bool, bool]:
     """
     try:
         text = payload.decode("utf-8")
-        _WATCH.seen = False
+        _WATCH.seen = _WATCH.wide = False
         value = _DECODER.decode(text)
     except ValueError:
         return json.loads(payload), False, False
@@ -243,14 +277,13 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
 
     if parts is None or parts[1] not in TOPICS:
         return reject(
-            "malformed", f"topic {topic!r} is not {keys.prefix}/TABLE/events|results|status"
+            "malformed", f"topic {topic[:200]!r} is not {keys.prefix}/TABLE/events|results|status"
         )
-    try:
-        envelope, utf8, plain = loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return reject("malformed", f"payload is not JSON: {exc}")
-    if not isinstance(envelope, dict):
-        return reject("malformed", f"payload is a JSON {type(envelope).__name__}, not an object")
+    read = _read(payload)
+    if isinstance(read, Rejection):
+        kept = payload[: BOUNDS.max_bytes] if read.code == "too_large" else payload
+        return Rejected(topic, table, None, read.code, read.reason, kept)
+    envelope, utf8, plain = read
     version = envelope.get("schema_version")
     if version not in SCHEMA_VERSIONS:
         return reject(
@@ -280,10 +313,49 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
         return reject("malformed", f"a string is not valid Unicode ({exc.reason})")
 
 
+def _needs_walk(payload: bytes, bounds: Bounds) -> bool:
+    """Whether the parsed payload may hold a value beyond ``bounds`` (else it cannot).
+
+    No string is longer than the payload, no container has more members than its commas plus
+    one, no integer shorter than the largest allowed is beyond it, and a lone surrogate needs a
+    ``u`` escape after a backslash (the payload is strict UTF-8): only a payload past one of
+    these (or with a float, NaN or Infinity) is walked by :func:`controller.inbound.check_value`.
+    """
+    return (
+        _WATCH.seen
+        or _WATCH.wide
+        or len(payload) > bounds.max_string
+        or payload.count(b",") >= bounds.max_items
+        or b"\\u" in payload
+    )
+
+
+def _read(payload: bytes) -> tuple[dict[str, Any], bool, bool] | Rejection:
+    """The payload's object, bounded (:func:`loads`' ``utf8`` and ``plain``), or why not."""
+    early = check_payload(payload)
+    if early is not None:
+        return early
+    try:
+        envelope, utf8, plain = loads(payload)
+    except ValueError as exc:  # UnicodeDecodeError too (check_payload passed UTF-8 only)
+        return Rejection("not_json", f"payload is not JSON: {str(exc)[:120]}")
+    if _needs_walk(payload, BOUNDS):
+        wrong = check_value(envelope)
+        if wrong is not None:
+            return wrong
+    if not isinstance(envelope, dict):
+        what = "list" if isinstance(envelope, list) else type(envelope).__name__
+        return Rejection("not_object", f"payload is a JSON {what}, not an object")
+    return envelope, utf8, plain
+
+
 def classify_batch(
     messages: Sequence[tuple[str, bytes]],
     keys: TableKeys,
     seen: dict[bytes, Entry] | None = None,
+    *,
+    guard: SeqGuard | None = None,
+    now: float = 0.0,
 ) -> list[Entry | Status | Rejected]:
     """:func:`classify` of each ``(topic, payload)``, in order.
 
@@ -295,6 +367,9 @@ def classify_batch(
         messages: The batch.
         keys: The known tables and their public keys.
         seen: The entries met so far, by payload (a batch classified in parts passes one).
+        guard: What each table could have sent: an online status anchors it, an entry whose
+            ``seq`` is beyond it is rejected (``seq_ahead``), never archived.
+        now: Wall-clock seconds, for ``guard``.
     """
     out: list[Entry | Status | Rejected] = []
     seen = {} if seen is None else seen
@@ -304,10 +379,36 @@ def classify_batch(
             out.append(dataclasses.replace(known, topic=topic))
             continue
         found = classify(topic, payload, keys)
+        if guard is not None:
+            found = _guarded(found, guard, now)
         if isinstance(found, Entry):
             seen[payload] = found
         out.append(found)
     return out
+
+
+def _guarded(
+    found: Entry | Status | Rejected, guard: SeqGuard, now: float
+) -> Entry | Status | Rejected:
+    """``found`` past ``guard``: a status anchors it, an entry beyond it is rejected."""
+    if isinstance(found, Status):
+        status = validate(StatusMessage, found.envelope, "status")
+        if isinstance(status, StatusMessage):
+            guard.on_status(status, now)
+        return found
+    if not isinstance(found, Entry):
+        return found
+    ahead = guard.admit(found.table, found.seq, now)
+    if ahead is None:
+        return found
+    return Rejected(
+        found.topic,
+        found.table,
+        found.seq,
+        "seq_ahead",
+        ahead.reason,
+        found.raw or canonical_json(found.envelope),
+    )
 
 
 def _same_table_entry_topic(topic: str, known: Entry, prefix: str) -> bool:

@@ -18,7 +18,9 @@ name                             type       labels / meaning
 ``duplicates_total``             counter    ``table``: copies absorbed (QoS 1, replays, results)
 ``rejected_total``               counter    ``reason``: ``malformed``, ``unknown_table``,
                                             ``schema_version``, ``signature``, ``conflict``,
-                                            ``store_error``
+                                            ``store_error``; the shared bounds' ``too_large``,
+                                            ``too_deep``, ``not_utf8``, ``not_json``,
+                                            ``not_object``, ``out_of_range``; ``seq_ahead``
 ``statuses_total``               counter    status messages kept
 ``lag_seconds``                  histogram  a live entry's ``at`` → the archive's commit
 ``newest_entry_timestamp``       gauge      ``table``: ``at`` of its newest entry stored (Unix s)
@@ -61,6 +63,13 @@ REJECTION_REASONS = (
     "signature",
     "conflict",
     "store_error",
+    "too_large",
+    "too_deep",
+    "not_utf8",
+    "not_json",
+    "not_object",
+    "out_of_range",
+    "seq_ahead",
 )
 """The ``reason`` label values (docs/archive.md, "What is rejected"); anything else: ``other``."""
 

@@ -367,14 +367,15 @@ class SqliteArchiveStore:
             ),
         )
 
-    async def highest_seqs(self) -> dict[str, int]:
-        """Each archived table's highest ``seq``."""
+    async def highest_seqs(self, tables: Sequence[str] | None = None) -> dict[str, int]:
+        """Each archived table's highest ``seq`` (of ``tables`` only, if given)."""
         rows = await self._run(
             lambda: self.conn.execute(
                 "SELECT table_id, max(seq) FROM entry_keys GROUP BY table_id"
             ).fetchall()
         )
-        return {str(row[0]): int(row[1]) for row in rows}
+        found = {str(row[0]): int(row[1]) for row in rows}
+        return found if tables is None else {t: s for t, s in found.items() if t in tables}
 
     async def open_gap(self, table: str, from_seq: int, to_seq: int) -> int:
         """Record a gap; its id."""

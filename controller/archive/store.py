@@ -271,12 +271,19 @@ class ArchiveStore:
                 ),
             )
 
-    async def highest_seqs(self) -> dict[str, int]:
-        """Each archived table's highest ``seq``."""
-        cursor = await self.conn.execute(
-            "SELECT table_id, max(seq) FROM entry_keys GROUP BY table_id"
-        )
-        return {str(row[0]): int(row[1]) for row in await cursor.fetchall()}
+    async def highest_seqs(self, tables: Sequence[str] | None = None) -> dict[str, int]:
+        """Each archived table's highest ``seq`` (of ``tables`` only: one index look-up each)."""
+        if tables is None:
+            cursor = await self.conn.execute(
+                "SELECT table_id, max(seq) FROM entry_keys GROUP BY table_id"
+            )
+        else:
+            cursor = await self.conn.execute(
+                "SELECT t, (SELECT max(seq) FROM entry_keys WHERE table_id = t)"
+                " FROM unnest(%s::text[]) AS t",
+                (list(tables),),
+            )
+        return {str(row[0]): int(row[1]) for row in await cursor.fetchall() if row[1] is not None}
 
     async def open_gap(self, table: str, from_seq: int, to_seq: int) -> int:
         """Record a gap; its id."""

@@ -128,9 +128,11 @@ async def test_bad_input_is_rejected_counted_and_never_stops_the_consumer(mosqui
         await send("tables/m-1/status", {"schema_version": "2", "table": "m-1", "state": "online"})
         # The bad ones.
         bad: dict[str, list[tuple[str, dict[str, Any] | bytes]]] = {
+            "not_json": [("tables/m-1/events", b"{not json")],
+            "not_object": [("tables/m-1/events", b"[1, 2]")],
+            "too_deep": [("tables/m-1/events", b"[" * 3000 + b"]" * 3000)],
+            "out_of_range": [("tables/m-1/events", {**_envelope("m-1", 3), "seq": 2**63})],
             "malformed": [
-                ("tables/m-1/events", b"{not json"),
-                ("tables/m-1/events", b"[1, 2]"),
                 ("tables/m-1/events", {**_envelope("m-1", 3), "seq": "three"}),
                 ("tables/m-1/events", _envelope("m-1", 3, at="yesterday")),
                 ("tables/m-1/events", {**_envelope("m-1", 3), "table": "m-2"}),
@@ -207,7 +209,7 @@ def test_archive_run_serves_metrics_on_its_port(mosquitto, archive_db, tmp_path)
         async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
             await client.publish("tables/c-1/events", b"\xff\xfe not json", qos=1)
             await client.publish("tables/c-1/events", json.dumps(_envelope("c-1", 1)), qos=1)
-        await _until(url, "tablectl_archive_rejected_total", 1, reason="malformed")
+        await _until(url, "tablectl_archive_rejected_total", 1, reason="not_utf8")
         await _until(url, "tablectl_archive_entries_total", 1, table="c-1")
 
     try:
@@ -216,7 +218,7 @@ def test_archive_run_serves_metrics_on_its_port(mosquitto, archive_db, tmp_path)
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=15)
     assert process.returncode == 0, err.decode()
-    assert "new 1" in out.decode() and "rejected:malformed 1" in out.decode()
+    assert "new 1" in out.decode() and "rejected:not_utf8 1" in out.decode()
 
 
 def test_a_fault_in_the_metrics_hook_never_reaches_the_consumer():

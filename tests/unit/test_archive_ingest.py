@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from controller.archive.ingest import (
     loads,
 )
 from controller.errors import ConfigError
+from controller.inbound import SeqGuard, check_value
 from controller.signing import Signer, verify_envelope
 
 SIGNER = Signer(Ed25519PrivateKey.generate(), "k1")
@@ -85,8 +87,9 @@ def test_a_signed_result_verifies_and_a_changed_one_does_not():
 @pytest.mark.parametrize(
     ("payload", "topic", "category", "words"),
     [
-        (b"\xff\xfe", "tables/t1/events", "malformed", "not JSON"),
-        ([1, 2], "tables/t1/events", "malformed", "JSON list, not an object"),
+        (b"\xff\xfe", "tables/t1/events", "not_utf8", "not UTF-8 (byte 0)"),
+        (b'{"a": ', "tables/t1/events", "not_json", "not JSON"),
+        ([1, 2], "tables/t1/events", "not_object", "JSON list, not an object"),
         (env(schema_version="1"), "tables/t1/events", "schema_version", "'1'"),
         (env(schema_version=None), "tables/t1/events", "schema_version", "None"),
         (env(table="t9"), "tables/t9/events", "unknown_table", "'t9'"),
@@ -288,17 +291,17 @@ def test_loads_tells_whether_a_payload_holds_a_float(text, plain):
     assert canonical_json(value, plain=found) == _stdlib(value)
 
 
-def test_a_payload_that_is_not_utf8_is_read_as_before_and_stored_re_dumped():
+def test_a_payload_that_is_not_utf8_is_rejected_as_every_reader_does():
     payload = json.dumps(env()).encode("utf-16")
-    value, utf8, plain = loads(payload)
+    value, utf8, plain = loads(payload)  # what the decoder alone would make of it
     assert value == env() and not utf8 and not plain
     found = run(payload)
-    assert isinstance(found, Entry) and found.raw == b""
+    assert isinstance(found, Rejected) and found.category == "not_utf8"
 
 
 def test_a_lone_surrogate_is_rejected_not_raised():
     found = run(json.dumps(env(data={"note": "\ud800"})).encode())
-    assert isinstance(found, Rejected) and found.category == "malformed"
+    assert isinstance(found, Rejected) and found.category == "not_utf8"
 
 
 @given(st.lists(st.sampled_from(["events", "results", "status"]), min_size=1, max_size=8))
@@ -311,7 +314,11 @@ def test_a_batch_classifies_like_one_message_at_a_time(topics):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.dictionaries(st.text(max_size=8), st.text(max_size=20) | st.integers(), max_size=4),
+    st.dictionaries(
+        st.text(max_size=8),
+        st.text(max_size=20) | st.integers(-(2**53) + 1, 2**53 - 1),  # within the bounds
+        max_size=4,
+    ),
     st.integers(min_value=0, max_value=63),
     st.integers(min_value=1, max_value=255),
     st.booleans(),
@@ -340,3 +347,140 @@ def test_the_archive_accepts_a_signature_exactly_when_the_tables_verifier_does(
 def test_the_libsodium_key_is_the_tables_key():
     raw = SIGNER.public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
     assert bytes(KEYS.verifiers["t1"]) == raw and "t2" not in KEYS.verifiers
+
+
+# -- hostile input: the shared bounds before the archive's decoder (issue 21) ----------------
+
+DEEP = b"[" * 3000 + b"]" * 3000
+"""The probe's ~6 kB value that raised RecursionError in the archive's decoder."""
+
+
+def _hostile_payloads() -> list[tuple[bytes, str]]:
+    """The probe's payloads and their kin, with the category each must be rejected as."""
+    return [
+        (DEEP, "too_deep"),
+        (b'{"schema_version": "2", "data": ' + DEEP + b"}", "too_deep"),
+        (b"[" * 3000, "too_deep"),  # not even closed
+        (json.dumps(env(seq=2**63)).encode(), "out_of_range"),
+        (json.dumps(env(seq=10**30)).encode(), "out_of_range"),
+        (json.dumps(env(session=-(2**63) - 1)).encode(), "out_of_range"),
+        (json.dumps(env(data={"x": 2**53})).encode(), "out_of_range"),
+        (json.dumps(env(data={"x": float("nan")})).encode(), "out_of_range"),
+        (json.dumps(env(data={"x": 1e300})).encode(), "out_of_range"),
+        (json.dumps(env(data={"x": "y" * 20_000})).encode(), "too_large"),
+        (json.dumps(env(data={"x": list(range(10_001))})).encode(), "too_large"),
+        (b" " * (256 * 1024 + 1), "too_large"),
+        (json.dumps(env(data={"x": "\udfff"})).encode(), "not_utf8"),
+        (b"\xc0\x80", "not_utf8"),
+        (b"1" * 5000, "not_json"),
+        (b'"a"', "not_object"),
+    ]
+
+
+@pytest.mark.parametrize(("payload", "category"), _hostile_payloads())
+def test_hostile_payloads_are_rejected_by_the_shared_bounds(payload, category):
+    for suffix in ("events", "results", "status"):
+        found = classify(f"tables/t1/{suffix}", payload, KEYS)
+        assert isinstance(found, Rejected), found
+        assert found.category == category, found.reason
+        assert found.seq is None  # nothing beyond a database integer is kept as its seq
+        assert len(found.payload) <= 256 * 1024 and found.reason
+
+
+def test_a_status_with_a_chain_head_beyond_the_bounds_is_rejected():
+    status = {"schema_version": "2", "state": "online", "table": "t1", "session": 3}
+    status["chain_head"] = {"seq": 2**63, "hash": "ab" * 32}
+    found = run(status, "tables/t1/status")
+    assert isinstance(found, Rejected) and found.category == "out_of_range"
+
+
+def test_values_within_the_bounds_are_taken_exactly_as_before():
+    data = {"big": 2**53 - 1, "small": -(2**53) + 1, "f": 1.5, "s": "é" * 100, "u": "\u00e9"}
+    found = run(env(data=data))
+    assert isinstance(found, Entry) and found.data == data
+
+
+def _status(seq: int, at: str = "2026-11-25T07:00:00Z") -> tuple[str, bytes]:
+    body = {
+        "schema_version": "2",
+        "state": "online",
+        "table": "t2",
+        "session": 2,
+        "game": "two_hand_poker",
+        "version": "1",
+        "at": at,
+        "chain_head": {"seq": seq, "hash": "ab" * 32},
+    }
+    return "tables/t2/status", json.dumps(body).encode()
+
+
+def _event(seq: int) -> tuple[str, bytes]:
+    return "tables/t2/events", json.dumps(env(table="t2", seq=seq)).encode()
+
+
+def test_a_seq_far_ahead_of_what_the_table_could_have_sent_is_rejected():
+    guard = SeqGuard()
+    now = datetime.fromisoformat("2026-11-25T07:00:10Z").timestamp()
+    found = classify_batch(
+        [_status(41), _event(42), _event(10**9), _event(43), _event(2**53 - 1)],
+        KEYS,
+        guard=guard,
+        now=now,
+    )
+    assert isinstance(found[0], Status)
+    assert isinstance(found[1], Entry) and isinstance(found[3], Entry)
+    for ahead in (found[2], found[4]):
+        assert isinstance(ahead, Rejected) and ahead.category == "seq_ahead"
+        assert "could have sent" in ahead.reason and ahead.payload
+    assert ahead.seq == 2**53 - 1
+    # The watermark stayed where the real table is: its next entry is taken.
+    assert isinstance(classify_batch([_event(44)], KEYS, guard=guard, now=now)[0], Entry)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["events", "results", "status", "round"]),
+            st.binary(max_size=400)
+            | st.sampled_from([p for p, _ in _hostile_payloads()])
+            | st.builds(lambda s: json.dumps(env(seq=s)).encode(), st.integers(min_value=-1)),
+        ),
+        max_size=12,
+    )
+)
+def test_no_batch_of_bytes_makes_classify_batch_raise(messages):
+    guard = SeqGuard()
+    batch = [(f"tables/t1/{suffix}", payload) for suffix, payload in messages]
+    batch.append(("tables/t1/events", json.dumps(env(seq=7)).encode()))
+    found = classify_batch(batch, KEYS, guard=guard, now=1.0e9)
+    assert len(found) == len(batch)
+    for item in found:
+        assert isinstance(item, Entry | Status | Rejected)
+        if isinstance(item, Entry | Rejected) and item.seq is not None:
+            assert -(2**63) <= item.seq < 2**63  # fits the stores' integer columns
+    assert isinstance(found[-1], Entry | Rejected)
+
+
+_ANY_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANY_JSON, st.integers(min_value=0, max_value=60))
+def test_no_json_value_at_any_depth_makes_classify_raise(value, depth):
+    nested: object = value
+    for _ in range(depth):
+        nested = [nested]
+    for payload in ({**env(), "data": {"x": nested}}, {**env(), "seq": nested}, nested):
+        found = run(json.dumps(payload).encode())
+        assert isinstance(found, Entry | Status | Rejected)
+        if isinstance(found, Entry):
+            assert check_value(found.envelope) is None  # what is archived is within bounds
