@@ -98,7 +98,10 @@ def test_a_public_view_ignores_the_secure_feed_and_a_secure_view_fills_hidden_ca
 
 def test_status_offline_and_a_refused_card_with_its_reason():
     view = TableView("t")
-    view.apply("status", "tables/t/status", b'{"state":"offline","reason":"connection lost"}')
+    will = {"schema_version": "2", "state": "offline", "table": "t", "session": 1,
+            "game": "teen-patti-20-20", "version": "1", "at": None,
+            "reason": "connection lost"}  # fmt: skip
+    view.apply("status", "tables/t/status", json.dumps(will).encode())
     assert view.online is False
     view.apply("events", "tables/t/events", env("round_opened", 1, OPENED))
     refused = {"slot": "A1", "card": "As", "reason": "duplicate"}
