@@ -17,6 +17,7 @@ ca_file = "/etc/tablectl/ca.crt"
 delay_seconds = 30.0
 username = "stream"            # the secure role (stream production): reads secure/ topics
 password = "..."
+token = "..."                  # required unless [http] host is a loopback address
 ```
 
 Every field can be overridden from the environment, ``TABLECTL_STUDIO_`` and the path with
@@ -25,9 +26,11 @@ Every field can be overridden from the environment, ``TABLECTL_STUDIO_`` and the
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -38,6 +41,30 @@ from controller.studio.pit.settings import PitSettings
 
 ENV_PREFIX = "TABLECTL_STUDIO_"
 """Environment variables that override ``studio.toml`` fields (``__`` between levels)."""
+
+TOKEN_PLACEHOLDER = "REPLACE-ME"
+"""Marks the example config's token: a studio whose token still holds it does not start."""
+
+MIN_TOKEN_LENGTH = 16
+"""The shortest ``secure.token`` taken (``secrets.token_urlsafe(32)`` gives 43 characters)."""
+
+TOKEN_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+"""How to make a token (in the errors and the example config)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or name to bind or a ``Host`` header's name) is loopback.
+
+    ``localhost``, 127.0.0.0/8 and ``::1``; a wildcard (``0.0.0.0``, ``::``, empty) or any
+    other name is not.
+    """
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class HttpSettings(BaseModel):
@@ -50,6 +77,11 @@ class HttpSettings(BaseModel):
             dropped (it reconnects and reads the state again): one slow screen never holds
             the others back.
         ping_seconds: Each page socket is pinged this often (a dead one is noticed).
+
+        max_sockets: Page sockets (dealer screens, overlays, secure-delay overlays) open
+            at once in all; one more is refused at the handshake (HTTP 403).
+        max_sockets_per_client: Page sockets open at once from one client address (behind a
+            reverse proxy every page has the proxy's address: raise it there).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -57,6 +89,8 @@ class HttpSettings(BaseModel):
     port: int = Field(default=8080, ge=0, le=65535)
     send_timeout_seconds: float = Field(default=5.0, gt=0)
     ping_seconds: float = Field(default=10.0, gt=0)
+    max_sockets: int = Field(default=500, ge=1)
+    max_sockets_per_client: int = Field(default=32, ge=1)
 
 
 class SecureSettings(BaseModel):
@@ -70,8 +104,13 @@ class SecureSettings(BaseModel):
         client_id: The secure connection's client id (``{studio client id}-secure``).
         cert_file: A client certificate for the secure role, if the broker wants one.
         key_file: Its key.
-        token: If set, a secure-delay overlay must give it (``?token=...`` in the browser
-            source's URL): the secure feed is not for any page on the network.
+        token: A secure-delay overlay must give it (``?token=...`` in the browser source's
+            URL). Required unless ``http.host`` is a loopback address (the studio does not
+            start otherwise); at least 16 characters, not the example's placeholder.
+        allowed_origins: Web origins (``https://mixer.studio:8443``) whose pages may open
+            the secure-delay socket besides the studio's own pages (same origin). A socket
+            request with any other ``Origin`` is refused; one without ``Origin`` (not a
+            browser page: OBS, a script) is judged by the token alone.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -82,6 +121,37 @@ class SecureSettings(BaseModel):
     cert_file: Path | None = None
     key_file: Path | None = None
     token: SecretStr | None = None
+    allowed_origins: list[str] = Field(default_factory=list)
+
+    @field_validator("token")
+    @classmethod
+    def _check_token(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is None:
+            return None
+        text = token.get_secret_value()
+        if TOKEN_PLACEHOLDER in text:
+            raise ValueError(
+                f"the token is still the example's placeholder: make one with {TOKEN_RECIPE}"
+            )
+        if len(text) < MIN_TOKEN_LENGTH:
+            raise ValueError(
+                f"the token has {len(text)} characters; at least {MIN_TOKEN_LENGTH} "
+                f"(make one with {TOKEN_RECIPE})"
+            )
+        return token
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _check_origins(cls, origins: list[str]) -> list[str]:
+        checked = []
+        for origin in origins:
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+                raise ValueError(
+                    f"origin {origin!r} must be scheme://host[:port] (http or https, no path)"
+                )
+            checked.append(f"{parts.scheme}://{parts.netloc}".lower())
+        return checked
 
 
 class StudioSettings(BaseModel):
@@ -129,6 +199,28 @@ class StudioSettings(BaseModel):
             update |= {"cert_file": secure.cert_file, "key_file": secure.key_file}
         return self.mqtt.model_copy(update=update)
 
+    def exposure_problem(self) -> str | None:
+        """Why this config must not start: a secure-delay feed with no token off loopback."""
+        if self.secure is None or self.secure.token is not None or is_loopback(self.http.host):
+            return None
+        return (
+            f"the studio listens on {self.http.host!r} (not loopback only) with a secure-delay "
+            "feed and no token: any page on the network could read hole cards; set "
+            f"secure.token (make one with {TOKEN_RECIPE}) or listen on 127.0.0.1"
+        )
+
+    def check_exposure(self, source: str = "<settings>") -> None:
+        """Refuse a config that would serve the secure feed off loopback without a token.
+
+        Raises:
+            ConfigError: ``secure.token`` missing while ``http.host`` is not loopback.
+        """
+        problem = self.exposure_problem()
+        if problem is not None:
+            raise ConfigError(
+                f"studio config field 'secure.token': {problem}", path=source, field="secure.token"
+            )
+
     def shows(self, table: str) -> bool:
         """Whether ``table`` is one of the studio's (every table when none is listed)."""
         return not self.tables or table in self.tables
@@ -153,11 +245,12 @@ def studio_settings(
     """Check a studio config given as data (the file's, or built by ``tablectl run``).
 
     Raises:
-        ConfigError: A field that is wrong, named with ``source`` and the reason.
+        ConfigError: A field that is wrong, named with ``source`` and the reason; a
+            secure-delay feed without a token on a studio that does not listen on loopback.
     """
     merged = deep_merge(data, _env_overrides(dict(os.environ) if environ is None else environ))
     try:
-        return StudioSettings.model_validate(merged)
+        settings = StudioSettings.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
@@ -166,6 +259,8 @@ def studio_settings(
         ) from exc
     except ConfigError as exc:  # raised by a validator of MqttSettings (a URL, TLS files)
         raise ConfigError(f"studio config: {exc.message}", path=source, **exc.context) from exc
+    settings.check_exposure(source)
+    return settings
 
 
 def load_studio_settings(path: str | Path, environ: dict[str, str] | None = None) -> StudioSettings:

@@ -8,7 +8,12 @@
   subscribes to ``{prefix}/+/round``, ``status``, ``events``, ``results`` (and, on the secure
   role's connection only, ``secure/events``) and hands every message to a sink.
 * :class:`DelayLine` holds messages back by the secure delay before they reach the
-  secure-delay floor: nothing is applied (so nothing can be sent) before its time.
+  secure-delay floor: nothing is applied (so nothing can be sent) before its time, and a
+  round's secrets (hole cards, secure equities) not before the round has ended.
+
+A table gets a view only when the studio serves it (``tables`` in ``studio.toml``) or has
+heard a well-formed message of it on the broker (read through :mod:`controller.inbound`): a
+page asking for a made-up table creates nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import heapq
+import itertools
 import json
 import time
 import uuid
@@ -24,10 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from controller.inbound import (
+    Rejection,
+    RejectionLog,
+    parse_envelope,
+    parse_snapshot,
+    parse_status,
+)
+from controller.messages import RESULT_KINDS
 from controller.mqtt.connection import Connector
 from controller.mqtt.receive import take_until_stopped
 from controller.mqtt.settings import MqttSettings
-from controller.studio.view import CHANNELS, TableView, parse_topic
+from controller.studio.view import CHANNELS, Channel, TableView, parse_topic
 
 if TYPE_CHECKING:
     import aiomqtt
@@ -41,6 +56,15 @@ Sink = Callable[[str, bytes], None]
 
 MAILBOX_SIZE = 64
 """Updates a page may have waiting; past it the oldest are dropped (each carries the full view)."""
+
+MAX_TABLES = 500
+"""Tables a floor keeps a view of at most (heard on the broker or served)."""
+
+MAX_HELD_SECRETS = 20_000
+"""Round secrets the delay line holds at most (past it the oldest are dropped, not shown)."""
+
+_KEEP_ENDED_ROUNDS = 64
+"""Ended rounds remembered per table (a late secret of one is not held again)."""
 
 
 def encode(message: dict[str, Any]) -> str:
@@ -91,16 +115,26 @@ class Floor:
     """
 
     def __init__(
-        self, prefix: str, shows: Callable[[str], bool], *, secure: bool = False, name: str
+        self,
+        prefix: str,
+        shows: Callable[[str], bool],
+        *,
+        secure: bool = False,
+        name: str,
+        max_tables: int = MAX_TABLES,
+        rejections: RejectionLog | None = None,
     ) -> None:
         self.prefix = prefix
         self.shows = shows
         self.secure = secure
         self.name = name
+        self.max_tables = max_tables
+        self.rejections = rejections or RejectionLog(reader=f"studio-{name}")
         self.views: dict[str, TableView] = {}
         self.feed_up = False
         self.feed_changed_at = time.time()
         self._pages: dict[str, set[Mailbox]] = collections.defaultdict(set)
+        self._full_logged = False
 
     def view(self, table: str) -> TableView:
         """The view of ``table`` (an empty one until its first message)."""
@@ -108,6 +142,10 @@ class Floor:
         if view is None:
             view = self.views[table] = TableView(table, secure=self.secure)
         return view
+
+    def heard(self, table: str) -> bool:
+        """Whether ``table`` has a view here (served, or heard on the broker)."""
+        return table in self.views
 
     def handle(self, topic: str, payload: bytes) -> None:
         """Apply one message to its table's view and tell the table's pages."""
@@ -117,9 +155,37 @@ class Floor:
         table, channel = found
         if not self.shows(table) or (channel == "secure" and not self.secure):
             return
-        view = self.view(table)
+        view = self.views.get(table)
+        if view is None:
+            if not self._first_heard(table, channel, topic, payload):
+                return
+            view = self.view(table)
         if view.apply(channel, topic, payload):
             self._tell(table, view)
+
+    def _first_heard(self, table: str, channel: Channel, topic: str, payload: bytes) -> bool:
+        """Whether a table's first message makes it one of the floor's (well-formed, room)."""
+        parsed: object
+        if channel == "status":
+            parsed = parse_status(payload, table=table)
+        elif channel == "round":
+            parsed = parse_snapshot(payload, table=table)
+        else:
+            parsed = parse_envelope(payload, table=table, secure=channel == "secure")
+        if isinstance(parsed, Rejection):
+            self.rejections.record(parsed.at(topic, table))
+            return False
+        if len(self.views) >= self.max_tables:
+            if not self._full_logged:
+                log.warning(
+                    "studio floor full: a new table's messages are ignored",
+                    floor=self.name,
+                    table=table[:80],
+                    max_tables=self.max_tables,
+                )
+                self._full_logged = True
+            return False
+        return True
 
     def set_feed(self, up: bool) -> None:
         """The broker connection went up or down: every page is told."""
@@ -168,39 +234,84 @@ class Floor:
 
 
 class DelayLine:
-    """Holds messages back by ``delay`` seconds, then hands them on, in arrival order.
+    """Holds messages back by ``delay`` seconds, and a round's secrets until it ends.
+
+    Every message is handed on ``delay`` seconds after its arrival (the stream's video
+    delay), in time order. A ``secure/events`` entry of a round (a hidden card's value, a
+    secure ``table_info`` such as Hold'em's win probabilities, a withheld refusal or
+    command: everything the public feed withheld) is held longer when its round is still
+    being played: until the round's ``round_result`` or ``round_voided`` has arrived (or its
+    table's retained snapshot says the round is over, or the table has moved on to another
+    round), or the delay has passed, whichever is later. A hand's hole cards therefore never
+    reach a secure-delay overlay while its decisions are open, however long they take.
+
+    Payloads are read only through :mod:`controller.inbound`: a ``secure/events`` message
+    that does not parse is dropped (never handed on early), counted and logged once.
 
     Args:
         delay: Seconds each message is held.
         sink: Where a message goes once its time has come.
+        prefix: The tables' topic prefix (to tell a message's table and topic).
         clock: Monotonic seconds.
+        rejections: Where unreadable secure messages are counted (one is made if not given).
+        max_held: Round secrets held at most (a round that never ends cannot fill memory);
+            past it the oldest are dropped (not shown).
     """
 
     def __init__(
-        self, delay: float, sink: Sink, *, clock: Callable[[], float] = time.monotonic
+        self,
+        delay: float,
+        sink: Sink,
+        *,
+        prefix: str = "tables",
+        clock: Callable[[], float] = time.monotonic,
+        rejections: RejectionLog | None = None,
+        max_held: int = MAX_HELD_SECRETS,
     ) -> None:
         self.delay = delay
         self.sink = sink
+        self.prefix = prefix
         self.clock = clock
-        self._held: collections.deque[tuple[float, str, bytes]] = collections.deque()
+        self.rejections = rejections or RejectionLog(reader="studio-secure-delay")
+        self.max_held = max_held
+        self.dropped = 0
+        self._due: list[tuple[float, int, str, bytes]] = []  # a heap: (due, arrival no., ...)
+        self._order = itertools.count()
+        self._rounds: dict[tuple[str, str], list[tuple[float, int, str, bytes]]] = {}
+        self._secrets = 0
+        self._ended: dict[str, collections.deque[str]] = {}
         self._wake = asyncio.Event()
 
     def hold(self, topic: str, payload: bytes) -> None:
-        """Take a message; it is handed on ``delay`` seconds from now."""
-        self._held.append((self.clock() + self.delay, topic, payload))
-        self._wake.set()
+        """Take a message; it is handed on ``delay`` seconds from now, or later (see above)."""
+        due = self.clock() + self.delay
+        item = (due, next(self._order), topic, payload)
+        found = parse_topic(topic, self.prefix)
+        if found is None:
+            self._schedule(item)
+            return
+        table, channel = found
+        if channel == "secure":
+            self._hold_secret(table, topic, item)
+            return
+        self._follow(table, channel, payload)
+        self._schedule(item)
 
     def held(self) -> int:
-        """Messages waiting."""
-        return len(self._held)
+        """Messages waiting (round secrets included)."""
+        return len(self._due) + self._secrets
+
+    def secrets(self) -> int:
+        """Round secrets waiting for their round to end."""
+        return self._secrets
 
     async def run(self) -> None:
         """Hand each message on at its time, forever (cancel to stop)."""
         while True:
-            while not self._held:
+            while not self._due:
                 self._wake.clear()
                 await self._wake.wait()
-            due, topic, payload = self._held[0]
+            due, _, topic, payload = self._due[0]
             wait = due - self.clock()
             if wait > 0:
                 # A message held meanwhile wakes the line early; the head is looked at again.
@@ -209,8 +320,83 @@ class DelayLine:
                     async with asyncio.timeout(wait):
                         await self._wake.wait()
                 continue
-            self._held.popleft()
+            heapq.heappop(self._due)
             self.sink(topic, payload)
+
+    # -- inside -------------------------------------------------------------------------------
+
+    def _schedule(self, item: tuple[float, int, str, bytes]) -> None:
+        heapq.heappush(self._due, item)
+        self._wake.set()
+
+    def _hold_secret(self, table: str, topic: str, item: tuple[float, int, str, bytes]) -> None:
+        envelope = parse_envelope(item[3], table=table, secure=True)
+        if isinstance(envelope, Rejection):
+            self.rejections.record(envelope.at(topic, table))
+            return
+        round_id = envelope.round
+        if round_id is None or round_id in self._ended.get(table, ()):
+            self._schedule(item)  # no round to wait for, or its round is over
+            return
+        if self._secrets >= self.max_held:
+            self._drop_oldest_secret()
+        self._rounds.setdefault((table, round_id), []).append(item)
+        self._secrets += 1
+
+    def _follow(self, table: str, channel: str, payload: bytes) -> None:
+        """Note from a public message whether a round of ``table`` ended or another began.
+
+        A round ends with its ``round_result`` or ``round_voided`` (a replayed one of an
+        earlier round ends nothing that is held), or when the retained snapshot shows it
+        settled or voided. The table has moved on when a ``round_opened`` or the retained
+        snapshot names another round: what is held for earlier rounds goes on then.
+        """
+        if channel == "round":
+            snapshot = parse_snapshot(payload, table=table)
+            if isinstance(snapshot, Rejection):
+                return  # the floor's view rejects (and logs) it too
+            envelope, data = snapshot
+            current, ended = envelope.round, data.state in ("settled", "voided")
+        elif channel in ("events", "results"):
+            parsed = parse_envelope(payload, table=table)
+            if isinstance(parsed, Rejection):
+                return
+            if parsed.kind in RESULT_KINDS and parsed.round is not None:
+                self._end(table, parsed.round)
+            if parsed.kind != "round_opened":
+                return
+            current, ended = parsed.round, False
+        else:
+            return
+        if current is None:
+            return
+        for key in [key for key in self._rounds if key[0] == table and key[1] != current]:
+            self._release(key)
+        if ended:
+            self._end(table, current)
+
+    def _end(self, table: str, round_id: str) -> None:
+        ended = self._ended.setdefault(table, collections.deque(maxlen=_KEEP_ENDED_ROUNDS))
+        if round_id not in ended:
+            ended.append(round_id)
+        self._release((table, round_id))
+
+    def _release(self, key: tuple[str, str]) -> None:
+        items = self._rounds.pop(key, [])
+        self._secrets -= len(items)
+        now = self.clock()
+        for due, order, topic, payload in items:
+            self._schedule((max(due, now), order, topic, payload))
+
+    def _drop_oldest_secret(self) -> None:
+        key = min(self._rounds, key=lambda k: self._rounds[k][0][1])
+        items = self._rounds[key]
+        items.pop(0)
+        if not items:
+            del self._rounds[key]
+        self._secrets -= 1
+        self.dropped += 1
+        log.warning("secure-delay: a round secret dropped (too many held)", table=key[0])
 
 
 class Feed:

@@ -93,6 +93,7 @@ class _Server:
             access_log=False,
             lifespan="off",
             ws="websockets-sansio",
+            proxy_headers=False,  # no X-Forwarded-For from loopback: the pit trusts its proxies
             ws_ping_interval=settings.http.ping_seconds,
             ws_ping_timeout=settings.http.ping_seconds,
             timeout_graceful_shutdown=2,
@@ -130,8 +131,10 @@ async def run_studio(
 
     Raises:
         StudioError: The port cannot be bound.
-        ConfigError: A TLS file of the broker settings cannot be used.
+        ConfigError: A TLS file of the broker settings cannot be used; a secure-delay feed
+            without ``secure.token`` on a studio that does not listen on loopback only.
     """
+    settings.check_exposure()
     prefix = settings.mqtt.topic_prefix
     public = Floor(prefix, settings.shows, name="public")
     secure_floor: Floor | None = None
@@ -142,7 +145,7 @@ async def run_studio(
     secure_mqtt = settings.secure_mqtt
     if settings.secure is not None and secure_mqtt is not None:
         secure_floor = Floor(prefix, settings.shows, secure=True, name="secure-delay")
-        delay = DelayLine(settings.secure.delay_seconds, secure_floor.handle)
+        delay = DelayLine(settings.secure.delay_seconds, secure_floor.handle, prefix=prefix)
         feeds.append(
             Feed(
                 secure_mqtt,

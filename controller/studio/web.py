@@ -13,6 +13,13 @@ Routes (docs/studio.md):
 | ``/static/...`` | the pages' scripts and styles (package data) |
 | ``/pit`` | the pit-boss console, when ``[pit]`` is configured (``controller.studio.pit``) |
 
+Sockets (docs/studio.md, "Sockets"): one is opened only for a table the studio serves
+(``tables``) or has heard on the broker, and within ``http.max_sockets`` in all and
+``http.max_sockets_per_client`` per client address; the secure-delay socket also wants the
+same origin as the studio's pages (or one of ``secure.allowed_origins``) and the token. A
+refused socket is refused at the handshake (HTTP 403) and creates nothing. A path holding a
+control character (``%00``...) is answered 400 on every route, before any route sees it.
+
 A page's socket gets a ``state`` message first (the view as the studio holds it, from the
 retained round snapshot and what followed), then one per change, each the full view. The
 public socket is fed by the public floor only; the secure-delay socket by the secure-delay
@@ -25,20 +32,24 @@ import asyncio
 import contextlib
 import hmac
 import html
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 import structlog
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from controller.studio.config import StudioSettings
+from controller.studio.config import StudioSettings, is_loopback
 from controller.studio.feed import Floor, Mailbox
 
 log = structlog.get_logger("studio")
@@ -63,6 +74,43 @@ class Floors:
     public: Floor
     secure: Floor | None
     stopping: asyncio.Event
+
+
+@dataclass
+class SocketCount:
+    """The page sockets open, in all and per client address, within their caps.
+
+    Attributes:
+        total: The most open at once (``http.max_sockets``).
+        per_client: The most open at once from one address (``http.max_sockets_per_client``).
+        open: Open sockets by client address.
+        refused: Sockets refused for a cap since start.
+    """
+
+    total: int
+    per_client: int
+    open: Counter[str] = field(default_factory=Counter)
+    refused: int = 0
+
+    def take(self, client: str) -> str | None:
+        """Count a new socket from ``client``; why not (a cap reached), or ``None``."""
+        if self.open.total() >= self.total:
+            reason = f"the studio has {self.total} page sockets open (http.max_sockets)"
+        elif self.open[client] >= self.per_client:
+            reason = (
+                f"{client} has {self.per_client} page sockets open (http.max_sockets_per_client)"
+            )
+        else:
+            self.open[client] += 1
+            return None
+        self.refused += 1
+        return reason
+
+    def give_back(self, client: str) -> None:
+        """A socket of ``client`` closed."""
+        self.open[client] -= 1
+        if self.open[client] <= 0:
+            del self.open[client]
 
 
 def _page(name: str) -> str:
@@ -94,7 +142,42 @@ def build_studio_app(
     ]
     # The pit-boss console's /pit mount comes in ``extra_routes`` (``run_studio``).
     routes.extend(extra_routes or [])
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, middleware=[Middleware(CleanPaths)])
+
+
+def bad_path(path: str) -> str | None:
+    """What is wrong with a request's (decoded) path, or ``None``: control characters."""
+    for index, char in enumerate(path):
+        if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 or 0xD800 <= ord(char) <= 0xDFFF:
+            return f"the path holds a control character (U+{ord(char):04X} at {index})"
+    return None
+
+
+class CleanPaths:
+    """Answers 400 (a socket: refuses it) for a path with a control character, on any route.
+
+    A ``%00`` reached the static files' ``os.stat`` and gave a 500 with a traceback; no route
+    of the studio (nor the pit console) has a use for such a path.
+
+    Args:
+        app: The app behind.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse the request when its path is bad, else hand it on."""
+        if scope["type"] in ("http", "websocket"):
+            wrong = bad_path(str(scope.get("path", "")))
+            if wrong is not None:
+                log.info("request refused", reason=wrong, kind=scope["type"])
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008, "reason": wrong})
+                else:
+                    await PlainTextResponse(wrong, status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _Pages:
@@ -103,10 +186,62 @@ class _Pages:
     def __init__(self, settings: StudioSettings, floors: Floors) -> None:
         self.settings = settings
         self.floors = floors
+        self.sockets = SocketCount(settings.http.max_sockets, settings.http.max_sockets_per_client)
+        self._refusals_logged = 0
 
     def _table(self, request: Request | WebSocket) -> str | None:
+        """The table of a page's path, if it is one of the studio's (listed, or any)."""
         table = str(request.path_params["table"])
         return table if self.settings.shows(table) else None
+
+    def _socket_table(self, websocket: WebSocket) -> str | None:
+        """The table of a socket's path if the studio serves it or has heard it."""
+        table = str(websocket.path_params["table"])
+        if self.settings.tables:
+            return table if table in self.settings.tables else None
+        secure = self.floors.secure
+        if self.floors.public.heard(table) or (secure is not None and secure.heard(table)):
+            return table
+        return None
+
+    def _origin_problem(self, websocket: WebSocket) -> str | None:
+        """Why the secure-delay socket's ``Origin`` is not allowed, or ``None``.
+
+        Allowed: no ``Origin`` (not a browser page), one of ``secure.allowed_origins``, or the
+        studio's own origin (the ``Host`` the request was sent to); without a token, the
+        ``Host`` must also be a loopback name (a page whose name was made to resolve to
+        127.0.0.1, DNS rebinding, has its own name there).
+        """
+        origin = websocket.headers.get("origin")
+        if origin is None:
+            return None
+        config = self.settings.secure
+        allowed = config.allowed_origins if config is not None else []
+        if origin.lower() in allowed:
+            return None
+        host = websocket.headers.get("host", "")
+        parts = _split(origin)
+        same = (
+            parts is not None
+            and parts.scheme in ("http", "https")
+            and parts.netloc.lower() == host.lower()
+        )
+        if same and (config is None or config.token is not None or _loopback_host(host)):
+            return None
+        return f"origin {origin[:100]!r} is not the studio's own nor an allowed one"
+
+    def _refuse_log(self, websocket: WebSocket, reason: str) -> None:
+        """Log a refused socket (the first 20, then one in 100: a flood fills no disk)."""
+        self._refusals_logged += 1
+        if self._refusals_logged <= 20 or self._refusals_logged % 100 == 0:
+            client = websocket.client.host if websocket.client else "?"
+            log.info(
+                "page socket refused",
+                reason=reason,
+                client=client,
+                path=websocket.url.path[:200],
+                refused=self._refusals_logged,
+            )
 
     async def index(self, request: Request) -> Response:
         """The studio's tables, with links to their pages."""
@@ -146,6 +281,7 @@ class _Pages:
         body: dict[str, Any] = {
             "public": {"feed_up": public.feed_up, "pages": public.pages()},
             "tables": {t: v.online for t, v in sorted(public.views.items())},
+            "sockets": {"open": self.sockets.open.total(), "refused": self.sockets.refused},
         }
         if secure is not None:
             body["secure"] = {"feed_up": secure.feed_up, "pages": secure.pages()}
@@ -153,30 +289,63 @@ class _Pages:
 
     async def public_socket(self, websocket: WebSocket) -> None:
         """A page's socket on the public floor."""
-        if self._table(websocket) is None:
-            await websocket.close(code=4404, reason="not a table of this studio")
+        if self._socket_table(websocket) is None:
+            await self._refuse(websocket, 4404, "not a table of this studio")
             return
         await self._serve(websocket, self.floors.public)
 
     async def secure_socket(self, websocket: WebSocket) -> None:
-        """A secure-delay overlay's socket (the token checked when one is configured)."""
+        """A secure-delay overlay's socket: a known table, the origin, the token."""
         secure = self.floors.secure
         config = self.settings.secure
-        if self._table(websocket) is None or secure is None or config is None:
-            await websocket.close(code=4404, reason="no secure-delay feed for this table")
+        if self._socket_table(websocket) is None or secure is None or config is None:
+            await self._refuse(websocket, 4404, "no secure-delay feed for this table")
+            return
+        wrong_origin = self._origin_problem(websocket)
+        if wrong_origin is not None:
+            await self._refuse(websocket, 4403, wrong_origin)
             return
         given = websocket.query_params.get("token", "")
         token = config.token
-        if token is not None and not hmac.compare_digest(given, token.get_secret_value()):
-            await websocket.close(code=4403, reason="secure-delay needs the overlay token")
+        if token is not None and not hmac.compare_digest(
+            given.encode(), token.get_secret_value().encode()
+        ):
+            await self._refuse(websocket, 4403, "secure-delay needs the overlay token")
             return
         await self._serve(websocket, secure)
 
+    async def _refuse(self, websocket: WebSocket, code: int, reason: str) -> None:
+        """Refuse a socket at the handshake (HTTP 403), logged (bounded)."""
+        self._refuse_log(websocket, reason)
+        await websocket.close(code=code, reason=reason[:120])
+
     async def _serve(self, websocket: WebSocket, floor: Floor) -> None:
         http = self.settings.http
-        await _serve_socket(
-            websocket, floor, self.floors.stopping, http.send_timeout_seconds, http.ping_seconds
-        )
+        client = websocket.client.host if websocket.client else "?"
+        full = self.sockets.take(client)
+        if full is not None:
+            await self._refuse(websocket, 1013, full)
+            return
+        try:
+            await _serve_socket(
+                websocket, floor, self.floors.stopping, http.send_timeout_seconds, http.ping_seconds
+            )
+        finally:
+            self.sockets.give_back(client)
+
+
+def _loopback_host(host: str) -> bool:
+    """Whether a ``Host`` header (``name[:port]``, ``[::1]:port``) names a loopback host."""
+    parts = _split(f"//{host}")
+    return parts is not None and is_loopback(parts.hostname or "")
+
+
+def _split(url: str) -> SplitResult | None:
+    """``urlsplit(url)``, or ``None`` for what it cannot split (a broken IPv6 literal)."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
 
 
 def _unknown_table(request: Request) -> Response:
