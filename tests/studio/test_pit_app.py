@@ -106,9 +106,9 @@ def test_sign_out_needs_the_session_token(client):
 
 
 def test_the_websocket_needs_a_session_and_this_origin(client):
-    with pytest.raises(WebSocketDisconnect) as refused, client.websocket_connect("/ws"):
-        pass
-    assert refused.value.code == 4401
+    with client.websocket_connect("/ws") as ws, pytest.raises(WebSocketDisconnect) as refused:
+        ws.receive_json()
+    assert (refused.value.code, refused.value.reason) == (4401, "not signed in")
     sign_in(client, "alice", "pw-a")
     with (
         pytest.raises(WebSocketDisconnect),

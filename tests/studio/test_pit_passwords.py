@@ -1,13 +1,14 @@
-"""Password hashes of the pit console's users (scrypt, one salt per hash) and the throttle."""
+"""Password hashes of the pit console's users (scrypt, one salt per hash).
+
+The sign-in throttle is tested in ``test_pit_login.py``.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from controller.studio.pit.errors import PasswordHashError
-from controller.studio.pit.login import LoginThrottle
 from controller.studio.pit.passwords import hash_password, parse_hash, verify_password
-from controller.studio.pit.settings import LoginSettings
 
 FAST = {"n": 2**10, "r": 8, "p": 1}
 """A cheap cost for tests (the default is 2**15)."""
@@ -78,40 +79,3 @@ def test_tablectl_studio_hash_password_prints_a_hash_of_stdin():
         check=False,
     )
     assert empty.returncode == 1 and "must not be empty" in empty.stderr
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_repeated_wrong_logins_lock_the_name_and_the_lock_doubles():
-    clock = Clock()
-    throttle = LoginThrottle(
-        LoginSettings(max_failures=3, lockout_seconds=10, max_lockout_seconds=15), clock
-    )
-    keys = ("user:alice", "addr:10.0.0.1")
-    for _ in range(2):
-        throttle.failed(keys)
-    assert throttle.locked_for(keys) == 0
-    throttle.failed(keys)
-    assert throttle.locked_for(keys) == 10
-    assert throttle.locked_for(("user:bob", "addr:10.0.0.2")) == 0
-    assert throttle.locked_for(("user:bob", "addr:10.0.0.1")) == 10, "the address is locked too"
-    clock.now += 10
-    assert throttle.locked_for(keys) == 0
-    for _ in range(3):
-        throttle.failed(keys)
-    assert throttle.locked_for(keys) == 15, "doubled (20 s), capped at max_lockout_seconds"
-
-
-def test_a_right_login_clears_the_count():
-    throttle = LoginThrottle(LoginSettings(max_failures=2, lockout_seconds=10), Clock())
-    keys = ("user:alice", "addr:a")
-    throttle.failed(keys)
-    throttle.succeeded(keys)
-    throttle.failed(keys)
-    assert throttle.locked_for(keys) == 0

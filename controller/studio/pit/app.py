@@ -15,10 +15,14 @@ path           method  what
 =============  ======  ==================================================================
 
 Sessions are a signed cookie (Starlette's ``SessionMiddleware``: itsdangerous, the configured
-``session_secret``), ``SameSite=Strict``, ``HttpOnly``, ``Secure`` with ``https_only``. Every
-form carries the session's token (``csrf``) and every action on the WebSocket too; the
-WebSocket also checks that the page's ``Origin`` is this server. Pages get a strict Content
-Security Policy (scripts and styles from this server only).
+``session_secret``), ``SameSite=Strict``, ``HttpOnly``, ``Secure`` with ``https_only``, naming
+a session id; signing out revokes that id on the server (every route and the WebSocket refuse
+it, and its open WebSockets are closed). Every form carries the session's token (``csrf``) and
+every action on the WebSocket too; the WebSocket also checks that the page's ``Origin`` is
+this server, and at most ``sockets.per_address`` / ``sockets.total`` are open. Sign-ins are
+counted per client address before the password is checked (:mod:`.login`); the client's
+address is read from forwarded headers only when the peer is a configured trusted proxy.
+Pages get a strict Content Security Policy (scripts and styles from this server only).
 
 Starlette does not run a mounted application's lifespan: the studio that mounts this app runs
 ``app.state.pit_lifespan(app)`` in its own (see ``docs/studio-pit.md``).
@@ -30,6 +34,8 @@ import asyncio
 import contextlib
 import hmac
 import secrets
+import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -46,7 +52,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from controller.studio.pit.console import ActionRequest, ConnectorFactory, PitConsole
 from controller.studio.pit.errors import RecallError
-from controller.studio.pit.login import LoginThrottle
+from controller.studio.pit.login import LoginThrottle, Refused, client_address
 from controller.studio.pit.page import SCRIPT, STYLE, floor_page, login_page
 from controller.studio.pit.passwords import hash_password, parse_hash, verify_password
 from controller.studio.pit.recall import Recalled, recall_archived, recall_seen
@@ -55,6 +61,12 @@ from controller.studio.pit.settings import ACTING_ROLES, PitSettings, PitUser
 SESSION_COOKIE = "tablectl_pit"
 MAX_FORM_BYTES = 4096
 MAX_ROUND_ID = 128
+MAX_REVOKED_SESSIONS = 100_000
+"""Revoked session ids remembered (each until its cookie would have expired anyway)."""
+CLOSE_SIGNED_OUT = 4401
+"""WebSocket close code: not signed in, or the session was signed out (the page stops)."""
+CLOSE_TOO_MANY = 1013
+"""WebSocket close code for a socket over the caps ("try again later": the page retries)."""
 SECURITY_HEADERS = (
     (
         b"content-security-policy",
@@ -147,6 +159,12 @@ class PitHandlers:
         self.console = console
         self.throttle = throttle
         self.log = structlog.get_logger(__name__)
+        self.password_checks = 0
+        """Passwords checked with scrypt since start (sign-ins the throttle let through)."""
+        self._proxies = settings.proxy_networks()
+        self._revoked: dict[str, float] = {}  # session id -> when its cookie expires anyway
+        self._session_sockets: dict[str, set[asyncio.Event]] = {}
+        self._open_sockets: Counter[str] = Counter()
         model = parse_hash(settings.users[0].password_hash)
         # A login for an unknown name costs the same hash as a known one (no name probing).
         self._decoy = hash_password(secrets.token_hex(8), n=model.n, r=model.r, p=model.p)
@@ -166,10 +184,49 @@ class PitHandlers:
 
     # -- pages ---------------------------------------------------------------------------------
 
+    def client_of(self, connection: HTTPConnection) -> str:
+        """The client's address (from forwarded headers only behind a trusted proxy)."""
+        peer = connection.client.host if connection.client else "?"
+        return client_address(
+            peer, connection.headers.items(), self._proxies, self.settings.proxy_header
+        )
+
+    def _is_revoked(self, session_id: str) -> bool:
+        expires = self._revoked.get(session_id)
+        return expires is not None and expires > time.monotonic()
+
     def user_of(self, connection: HTTPConnection) -> PitUser | None:
-        """The signed-in user (``None``: not signed in, or no longer configured)."""
+        """The signed-in user (``None``: not signed in, signed out, or no longer configured)."""
         name = connection.session.get("user")
-        return self.settings.user(name) if isinstance(name, str) else None
+        session_id = connection.session.get("sid")
+        if not isinstance(name, str) or not isinstance(session_id, str):
+            return None
+        if self._is_revoked(session_id):
+            return None
+        return self.settings.user(name)
+
+    def revoke(self, session_id: str) -> int:
+        """Sign a session out on the server.
+
+        Its cookie is refused from now on (until it would have expired anyway), and its open
+        WebSockets are closed.
+
+        Args:
+            session_id: The session's id (``sid`` in the cookie).
+
+        Returns:
+            How many open WebSockets of the session are being closed.
+        """
+        now = time.monotonic()
+        for old in [sid for sid, expires in self._revoked.items() if expires <= now]:
+            del self._revoked[old]
+        self._revoked[session_id] = now + self.settings.session_max_age_seconds
+        while len(self._revoked) > MAX_REVOKED_SESSIONS:
+            del self._revoked[next(iter(self._revoked))]
+        sockets = self._session_sockets.pop(session_id, set())
+        for signed_out in sockets:
+            signed_out.set()
+        return len(sockets)
 
     async def floor(self, request: Request) -> Response:
         """The floor page, or a redirect to the sign-in form."""
@@ -221,37 +278,64 @@ class PitHandlers:
                 username=username,
                 status=403,
             )
-        client = request.client.host if request.client else "?"
-        keys = (f"user:{username.lower()}", f"addr:{client}")
-        locked = self.throttle.locked_for(keys)
-        if locked > 0:
-            return self._login_form(
-                request,
-                error=f"too many wrong sign-ins for this name or address: try again in "
-                f"{int(locked) + 1} s",
+        client = self.client_of(request)
+        # Counted before the (slow) check is awaited: parallel tries cannot pass the limit.
+        attempt = self.throttle.begin(client, username)
+        if isinstance(attempt, Refused):
+            self.log.warning(
+                "pit console: sign-in refused unchecked",
                 username=username,
-                status=429,
+                client=client,
+                why=attempt.reason,
+                wait=round(attempt.wait_seconds, 1),
+            )
+            return self._login_form(
+                request, error=self._refusal(attempt), username=username, status=429
             )
         user = self.settings.user(username)
         stored = user.password_hash if user is not None else self._decoy
+        self.password_checks += 1
         right = await asyncio.to_thread(verify_password, _first(form, "password"), stored)
         if user is None or not right:
-            self.throttle.failed(keys)
             self.log.warning("pit console: wrong sign-in", username=username, client=client)
             await asyncio.sleep(self.settings.login.failure_delay_seconds)
             return self._login_form(
                 request, error="wrong user name or password", username=username, status=401
             )
-        self.throttle.succeeded(keys)
+        self.throttle.succeeded(attempt)
+        previous = request.session.get("sid")
+        if isinstance(previous, str):
+            self.revoke(previous)  # this browser's earlier session ends with the new one
         request.session.clear()
-        request.session.update(user=user.name, csrf=secrets.token_urlsafe(32))
+        request.session.update(
+            user=user.name, sid=secrets.token_urlsafe(24), csrf=secrets.token_urlsafe(32)
+        )
         self.log.info("pit console: signed in", user=user.name, role=user.role, client=client)
         return RedirectResponse(_base(request), status_code=303)
 
+    @staticmethod
+    def _refusal(refused: Refused) -> str:
+        wait = f"try again in {int(refused.wait_seconds) + 1} s"
+        if refused.reason == "address":
+            return f"too many wrong sign-ins from this address: {wait}"
+        return (
+            f"too many wrong sign-ins for this name from many addresses: {wait}, or sign in "
+            "from a terminal that signed in as this user before"
+        )
+
     async def logout(self, request: Request) -> Response:
-        """Sign out (the form's token must match the session's)."""
+        """Sign out (the form's token must match the session's): the session is revoked."""
         form = await self._form(request) or {}
         if _same(_first(form, "csrf"), request.session.get("csrf")):
+            session_id = request.session.get("sid")
+            if isinstance(session_id, str):
+                closed = self.revoke(session_id)
+                self.log.info(
+                    "pit console: signed out",
+                    user=request.session.get("user"),
+                    client=self.client_of(request),
+                    sockets_closed=closed,
+                )
             request.session.clear()
         return RedirectResponse(_base(request) + "login", status_code=303)
 
@@ -275,31 +359,84 @@ class PitHandlers:
             "host", ""
         )
 
+    def _over_cap(self, client: str) -> str | None:
+        limits = self.settings.sockets
+        if self._open_sockets[client] >= limits.per_address:
+            return (
+                f"too many pit console connections from this address (limit {limits.per_address})"
+            )
+        if self._open_sockets.total() >= limits.total:
+            return f"too many pit console connections in all (limit {limits.total})"
+        return None
+
     async def socket(self, websocket: WebSocket) -> None:
         """Push the floor to a signed-in page; take its actions and recalls."""
-        user = self.user_of(websocket)
-        if user is None or not self._same_origin(websocket):
-            await websocket.close(code=4401)
+        if not self._same_origin(websocket):
+            await websocket.close(code=CLOSE_SIGNED_OUT)  # the handshake is refused (403)
             return
-        await websocket.accept()
+        user = self.user_of(websocket)
+        session_id = websocket.session.get("sid")
+        if user is None or not isinstance(session_id, str):
+            # Accepted only to say why: the page stops reconnecting and asks for a sign-in.
+            await websocket.accept()
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                await websocket.close(code=CLOSE_SIGNED_OUT, reason="not signed in")
+            return
+        client = self.client_of(websocket)
+        over = self._over_cap(client)
+        if over is not None:
+            self.log.warning("pit console: socket refused", user=user.name, client=client, why=over)
+            await websocket.accept()  # accepted only to say why (a refused handshake says nothing)
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                await websocket.close(code=CLOSE_TOO_MANY, reason=over)
+            return
+        signed_out = asyncio.Event()
+        self._open_sockets[client] += 1
+        self._session_sockets.setdefault(session_id, set()).add(signed_out)
+        try:
+            await websocket.accept()
+            await self._serve_socket(websocket, user, signed_out)
+        finally:
+            self._open_sockets[client] -= 1
+            if self._open_sockets[client] <= 0:
+                del self._open_sockets[client]
+            self._session_sockets.get(session_id, set()).discard(signed_out)
+            if not self._session_sockets.get(session_id, True):
+                del self._session_sockets[session_id]
+
+    async def _serve_socket(
+        self, websocket: WebSocket, user: PitUser, signed_out: asyncio.Event
+    ) -> None:
         lock = asyncio.Lock()
 
         async def send(message: dict[str, Any]) -> None:
             async with lock, asyncio.timeout(self.settings.page_send_timeout):
                 await websocket.send_json(message)
 
+        async def close_when_signed_out() -> None:
+            await signed_out.wait()
+            async with lock, asyncio.timeout(self.settings.page_send_timeout):
+                await websocket.close(code=CLOSE_SIGNED_OUT, reason="signed out")
+
         csrf = websocket.session.get("csrf")
         async with self.console.updates() as queue:
             try:
                 async with asyncio.TaskGroup() as group:
                     pusher = group.create_task(self._push(websocket, queue, send), name="pit-push")
-                    await self._read(websocket, user, csrf, send, group)
-                    pusher.cancel()
+                    reader = group.create_task(
+                        self._read(websocket, user, csrf, send, group), name="pit-read"
+                    )
+                    closer = group.create_task(close_when_signed_out(), name="pit-signed-out")
+                    await asyncio.wait({reader, closer}, return_when=asyncio.FIRST_COMPLETED)
+                    for task in (pusher, reader, closer):
+                        task.cancel()
             except* (WebSocketDisconnect, RuntimeError, TimeoutError) as gone:
                 # The page went away (or stopped reading) while something was being sent.
                 self.log.info(
                     "pit console: page gone", user=user.name, why=repr(gone.exceptions[0])
                 )
+        if signed_out.is_set():
+            self.log.info("pit console: socket of a signed-out session closed", user=user.name)
 
     async def _push(
         self, websocket: WebSocket, queue: asyncio.Queue[dict[str, Any] | None], send: Send_

@@ -28,7 +28,13 @@ async def serving(app: Starlette, *, host: str = "127.0.0.1", port: int = 0) -> 
     import uvicorn
 
     config = uvicorn.Config(
-        app, host=host, port=port, lifespan="on", log_level="warning", ws="websockets-sansio"
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level="warning",
+        ws="websockets-sansio",
+        proxy_headers=False,  # the console reads forwarded headers from trusted proxies only
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(), name="pit-uvicorn")

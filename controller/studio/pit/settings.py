@@ -21,6 +21,7 @@ username = "pitboss"            # the pit role's credential (docs/security.md)
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +39,8 @@ from pydantic import (
 from controller.mqtt.settings import MqttSettings
 from controller.studio.pit.errors import PasswordHashError, PitConfigError
 from controller.studio.pit.passwords import parse_hash
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 PitRole = Literal["pitboss", "observer"]
 """``pitboss``: sees the floor, recalls rounds, sends pit actions. ``observer``: no actions."""
@@ -73,14 +76,22 @@ class PitUser(BaseModel):
 
 
 class LoginSettings(BaseModel):
-    """How wrong logins are slowed down.
+    """How wrong sign-ins are slowed down (docs/studio-pit.md, "Throttling").
+
+    Every sign-in is counted before its password is checked, so parallel tries cannot all get
+    in under a limit.
 
     Attributes:
-        failure_delay_seconds: Every wrong login is answered after this long.
-        max_failures: Wrong logins in a row (per user name, and per client address) before
-            the name (or address) is locked.
-        lockout_seconds: How long a lock lasts; it doubles with each further lock.
-        max_lockout_seconds: The longest lock.
+        failure_delay_seconds: Every wrong sign-in is answered after this long.
+        max_failures: Wrong sign-ins from one client address within ``window_seconds``; the
+            one that reaches it is still checked, then the address waits ``lockout_seconds``.
+        lockout_seconds: How long an address waits; it doubles with each further wait.
+        max_lockout_seconds: The longest wait.
+        window_seconds: Wrong sign-ins older than this are forgotten.
+        max_failures_per_user: Wrong sign-ins for one user name, from every address together,
+            within ``window_seconds``; beyond it the name can be tried only from addresses
+            that signed in as that user before (a distributed guess is slowed, the pit boss's
+            own terminals are never locked out).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -89,6 +100,22 @@ class LoginSettings(BaseModel):
     max_failures: int = Field(default=5, ge=1)
     lockout_seconds: float = Field(default=30.0, ge=0)
     max_lockout_seconds: float = Field(default=900.0, ge=0)
+    window_seconds: float = Field(default=900.0, gt=0)
+    max_failures_per_user: int = Field(default=50, ge=1)
+
+
+class SocketLimits(BaseModel):
+    """How many pit console WebSockets may be open.
+
+    Attributes:
+        per_address: Open sockets from one client address.
+        total: Open sockets in all.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    per_address: int = Field(default=8, ge=1)
+    total: int = Field(default=64, ge=1)
 
 
 class PitSettings(BaseModel):
@@ -111,7 +138,14 @@ class PitSettings(BaseModel):
         recent_rounds: Rounds per table kept in memory for recall without the archive.
         alerts_per_table: Alerts kept per table.
         lines_per_table: Recent event lines kept per table.
-        login: How wrong logins are slowed down.
+        login: How wrong sign-ins are slowed down.
+        trusted_proxies: Addresses or networks (``"127.0.0.1"``, ``"10.0.0.0/24"``) of the
+            reverse proxies in front of the console. Only when the direct peer is one of them
+            is the client's address read from ``proxy_header``; empty: trust none (the peer
+            is the client).
+        proxy_header: The header the trusted proxies set: ``x-forwarded-for`` or
+            ``forwarded`` (RFC 7239); the other is ignored.
+        sockets: How many WebSockets may be open, per client address and in all.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -131,6 +165,9 @@ class PitSettings(BaseModel):
     alerts_per_table: int = Field(default=50, ge=1, le=10_000)
     lines_per_table: int = Field(default=30, ge=1, le=10_000)
     login: LoginSettings = Field(default_factory=LoginSettings)
+    trusted_proxies: list[str] = Field(default_factory=list, max_length=256)
+    proxy_header: Literal["x-forwarded-for", "forwarded"] = "x-forwarded-for"
+    sockets: SocketLimits = Field(default_factory=SocketLimits)
 
     @field_validator("session_secret")
     @classmethod
@@ -138,6 +175,22 @@ class PitSettings(BaseModel):
         if len(value.get_secret_value()) < 32:
             raise ValueError("session_secret must be at least 32 characters (random)")
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as exc:
+                raise ValueError(
+                    f"trusted proxy {entry!r} is not an IP address or network: {exc}"
+                ) from exc
+        return value
+
+    def proxy_networks(self) -> tuple[IPNetwork, ...]:
+        """:attr:`trusted_proxies`, read."""
+        return tuple(ipaddress.ip_network(entry, strict=False) for entry in self.trusted_proxies)
 
     @field_validator("tables")
     @classmethod
