@@ -2,11 +2,14 @@
 
 A Mosquitto runs the committed ``mosquitto.conf`` (only its paths and ports replaced) with the
 committed ACL file unchanged; the table ``tp-01`` and the archive connect over TLS on the
-controllers' listener with their own credentials (``table-tp-01``, ``archive``). The archive
-starts after the table's first round: it sees the gap, asks for a replay on ``cmd/replay``
-(the only command its credential may send), and the table's replayed, signed result arrives.
-Everything after the gap arrives too. The same credential cannot publish an entry or a pit
-command, and never receives a ``secure/`` message.
+controllers' listener with their own credentials: the table's three (``table-tp-01``,
+``-cmd``, ``-status``), the archive instance's two (``archive-1`` for its consumer,
+``archive-1-replay`` for its replay requests; the broker uses each user name as the client id).
+The archive starts after the table's first round: it sees the gap, asks for a replay on
+``cmd/replay`` (the only command its replay credential may send), and the table's replayed,
+signed result arrives. Everything after the gap arrives too. The consumer's credential
+publishes nothing; neither can publish an entry or a pit command, and neither ever receives a
+``secure/`` message.
 """
 
 from __future__ import annotations
@@ -36,27 +39,22 @@ from controller.settings import load_settings
 from controller.signing import generate_keypair
 from simulators.table import Simulation, simulated_scanner
 from tests.integration._secure_broker import (
+    SHIPPED_PASSWORDS,
     SecureBroker,
     TlsFiles,
-    make_password_file,
-    make_tls,
-    production_config,
+    shipped_broker,
 )
 from tests.support.mosquitto import MISSING, have_mosquitto
 
 pytestmark = [pytest.mark.hil, pytest.mark.skipif(not have_mosquitto(), reason=MISSING)]
 
-PASSWORDS = {"table-tp-01": "pw-table-tp-01", "archive": "pw-archive"}
+PASSWORDS = SHIPPED_PASSWORDS
 
 
 @pytest.fixture
 def secure_broker(tmp_path: Path) -> Any:
-    directory = tmp_path / "broker"
-    directory.mkdir()
-    tls = make_tls(directory / "certs")
-    roles = make_password_file(directory / "passwd", {"viewer": "pw-viewer"})
-    tables = make_password_file(directory / "passwd-tables", PASSWORDS)
-    with SecureBroker(production_config(directory, tls, roles, tables), directory) as broker:
+    broker, tls = shipped_broker(tmp_path / "broker")
+    with broker:
         yield broker, tls
 
 
@@ -103,7 +101,15 @@ async def _table(broker: SecureBroker, tls: TlsFiles, tmp_path: Path, key: Path)
             None,
             table_id="tp-01",
             device={"url": device},
-            mqtt=_mqtt(broker, tls, "table-tp-01"),
+            mqtt=_mqtt(
+                broker,
+                tls,
+                "table-tp-01",
+                command_username="table-tp-01-cmd",
+                command_password=PASSWORDS["table-tp-01-cmd"],
+                status_username="table-tp-01-status",
+                status_password=PASSWORDS["table-tp-01-status"],
+            ),
             journal={"path": tmp_path / "tp-01.sqlite"},
             rounds={"betting_seconds": 0.1, "pause_seconds": 0.8},
             signing={"key_file": key, "key_id": "tp-01-key"},
@@ -127,7 +133,14 @@ async def test_the_archive_works_under_the_shipped_acl(
     settings = ArchiveSettings.model_validate(
         {
             "database": {"url": archive_db},
-            "mqtt": _mqtt(broker, tls, "archive", client_id="tablectl-archive-1"),
+            "mqtt": _mqtt(
+                broker,
+                tls,
+                "archive-1",
+                client_id="tablectl-archive-1",
+                command_username="archive-1-replay",
+                command_password=PASSWORDS["archive-1-replay"],
+            ),
             "gaps": {"grace_seconds": 0.2, "timeout_seconds": 3.0, "replay_role": "betting"},
             "consumer": consumer,
             "tables": {"tp-01": {"public_key": str(public)}},
@@ -177,16 +190,26 @@ async def test_the_archive_works_under_the_shipped_acl(
         await store.close()
 
 
-async def test_the_archive_credential_may_do_nothing_else(secure_broker):
+@pytest.mark.parametrize("user", ["archive-1", "archive-1-replay"])
+async def test_the_archive_credentials_may_do_nothing_else(secure_broker, user):
     broker, tls = secure_broker
-    async with _client(broker, tls, "archive") as spy, _client(broker, tls, "table-tp-01") as tp:
-        for topic in ("tables/tp-01/events", "tables/tp-01/cmd/pit/replay", "betting/status"):
+    async with _client(broker, tls, user) as spy, _client(broker, tls, "table-tp-01") as tp:
+        forbidden = ["tables/tp-01/events", "tables/tp-01/cmd/pit/replay", "betting/status"]
+        if user == "archive-1":  # the consumer asks for nothing: its replay user does
+            forbidden.append("tables/tp-01/cmd/replay")
+        else:
+            await publish_checked(spy, "tables/tp-01/cmd/replay", b"{}", timeout=10)
+        for topic in forbidden:
             with pytest.raises(PublishRefused):
                 await publish_checked(spy, topic, b"{}", timeout=10)
         await spy.subscribe("tables/#", qos=1)
         await tp.publish("tables/tp-01/secure/events", b"hidden", qos=1)
         await tp.publish("tables/tp-01/round", b"snapshot", qos=1)
-        await tp.publish("tables/tp-01/events", b"control", qos=1)
+        await tp.publish("tables/tp-01/reply/pit", b"for the pit", qos=1)
+        control_topic = (
+            "tables/tp-01/events" if user == "archive-1" else "tables/tp-01/reply/betting"
+        )
+        await tp.publish(control_topic, b"control", qos=1)
         got: list[tuple[str, bytes]] = []
         async with asyncio.timeout(10):
             async for message in spy.messages:
@@ -194,12 +217,20 @@ async def test_the_archive_credential_may_do_nothing_else(secure_broker):
                 got.append((str(message.topic), message.payload))
                 if message.payload == b"control":
                     break
-    # The retained status comes too; neither secure/ nor round (not granted) ever does.
-    assert got[-1] == ("tables/tp-01/events", b"control")
-    assert {topic for topic, _ in got} <= {"tables/tp-01/status", "tables/tp-01/events"}
+    # The consumer: the retained status comes too; neither secure/ nor round (not granted)
+    # ever does. The replay user: only the betting role's replies.
+    assert got[-1] == (control_topic, b"control")
+    allowed = (
+        {"tables/tp-01/status", "tables/tp-01/events"}
+        if user == "archive-1"
+        else {"tables/tp-01/reply/betting"}
+    )
+    assert {topic for topic, _ in got} <= allowed
+    if user == "archive-1":
+        return
     # A replay on the pit boss's topic is refused by the broker (replay_role must be betting).
     pit = MqttSettings.model_validate(
-        {**_mqtt(broker, tls, "archive"), "password": SecretStr(PASSWORDS["archive"])}
+        {**_mqtt(broker, tls, user), "password": SecretStr(PASSWORDS[user])}
     )
     outcome = await send_command(
         Target(pit, "tp-01"), "pit", "replay", {"round": None, "from_seq": 1}, timeout=10

@@ -37,7 +37,30 @@ ROLE_PASSWORDS = {
     "stream": "pw-stream",
     "viewer": "pw-viewer",
 }
-"""The users of the committed ACL file, with test passwords."""
+"""Users of the committed ACL file, with test passwords (the ones most tests need)."""
+
+CONTROLLER_LISTENER_PASSWORDS = {
+    **{
+        f"table-{table}{suffix}": f"pw-table-{table}{suffix}"
+        for table in ("tp-01", "tp-02")
+        for suffix in ("", "-cmd", "-status")
+    },
+    **{
+        f"archive-{n}{suffix}": f"pw-archive-{n}{suffix}"
+        for n in (1, 2)
+        for suffix in ("", "-replay")
+    },
+}
+"""The shipped config's ``passwd-tables`` users (the controllers' listener, 8884): each
+table's three connections and each archive instance's two, with test passwords."""
+
+ROLES_LISTENER_PASSWORDS = {
+    user: f"pw-{user}" for user in ("betting", "pitboss", "pitconsole", "stream", "viewer")
+}
+"""The shipped config's ``passwd`` users (the roles' listener, 8883), with test passwords."""
+
+SHIPPED_PASSWORDS = {**ROLES_LISTENER_PASSWORDS, **CONTROLLER_LISTENER_PASSWORDS}
+"""Every user of the committed ACL file (``acl_users()``), with test passwords."""
 
 
 def make_password_file(path: Path, users: dict[str, str]) -> Path:
@@ -297,3 +320,24 @@ def production_config(
         text = text.replace(old, new)
     (directory / "data").mkdir()
     return text
+
+
+def acl_users(acl: Path | None = None) -> list[str]:
+    """The users the committed ACL file (or ``acl``) names, in order."""
+    text = (acl or COMMITTED / "acl").read_text()
+    return [
+        line.split(None, 1)[1].strip() for line in text.splitlines() if line.startswith("user ")
+    ]
+
+
+def shipped_broker(directory: Path) -> tuple[SecureBroker, TlsFiles]:
+    """The shipped config (paths and ports replaced) with every user of its ACL (not started).
+
+    The roles' listener is ``broker.tls_port``, the controllers' ``broker.port``; passwords
+    are :data:`SHIPPED_PASSWORDS`.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    tls = make_tls(directory / "certs")
+    roles = make_password_file(directory / "passwd", ROLES_LISTENER_PASSWORDS)
+    tables = make_password_file(directory / "passwd-tables", CONTROLLER_LISTENER_PASSWORDS)
+    return SecureBroker(production_config(directory, tls, roles, tables), directory), tls
