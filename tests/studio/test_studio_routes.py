@@ -66,7 +66,9 @@ async def test_the_secure_delay_socket_wants_its_token(mosquitto_session):
         ws = address.url.replace("http", "ws")
         assert await _refused(f"{ws}/ws/tables/t1/secure-delay") == 403
         assert await _refused(f"{ws}/ws/tables/t1/secure-delay?token=wrong") == 403
-        async with websockets.connect(f"{ws}/ws/tables/t1/secure-delay?token=s3cret-s3cret-s3cret") as socket:
+        async with websockets.connect(
+            f"{ws}/ws/tables/t1/secure-delay?token=s3cret-s3cret-s3cret"
+        ) as socket:
             first = json.loads(await asyncio.wait_for(socket.recv(), 5))
         assert first["type"] == "state" and first["mode"] == "secure-delay"
         async with websockets.connect(f"{ws}/ws/tables/t1/public") as socket:
