@@ -208,3 +208,31 @@ def test_the_example_config_loads_once_its_placeholders_are_replaced(tmp_path):
     assert [(u.name, u.role) for u in loaded.users] == [("alice", "pitboss"), ("sam", "observer")]
     assert loaded.tables == ["tp-01", "tp-02"] and loaded.https_only
     assert loaded.mqtt.urls == ["mqtts://broker.studio:8883"]
+
+
+def test_the_example_configs_commented_guard_settings_load_when_uncommented(tmp_path):
+    example = (ROOT / "config" / "studio-pit-example.toml").read_text()
+    stored = hash_password("pw", **FAST)
+    filled = example.replace('session_secret = "REPLACE"', f'session_secret = "{SECRET}"')
+    filled = filled.replace("REPLACE: tablectl studio --hash-password", stored)
+    settings_lines = (
+        "trusted_proxies",
+        "proxy_header",
+        "window_seconds",
+        "max_failures_per_user",
+        "[pit.sockets]",
+        "per_address",
+        "total",
+    )
+    lines = [
+        line[2:] if line.startswith("# ") and line[2:].startswith(settings_lines) else line
+        for line in filled.splitlines()
+    ]
+    written = tmp_path / "uncommented.toml"
+    written.write_text("\n".join(lines) + "\n")
+    loaded = load_pit_settings(written, section="pit")
+    assert loaded.trusted_proxies == ["127.0.0.1"] and loaded.proxy_header == "x-forwarded-for"
+    assert (loaded.login.window_seconds, loaded.login.max_failures_per_user) == (900.0, 50)
+    assert (loaded.sockets.per_address, loaded.sockets.total) == (8, 64)
+    with pytest.raises(PitConfigError, match=r"trusted_proxies.*not an IP address or network"):
+        settings(trusted_proxies=["proxy.studio"])
