@@ -208,10 +208,10 @@ async def test_tables_arrive_exactly_once_matching_their_journals(mosquitto, arc
             archive_db, "SELECT category, table_id, reason FROM rejected ORDER BY id"
         )
         by_category = {row[0]: row for row in rejected}
-        assert set(by_category) == {"signature", "malformed", "schema_version", "unknown_table"}
+        assert set(by_category) == {"signature", "not_json", "schema_version", "unknown_table"}
         assert "does not match" in by_category["signature"][2]
         assert by_category["signature"][1] == "arc-1"
-        assert "not JSON" in by_category["malformed"][2]
+        assert "not JSON" in by_category["not_json"][2]
         assert "'3'" in by_category["schema_version"][2]
         assert "stranger" in by_category["unknown_table"][2]
         assert (await _rows(archive_db, "SELECT count(*) FROM events"))[0][0] == total

@@ -320,6 +320,6 @@ async def test_a_refused_message_in_a_batch_is_rejected_alone(archive_db):
         )
     finally:
         await store.close()
-    assert outcomes == ["new", "rejected:store_error", "new", "rejected:malformed"]
-    assert consumer.counts == {"new": 2, "rejected:store_error": 1, "rejected:malformed": 1}
+    assert outcomes == ["new", "rejected:store_error", "new", "rejected:not_json"]
+    assert consumer.counts == {"new": 2, "rejected:store_error": 1, "rejected:not_json": 1}
     assert await _one(archive_db, "SELECT count(*) FROM events") == 2

@@ -174,7 +174,7 @@ async def test_the_consumer_keeps_what_it_rejects_on_both_stores(archive_url):
         await store.close()
     assert outcomes == [
         "new",
-        "rejected:malformed",
+        "rejected:not_json",
         "rejected:schema_version",
         "rejected:unknown_table",
         "rejected:signature",
@@ -182,13 +182,13 @@ async def test_the_consumer_keeps_what_it_rejects_on_both_stores(archive_url):
         "new",
     ]
     assert sorted(rows(archive_url, "SELECT category FROM rejected")) == [
-        ("malformed",),
+        ("not_json",),
         ("schema_version",),
         ("signature",),
         ("unknown_table",),
     ]
     assert one(archive_url, "SELECT state FROM table_status") == "online"
-    payload = one(archive_url, "SELECT payload FROM rejected WHERE category = 'malformed'")
+    payload = one(archive_url, "SELECT payload FROM rejected WHERE category = 'not_json'")
     assert bytes(payload) == b"not json"
 
 
