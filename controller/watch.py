@@ -1,17 +1,20 @@
 """``tablectl watch``: a table's messages, as a consumer sees them, one readable line each.
 
 :func:`describe` turns one received message into text (pure, tested); :func:`watch`
-subscribes to a table's public topics and prints; the sub-command is
-:mod:`controller.cli.watch`.
+subscribes to a table's public topics, reads each message with the one hardened parse and
+follows the table with the one table fold (:class:`controller.tablefold.TableFold`: repeats
+dropped, gaps noticed, a ``seq`` beyond what the table could have sent rejected), and prints;
+a rejected message is a line ``! topic: rejected: reason`` (and logged once, counted: reader
+``watch``). The sub-command is :mod:`controller.cli.watch`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import ssl
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -21,8 +24,11 @@ import structlog
 
 from controller.broker import Protocol, parse_broker_url
 from controller.errors import ConfigError
+from controller.inbound import Rejection, RejectionLog
 from controller.journal import settlement_rows
+from controller.messages import Envelope
 from controller.mqtt.receive import take_until_stopped
+from controller.tablefold import Channel, TableFold, wire
 
 log = structlog.get_logger(__name__)
 
@@ -285,46 +291,6 @@ def describe(topic: str, envelope: Mapping[str, Any], *, now: datetime | None = 
     return f"{stamp} {text}"
 
 
-class SeqTracker:
-    """De-duplicates on (topic, seq) and notices gaps on ``events``.
-
-    A ``seq`` is shown once; one that arrives after a higher one (a replay, a redelivery
-    after a reconnect) is still shown, not taken for a repeat.
-    """
-
-    _KEEP = 100_000
-    """How far below the highest ``seq`` seen a late one is still recognised."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, int] = {}
-        self._shown: dict[str, set[int]] = {}
-
-    def check(self, topic: str, envelope: Mapping[str, Any]) -> tuple[bool, str | None]:
-        """Whether to show it, and a gap warning if ``events`` skipped some ``seq``."""
-        seq = envelope.get("seq")
-        levels = topic.split("/")
-        # Only the public streams count: secure/events carries a subset of the seqs.
-        if (
-            not isinstance(seq, int)
-            or levels[-1] not in ("events", "results")
-            or ("secure" in levels)
-        ):
-            return True, None
-        shown = self._shown.setdefault(topic, set())
-        if seq in shown:
-            return False, None
-        shown.add(seq)
-        last = self.seen.get(topic)
-        if last is not None and seq <= last:
-            return True, None  # late, not a repeat
-        self.seen[topic] = seq
-        if len(shown) > 2 * self._KEEP:
-            shown.difference_update({old for old in shown if old < seq - self._KEEP})
-        if topic.endswith("/events") and last is not None and seq > last + 1:
-            return True, f"! gap: events {last + 1}..{seq - 1} not received"
-        return True, None
-
-
 async def watch(
     urls: Sequence[str],
     table_id: str,
@@ -361,7 +327,7 @@ async def watch(
     stream = out if out is not None else sys.stdout
     stop_event = stop if stop is not None else asyncio.Event()
     base = f"{prefix.rstrip('/')}/{table_id}" if prefix else table_id
-    tracker = SeqTracker()
+    reader = Reader(base, TableFold(table_id), RejectionLog(reader="watch"))
     version = aiomqtt.ProtocolVersion.V5 if protocol == "5" else aiomqtt.ProtocolVersion.V311
     index = 0
     while not stop_event.is_set():
@@ -383,7 +349,7 @@ async def watch(
                     subscribed.set()
                 await take_until_stopped(
                     client,
-                    lambda message: _show_message(message, stream, tracker, on_event_seq),
+                    lambda message: _show_message(message, stream, reader, on_event_seq),
                     stop_event,
                 )
                 return
@@ -394,30 +360,86 @@ async def watch(
                 await stop_event.wait()
 
 
+READ_LEAVES: dict[str, Channel] = {
+    "status": "status",
+    "round": "round",
+    "events": "events",
+    "results": "results",
+}
+"""The topics of a table ``watch`` reads (after ``{prefix}/{table}/``): never ``secure/``."""
+
+
+class Reader:
+    """What ``watch`` reads a table's messages with: the table fold and the rejection log.
+
+    Args:
+        base: The table's topic (``{prefix}/{table}``).
+        fold: The table fold.
+        rejections: Where rejections are logged and counted.
+        clock: Epoch seconds.
+    """
+
+    def __init__(
+        self,
+        base: str,
+        fold: TableFold,
+        rejections: RejectionLog,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.base = base
+        self.fold = fold
+        self.rejections = rejections
+        self.clock = clock
+        self.shown_event: int | None = None
+
+    def channel(self, topic: str) -> Channel | None:
+        """What ``topic`` carries, or ``None`` for a topic ``watch`` does not read."""
+        if not topic.startswith(self.base + "/"):
+            return None
+        return READ_LEAVES.get(topic[len(self.base) + 1 :])
+
+    def lines(self, topic: str, payload: bytes, *, now: datetime | None = None) -> list[str]:
+        """The lines one message prints (none for a repeat or a topic not read; never raises).
+
+        :attr:`shown_event` is the ``seq`` of the ``events`` message shown, else ``None``.
+        """
+        self.shown_event = None
+        channel = self.channel(topic)
+        if channel is None:
+            return []
+        read = self.fold.read(channel, payload, self.clock())
+        if isinstance(read, Rejection):
+            self.rejections.record(read.at(topic, self.fold.table))
+            return [f"! {topic}: rejected: {read.reason}"]
+        step, message = read
+        lines = [step.gap_text] if step.gap_text else []
+        if step.new and message is not None:
+            line = describe(topic, wire(message), now=now)
+            if line is not None:
+                lines.append(line)
+            if channel == "events" and isinstance(message, Envelope):
+                self.shown_event = message.seq
+        return lines
+
+
+def _payload(raw: Any) -> bytes:
+    """A received payload as bytes (aiomqtt hands bytes, or a str, number or ``None``)."""
+    if isinstance(raw, bytes | bytearray):
+        return bytes(raw)
+    if raw is None:
+        return b""
+    return str(raw).encode("utf-8", "surrogatepass")
+
+
 def _show_message(
     message: Any,
     stream: TextIO,
-    tracker: SeqTracker,
+    reader: Reader,
     on_event_seq: Callable[[int], None] | None,
 ) -> None:
-    """Print one received message as a line (or a warning), noting an event's ``seq``."""
+    """Print one received message as lines (or a rejection), noting an event's ``seq``."""
     topic = str(message.topic)
-    try:
-        envelope = json.loads(message.payload or b"{}")
-    except (ValueError, TypeError):
-        print(f"! {topic}: payload is not JSON", file=stream, flush=True)
-        return
-    if not isinstance(envelope, dict):
-        return
-    show, warning = tracker.check(topic, envelope)
-    if warning:
-        print(warning, file=stream, flush=True)
-    if not show:
-        return
-    line = describe(topic, envelope, now=datetime.now(UTC))
-    if line is not None:
+    for line in reader.lines(topic, _payload(message.payload), now=datetime.now(UTC)):
         print(line, file=stream, flush=True)
-    seq = envelope.get("seq")
-    public_event = topic.endswith("/events") and "/secure/" not in topic
-    if on_event_seq is not None and public_event and isinstance(seq, int):
-        on_event_seq(seq)
+    if on_event_seq is not None and reader.shown_event is not None:
+        on_event_seq(reader.shown_event)

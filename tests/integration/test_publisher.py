@@ -372,6 +372,7 @@ async def test_watch_prints_what_a_consumer_sees(mosquitto_session, journal, mak
             "round_result",
             {
                 "round_no": 1,
+                "game": "g",
                 "winner": "A",
                 "cards": {"A": ["C1", "C2"]},
                 "hands": {"A": {"description": "two cards"}},

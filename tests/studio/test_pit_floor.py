@@ -13,7 +13,7 @@ T = "tables/tp-01"
 def env(kind: str, seq: int, data: dict[str, Any], **extra: Any) -> bytes:
     body = {
         "schema_version": "2",
-        "table": "tp-01",
+        "table": extra.pop("table", "tp-01"),
         "round": extra.pop("round", "tp-01-000001"),
         "seq": seq,
         "session": 1,
@@ -27,7 +27,38 @@ def env(kind: str, seq: int, data: dict[str, Any], **extra: Any) -> bytes:
 
 
 def status(state: str, **extra: Any) -> bytes:
-    return json.dumps({"schema_version": "2", "state": state, "table": "tp-01", **extra}).encode()
+    body = {
+        "schema_version": "2",
+        "state": state,
+        "table": "tp-01",
+        "session": 1,
+        "game": "g",
+        "version": "1",
+        "at": "2026-11-25T08:00:00.000000Z",
+        **extra,
+    }
+    return json.dumps(body).encode()
+
+
+def snapshot_data(**fields: Any) -> dict[str, Any]:
+    """A round snapshot's data: every member the schema requires, then ``fields``."""
+    return {
+        "round_no": None,
+        "game": "g",
+        "state": "idle",
+        "betting_closes_at": None,
+        "cards": [],
+        "awaiting_rescan": None,
+        "result": None,
+        **fields,
+    }
+
+
+def result_data(winner: str) -> dict[str, Any]:
+    return {"game": "g", "cards": {}, "winner": winner, "hands": {}, "bets": []}
+
+
+OPENED = {"round_no": 1, "game": "g", "betting_seconds": 15, "betting_closes_at": None}
 
 
 def test_online_offline_from_the_retained_status():
@@ -37,14 +68,14 @@ def test_online_offline_from_the_retained_status():
     )
     view = floor.table_view("tp-01")
     assert view["online"] is True and view["game"] == "teen-patti-20-20" and view["session"] == 3
-    floor.apply(f"{T}/status", status("offline", reason="connection lost", at=None))
+    floor.apply(f"{T}/status", status("offline", reason="connection lost", at=None, session=3))
     view = floor.table_view("tp-01")
     assert view["online"] is False and view["status_reason"] == "connection lost"
 
 
 def test_a_round_halts_with_its_alerts_and_the_void_ends_it():
     floor = Floor()
-    floor.apply(f"{T}/events", env("round_opened", 1, {"round_no": 1, "game": "g"}))
+    floor.apply(f"{T}/events", env("round_opened", 1, OPENED))
     floor.apply(f"{T}/events", env("betting_closed", 2, {}))
     for seq, device_state in enumerate(("boot", "connected", "lost"), start=3):
         # boot and connected are good news: a device state, not an alert
@@ -58,7 +89,9 @@ def test_a_round_halts_with_its_alerts_and_the_void_ends_it():
     assert view["devices"]["scanner"]["state"] == "lost"
     assert [a["kind"] for a in view["alerts"]] == ["device_status", "round_halted", "pit_alert"]
     assert "PIT ALERT at B2: round halted" in [a["text"] for a in view["alerts"]]
-    floor.apply(f"{T}/events", env("round_voided", 8, {"reason": "voided by the pit boss: x"}))
+    floor.apply(
+        f"{T}/events", env("round_voided", 8, {"reason": "voided by the pit boss: x", "bets": {}})
+    )
     view = floor.table_view("tp-01")
     assert view["state"] == "voided" and not view["halted"]
     assert view["result"] == "voided: voided by the pit boss: x"
@@ -70,7 +103,14 @@ def test_alerts_of_every_table_oldest_first():
     floor = Floor()
     floor.apply(
         "tables/tp-02/events",
-        env("pit_alert", 9, {"reason": "late"}, at="2026-11-25T08:00:30.000000Z", round=None),
+        env(
+            "pit_alert",
+            9,
+            {"reason": "late"},
+            at="2026-11-25T08:00:30.000000Z",
+            round=None,
+            table="tp-02",
+        ),
     )
     floor.apply(
         f"{T}/events",
@@ -86,23 +126,17 @@ def test_alerts_of_every_table_oldest_first():
 
 def test_repeats_are_dropped_and_an_old_snapshot_does_not_undo_events():
     floor = Floor()
-    opened = env("round_opened", 10, {"round_no": 4, "game": "g"}, round="tp-01-000004")
+    opened = env("round_opened", 10, dict(OPENED, round_no=4), round="tp-01-000004")
     assert floor.apply(f"{T}/events", opened) == "tp-01"
     assert floor.apply(f"{T}/events", opened) is None
     floor.apply(f"{T}/events", env("betting_closed", 11, {}, round="tp-01-000004"))
-    stale = env("round_snapshot", 9, {"round_no": 3, "state": "settled", "last_seq": 9})
+    stale = env("round_snapshot", 9, snapshot_data(round_no=3, state="settled", last_seq=9))
     floor.apply(f"{T}/round", stale)
     assert floor.table_view("tp-01")["state"] == "dealing"
     fresh = env(
         "round_snapshot",
         12,
-        {
-            "round_no": 4,
-            "state": "dealing",
-            "halted": True,
-            "awaiting_rescan": "A2",
-            "last_seq": 12,
-        },
+        snapshot_data(round_no=4, state="dealing", halted=True, awaiting_rescan="A2", last_seq=12),
         round="tp-01-000004",
     )
     floor.apply(f"{T}/round", fresh)
@@ -115,7 +149,9 @@ def test_the_snapshot_alone_gives_the_state_to_a_console_that_joins_late():
     snapshot = env(
         "round_snapshot",
         40,
-        {"round_no": 7, "state": "voided", "result": {"voided": True, "reason": "pit"}},
+        snapshot_data(
+            round_no=7, state="voided", result={"voided": True, "reason": "pit"}, last_seq=40
+        ),
         round="tp-01-000007",
     )
     floor.apply(f"{T}/round", snapshot)
@@ -129,9 +165,9 @@ def test_the_snapshot_alone_gives_the_state_to_a_console_that_joins_late():
 
 def test_delayed_results_are_listed():
     floor = Floor()
-    late = env("round_result", 20, {"winner": "A"}, delayed=True)
+    late = env("round_result", 20, result_data("A"), delayed=True)
     floor.apply(f"{T}/results", late)
-    floor.apply(f"{T}/results", env("round_result", 30, {"winner": "B"}))
+    floor.apply(f"{T}/results", env("round_result", 30, result_data("B")))
     delayed = floor.table_view("tp-01")["delayed"]
     assert [(d["seq"], d["text"]) for d in delayed] == [(20, "A wins")]
 
@@ -162,7 +198,7 @@ def test_every_table_seen_subscribes_with_a_single_level_wildcard():
         "studio-3/tables/+/events",
         "studio-3/tables/+/results",
     ]
-    assert floor.apply("studio-3/tables/mj-1/status", status("online")) == "mj-1"
+    assert floor.apply("studio-3/tables/mj-1/status", status("online", table="mj-1")) == "mj-1"
 
 
 def test_bad_input_is_counted_and_named_and_changes_nothing():
@@ -173,7 +209,8 @@ def test_bad_input_is_counted_and_named_and_changes_nothing():
     future["schema_version"] = "3"
     assert floor.apply(f"{T}/events", json.dumps(future).encode()) == ""
     assert floor.problems == 3
-    assert floor.last_problem == f"{T}/events: schema_version '3' is not one this console knows"
+    assert floor.last_problem == f"{T}/events: schema_version '3' is not one this reader knows (2)"
+    assert floor.rejections.counts == {"not_json": 1, "not_object": 1, "schema_version": 1}
     assert floor.tables == {}
 
 

@@ -65,12 +65,25 @@ def test_a_pit_alert_at_a_slot_names_it():
 
 
 def test_a_late_seq_is_shown_once_and_a_repeat_is_not():
-    from controller.watch import SeqTracker
+    import json
 
-    tracker = SeqTracker()
-    assert tracker.check(TOPIC, {"seq": 1}) == (True, None)
-    assert tracker.check(TOPIC, {"seq": 3}) == (True, "! gap: events 2..2 not received")
-    assert tracker.check(TOPIC, {"seq": 2}) == (True, None)  # late (a replay): shown
-    assert tracker.check(TOPIC, {"seq": 2}) == (False, None)  # a repeat: not
-    assert tracker.check(TOPIC, {"seq": 3}) == (False, None)
-    assert tracker.check(TOPIC, {"seq": 4}) == (True, None)
+    from controller.inbound import RejectionLog
+    from controller.tablefold import TableFold
+    from controller.watch import Reader
+
+    def event(seq: int) -> bytes:
+        return json.dumps(
+            {"schema_version": "2", "table": "t-1", "round": None, "seq": seq, "session": 1,
+             "kind": "table_status", "at": "2026-01-01T10:00:00.000Z", "data": {"state": "ready"}}
+        ).encode()  # fmt: skip
+
+    reader = Reader("tables/t-1", TableFold("t-1"), RejectionLog(reader="watch"))
+    assert reader.lines(TOPIC, event(1)) == ["10:00:00.000 #1 table: ready"]
+    assert reader.lines(TOPIC, event(3)) == [
+        "! gap: events 2..2 not received",
+        "10:00:00.000 #3 table: ready",
+    ]
+    assert reader.lines(TOPIC, event(2)) == ["10:00:00.000 #2 table: ready"]  # late: shown
+    assert reader.lines(TOPIC, event(2)) == []  # a repeat: not
+    assert reader.lines(TOPIC, event(3)) == []
+    assert reader.lines(TOPIC, event(4)) == ["10:00:00.000 #4 table: ready"]

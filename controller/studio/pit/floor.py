@@ -1,13 +1,20 @@
 """The floor model: every table at a glance, folded from the tables' public topics (pure).
 
 :class:`Floor` takes each message the console receives (:meth:`Floor.apply`) and keeps, per
-table (:class:`TableState`): online or offline (the retained ``status``: birth, clean stop or
-Last Will), the current round and its state (the retained ``round`` snapshot, then the
-``events`` after it), the alerts (``pit_alert``, ``round_halted``, ``table_status``,
-``device_status``), the devices' states, the table's gate (``table_status``: ``waiting`` for
-the broker or the betting system, ``ready`` again), results published late (``delayed:
-true`` on ``results``) and the last lines of its feed (:func:`controller.watch.describe`).
-The betting system's retained presence is kept for the whole floor.
+table (:class:`TableState`), the one table fold (:class:`controller.tablefold.TableFold`,
+shared with the studio's views and ``tablectl watch``): online or offline (the retained
+``status``: birth, clean stop or Last Will), the current round and its state (the retained
+``round`` snapshot, then the ``events`` after it), the devices' states, the table's gate
+(``table_status``: ``waiting`` for the broker or the betting system, ``ready`` again). Beside
+it the floor keeps what only the console lists: the alerts (``pit_alert``, ``round_halted``,
+``table_status``, ``device_status``), results published late (``delayed: true`` on
+``results``) and the last lines of its feed (:func:`controller.watch.describe`). The betting
+system's retained presence is kept for the whole floor.
+
+Every payload is read with the one hardened parse (:mod:`controller.inbound`): one that
+cannot be read, or whose ``seq`` is beyond what the table could have sent, is a rejection,
+logged once and counted (reader ``pit``, :attr:`Floor.rejections`) and shown as the floor's
+last problem; it changes no table. No payload raises.
 
 What pages receive is built here (:meth:`Floor.view`, :meth:`Floor.table_view`): chosen
 fields only, never a message as received, and nothing from a ``secure/`` topic (such a
@@ -16,14 +23,26 @@ message is ignored, whatever the broker delivered).
 
 from __future__ import annotations
 
-import json
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.messages import SCHEMA_VERSION
-from controller.watch import SeqTracker, describe
+from pydantic import BaseModel
+
+from controller.inbound import Rejection, RejectionLog, parse_betting_status
+from controller.journal.entries import (
+    DeviceStatusData,
+    PitAlertData,
+    RoundHaltedData,
+    RoundResultData,
+    RoundVoidedData,
+    TableStatusData,
+)
+from controller.messages import Envelope
+from controller.tablefold import Channel, TableFold, at_text, wire
+from controller.watch import describe
 
 ALERT_KINDS = frozenset({"pit_alert", "round_halted", "table_status", "device_status"})
 """Event kinds listed as alerts."""
@@ -31,11 +50,13 @@ ALERT_KINDS = frozenset({"pit_alert", "round_halted", "table_status", "device_st
 QUIET_DEVICE_STATES = frozenset({"connected", "recovered", "boot", "ready"})
 """Device states that are good news: shown in the table's devices, not listed as alerts."""
 
-KNOWN_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
-"""Envelopes of another ``schema_version`` are refused (docs/mqtt.md, "Changelog")."""
-
-FEED_LEAVES = ("status", "round", "events", "results")
-"""The public topics of a table the console reads."""
+FEED_LEAVES: dict[str, Channel] = {
+    "status": "status",
+    "round": "round",
+    "events": "events",
+    "results": "results",
+}
+"""The public topics of a table the console reads, and what each carries."""
 
 
 @dataclass(frozen=True)
@@ -79,45 +100,14 @@ class TableState:
 
     Attributes:
         table: The table id.
-        online: ``True`` after its birth, ``False`` after a clean stop or its Last Will,
-            ``None`` before its status was seen.
-        status_reason: Why it is offline (``stopped``, ``connection lost``).
-        status_at: When the status was published (``None`` for a Last Will).
-        game: Its game.
-        session: The controller run.
-        round_id: The current (or last) round.
-        round_no: Its number.
-        state: ``idle``, ``opening``, ``betting_open``, ``dealing``, ``settled``, ``voided``.
-        halted: Whether the round is halted.
-        awaiting_rescan: The slot waiting for a rescan, if any.
-        decision: The open decision window, if any.
-        betting_closes_at: When betting closes (UTC ISO).
-        result: The last round's result, for people.
-        last_seq: The highest ``seq`` folded in.
-        devices: Device name -> ``{state, detail, at}``.
-        gate: The last ``table_status``: ``{state, detail, at}``.
+        fold: The table fold (status, round, devices, gate, ``last_seq``).
         alerts: The alerts, oldest first.
-        delayed: Results published late: ``{seq, round, kind, at, replayed}``.
+        delayed: Results published late: ``{seq, round, kind, at, replayed, text}``.
         lines: The last lines of the feed.
     """
 
     table: str
-    online: bool | None = None
-    status_reason: str | None = None
-    status_at: str | None = None
-    game: str | None = None
-    session: int | None = None
-    round_id: str | None = None
-    round_no: int | None = None
-    state: str | None = None
-    halted: bool = False
-    awaiting_rescan: str | None = None
-    decision: str | None = None
-    betting_closes_at: str | None = None
-    result: str | None = None
-    last_seq: int | None = None
-    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
-    gate: dict[str, Any] | None = None
+    fold: TableFold
     alerts: deque[Alert] = field(default_factory=deque)
     delayed: deque[dict[str, Any]] = field(default_factory=deque)
     lines: deque[str] = field(default_factory=deque)
@@ -131,7 +121,7 @@ class Message:
         table: The table it belongs to.
         leaf: ``status``, ``round``, ``events`` or ``results``.
         topic: Its topic.
-        envelope: Its decoded JSON object.
+        envelope: Its JSON object, as parsed (:func:`controller.tablefold.wire`).
     """
 
     table: str
@@ -140,143 +130,48 @@ class Message:
     envelope: Mapping[str, Any]
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _data(envelope: Mapping[str, Any]) -> Mapping[str, Any]:
-    raw = envelope.get("data")
-    return raw if isinstance(raw, Mapping) else {}
-
-
-def _decision_text(decision: Any) -> str | None:
-    if not isinstance(decision, Mapping):
+def _decision_text(decision: Mapping[str, Any] | None) -> str | None:
+    if decision is None:
         return None
     seat = f" seat {decision['seat']}" if decision.get("seat") else ""
     return f"{decision.get('window')} ({decision.get('kind')}{seat})"
 
 
-def _is_alert(kind: str, data: Mapping[str, Any]) -> bool:
-    """Whether an event goes to the alert list (a device coming back does not)."""
-    if kind == "device_status":
-        return str(data.get("state")) not in QUIET_DEVICE_STATES
-    return kind in ALERT_KINDS
-
-
-def _alert_text(kind: str, data: Mapping[str, Any]) -> str:
-    detail = f" ({data['detail']})" if data.get("detail") else ""
-    if kind == "device_status":
-        return f"device {data.get('device')}: {data.get('state')}{detail}"
-    if kind == "table_status":
-        return f"table {data.get('state')}{detail}"
-    if kind == "round_halted":
-        return f"round HALTED: {data.get('reason')}"
-    where = f" at {data['slot']}" if data.get("slot") else ""
-    return f"PIT ALERT{where}: {data.get('reason') or 'the pit boss is needed'}"
-
-
-def _result_text(kind: str, data: Mapping[str, Any]) -> str:
-    if kind == "round_voided":
-        return f"voided: {data.get('reason')}"
-    winner = data.get("winner")
+def _result_text(result: Mapping[str, Any] | None) -> str | None:
+    """A round's result (the round fold's), for people."""
+    if result is None:
+        return None
+    if result.get("voided"):
+        return f"voided: {result.get('reason')}"
+    winner = result.get("winner")
     return "tie" if winner == "tie" else f"{winner} wins"
 
 
-_Fold = Callable[[TableState, Mapping[str, Any], Mapping[str, Any]], None]
+def _data_result_text(data: BaseModel | None) -> str | None:
+    """A ``results`` message's outcome, for people."""
+    if isinstance(data, RoundVoidedData):
+        return f"voided: {data.reason}"
+    if isinstance(data, RoundResultData):
+        return "tie" if data.winner == "tie" else f"{data.winner} wins"
+    return None
 
 
-def _opened(state: TableState, envelope: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    state.round_id = _text(envelope.get("round"))
-    state.round_no = _int(data.get("round_no"))
-    state.game = _text(data.get("game")) or state.game
-    state.state = "opening" if data.get("before_betting") else "betting_open"
-    state.betting_closes_at = _text(data.get("betting_closes_at"))
-    state.halted = False
-    state.awaiting_rescan = None
-    state.decision = None
-    state.result = None
-
-
-def _betting_opened(state: TableState, _e: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    state.state = "betting_open"
-    state.betting_closes_at = _text(data.get("betting_closes_at"))
-
-
-def _betting_closed(state: TableState, _e: Mapping[str, Any], _d: Mapping[str, Any]) -> None:
-    state.state = "dealing"
-    state.betting_closes_at = None
-
-
-def _card(state: TableState, _e: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    if state.awaiting_rescan == data.get("slot"):
-        state.awaiting_rescan = None
-
-
-def _rescan(state: TableState, _e: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    state.awaiting_rescan = _text(data.get("slot"))
-
-
-def _halted(state: TableState, _e: Mapping[str, Any], _d: Mapping[str, Any]) -> None:
-    state.halted = True
-
-
-def _resumed(state: TableState, _e: Mapping[str, Any], _d: Mapping[str, Any]) -> None:
-    state.halted = False
-
-
-def _finished(state: TableState, envelope: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    kind = str(envelope.get("kind"))
-    state.state = "voided" if kind == "round_voided" else "settled"
-    state.halted = False
-    state.awaiting_rescan = None
-    state.decision = None
-    state.result = _result_text(kind, data)
-
-
-def _decision_open(state: TableState, _e: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    state.decision = _decision_text(data)
-
-
-def _decision_applied(state: TableState, _e: Mapping[str, Any], _d: Mapping[str, Any]) -> None:
-    state.decision = None
-
-
-def _device(state: TableState, envelope: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    state.devices[str(data.get("device"))] = {
-        "state": _text(data.get("state")),
-        "detail": _text(data.get("detail")),
-        "at": _text(envelope.get("at")),
-    }
-
-
-def _table_status(state: TableState, envelope: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-    state.gate = {
-        "state": _text(data.get("state")),
-        "detail": _text(data.get("detail")),
-        "at": _text(envelope.get("at")),
-    }
-
-
-_FOLDS: dict[str, _Fold] = {
-    "round_opened": _opened,
-    "betting_opened": _betting_opened,
-    "betting_closed": _betting_closed,
-    "card_dealt": _card,
-    "rescan_requested": _rescan,
-    "round_halted": _halted,
-    "round_resumed": _resumed,
-    "round_result": _finished,
-    "round_voided": _finished,
-    "decision_open": _decision_open,
-    "decision_applied": _decision_applied,
-    "device_status": _device,
-    "table_status": _table_status,
-}
-"""How an ``events`` entry changes a table's state, by kind (others change only the lines)."""
+def _alert_text(data: BaseModel | None) -> str | None:
+    """The alert an event raises, for people (``None``: not an alert)."""
+    if isinstance(data, DeviceStatusData):
+        if data.state in QUIET_DEVICE_STATES:
+            return None  # a device coming back is no alert
+        detail = f" ({data.detail})" if data.detail else ""
+        return f"device {data.device}: {data.state}{detail}"
+    if isinstance(data, TableStatusData):
+        detail = f" ({data.detail})" if data.detail else ""
+        return f"table {data.state}{detail}"
+    if isinstance(data, RoundHaltedData):
+        return f"round HALTED: {data.reason}"
+    if isinstance(data, PitAlertData):
+        where = f" at {data.slot}" if data.slot else ""
+        return f"PIT ALERT{where}: {data.reason or 'the pit boss is needed'}"
+    return None
 
 
 class Floor:
@@ -289,14 +184,15 @@ class Floor:
         alerts_per_table: Alerts kept per table.
         lines_per_table: Feed lines kept per table.
         delayed_per_table: Delayed results kept per table.
+        clock: Epoch seconds (what a table could have sent by now).
 
     Attributes:
         tables: The tables' states, by id.
         betting: The betting system's presence (``online``/``offline``; ``None``: unknown).
         broker: Whether the console's broker connection is up.
         broker_detail: What the connection last said (the URL, or the error).
-        problems: Messages refused (not JSON, unknown schema version...), counted.
-        last_problem: The last of them, for people.
+        rejections: The messages rejected (reader ``pit``): logged once, counted by code.
+        last_problem: The last of them, for people (``topic: reason``).
         last_message: The last message accepted (what :meth:`apply` folded in last).
     """
 
@@ -309,6 +205,7 @@ class Floor:
         alerts_per_table: int = 50,
         lines_per_table: int = 30,
         delayed_per_table: int = 20,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.prefix = prefix.rstrip("/")
         self.wanted = set(tables) if tables is not None else None
@@ -316,14 +213,19 @@ class Floor:
         self.betting: str | None = None
         self.broker = False
         self.broker_detail = "not connected yet"
-        self.problems = 0
+        self.rejections = RejectionLog(reader="pit")
         self.last_problem: str | None = None
         self.last_message: Message | None = None
+        self.clock = clock
         self._alerts_per_table = alerts_per_table
         self._lines_per_table = lines_per_table
         self._delayed_per_table = delayed_per_table
-        self._trackers: dict[str, SeqTracker] = {}
         self.tables: dict[str, TableState] = {table: self._new(table) for table in tables or []}
+
+    @property
+    def problems(self) -> int:
+        """Messages rejected since start."""
+        return self.rejections.total
 
     # -- what the console subscribes to ------------------------------------------------------
 
@@ -338,7 +240,7 @@ class Floor:
     # -- input ---------------------------------------------------------------------------------
 
     def apply(self, topic: str, payload: bytes | bytearray | str) -> str | None:
-        """Fold one received message in.
+        """Fold one received message in (never raises).
 
         Args:
             topic: Where it arrived.
@@ -346,30 +248,34 @@ class Floor:
 
         Returns:
             The id of the table whose view changed, ``""`` when the floor-wide part changed
-            (the betting system's presence, a problem counted), ``None`` when nothing did (a
-            repeat, a topic the floor does not read, a table not shown).
+            (the betting system's presence, a rejection counted), ``None`` when nothing did
+            (a repeat, a topic the floor does not read, a table not shown).
         """
         if topic == self.betting_status_topic:
-            return self._betting(payload)
-        before = self.problems
-        message = self._accept(topic, payload)
-        if message is None:
-            return "" if self.problems != before else None
-        self.last_message = message
-        state = self.tables.get(message.table)
-        if state is None:
-            state = self.tables[message.table] = self._new(message.table)
-        if message.leaf == "status":
-            self._status(state, message.envelope)
-        elif message.leaf == "round":
-            self._snapshot(state, message.envelope)
-        elif not self._fresh(message):
+            return self._betting(topic, payload)
+        found = self._topic(topic)
+        if found is None:
             return None
-        elif message.leaf == "events":
-            self._event(state, message)
-        else:
-            self._result(state, message.envelope)
-        return message.table
+        table, channel = found
+        state = self.tables.get(table) or self._new(table)
+        read = state.fold.read(channel, payload, self.clock())
+        if isinstance(read, Rejection):
+            self._reject(read.at(topic, table))
+            return ""
+        step, message = read
+        if message is None or not step.new:
+            return None  # a repeat, or a retained message cleared
+        self.tables[table] = state
+        self.last_message = Message(table, channel, topic, wire(message))
+        if step.gap_text:
+            self._line(state, step.gap_text)
+        if channel == "events" and isinstance(message, Envelope):
+            self._alert(state, message, step.data)
+        elif channel == "results" and isinstance(message, Envelope):
+            self._delayed(state, message, step.data)
+        if channel != "results":
+            self._line(state, describe(topic, self.last_message.envelope))
+        return table
 
     def set_broker(self, connected: bool, detail: str) -> None:
         """Note the console's own broker connection (up, or lost and why)."""
@@ -381,24 +287,33 @@ class Floor:
     def table_view(self, table: str) -> dict[str, Any]:
         """One table, as pages show it."""
         state = self.tables[table]
+        fold = state.fold
+        status, round_ = fold.status, fold.round
+        seen_round = round_.round_id is not None or round_.state != "idle"
+        online = fold.online
         return {
             "table": state.table,
-            "online": state.online,
-            "status_reason": state.status_reason,
-            "status_at": state.status_at,
-            "game": state.game,
-            "session": state.session,
-            "round": state.round_id,
-            "round_no": state.round_no,
-            "state": state.state,
-            "halted": state.halted,
-            "awaiting_rescan": state.awaiting_rescan,
-            "decision": state.decision,
-            "betting_closes_at": state.betting_closes_at,
-            "result": state.result,
-            "last_seq": state.last_seq,
-            "devices": dict(state.devices),
-            "gate": state.gate,
+            "online": online,
+            "status_reason": None if status is None or online else (status.reason or "offline"),
+            "status_at": at_text(status.at) if status is not None else None,
+            "game": round_.game or (status.game if status is not None else None),
+            "session": status.session if status is not None else None,
+            "round": round_.round_id,
+            "round_no": round_.round_no,
+            "state": round_.state if seen_round else None,
+            "halted": round_.halted,
+            "awaiting_rescan": round_.awaiting_rescan,
+            "decision": _decision_text(round_.decision),
+            "betting_closes_at": round_.betting_closes_at,
+            "result": _result_text(round_.result),
+            "last_seq": fold.last_seq or None,
+            "devices": {
+                name: {"state": device.state, "detail": device.detail, "at": device.at}
+                for name, device in fold.devices.items()
+            },
+            "gate": None
+            if fold.gate is None
+            else {"state": fold.gate.state, "detail": fold.gate.detail, "at": fold.gate.at},
             "alerts": [alert.to_json() for alert in state.alerts],
             "delayed": list(state.delayed),
             "lines": list(state.lines),
@@ -431,125 +346,71 @@ class Floor:
     def _new(self, table: str) -> TableState:
         return TableState(
             table=table,
+            fold=TableFold(table),
             alerts=deque(maxlen=self._alerts_per_table),
             delayed=deque(maxlen=self._delayed_per_table),
             lines=deque(maxlen=self._lines_per_table),
         )
 
-    def _problem(self, text: str) -> None:
-        self.problems += 1
-        self.last_problem = text
-
-    def _accept(self, topic: str, payload: bytes | bytearray | str) -> Message | None:
-        """The message, if it is a public message of a shown table with a readable body."""
+    def _topic(self, topic: str) -> tuple[str, Channel] | None:
+        """``(table, channel)`` of a public topic of a shown table, else ``None``."""
         root = self.prefix + "/"
         if not topic.startswith(root):
             return None
         levels = topic[len(root) :].split("/")
-        if len(levels) != 2 or levels[1] not in FEED_LEAVES or "secure" in levels:
+        if len(levels) != 2 or levels[1] not in FEED_LEAVES:
             return None
         table, leaf = levels
-        if self.wanted is not None and table not in self.wanted:
+        if not table or (self.wanted is not None and table not in self.wanted):
             return None
-        if not payload:
-            return None  # a retained message cleared
-        try:
-            envelope = json.loads(payload)
-        except (ValueError, TypeError):
-            self._problem(f"{topic}: not JSON")
-            return None
-        if not isinstance(envelope, dict):
-            self._problem(f"{topic}: not a JSON object")
-            return None
-        version = envelope.get("schema_version")
-        if version not in KNOWN_SCHEMA_VERSIONS:
-            self._problem(f"{topic}: schema_version {version!r} is not one this console knows")
-            return None
-        return Message(table, leaf, topic, envelope)
+        return table, FEED_LEAVES[leaf]
 
-    def _fresh(self, message: Message) -> bool:
-        tracker = self._trackers.setdefault(message.table, SeqTracker())
-        show, gap = tracker.check(message.topic, message.envelope)
-        if gap:
-            self._line(self.tables[message.table], gap)
-        return show
+    def _reject(self, rejection: Rejection) -> None:
+        self.rejections.record(rejection)
+        self.last_problem = f"{rejection.topic}: {rejection.reason}"
 
     def _line(self, state: TableState, text: str | None) -> None:
         if text:
             state.lines.append(text)
 
-    def _betting(self, payload: bytes | bytearray | str) -> str | None:
-        try:
-            body = json.loads(payload) if payload else {}
-        except (ValueError, TypeError):
-            self._problem(f"{self.betting_status_topic}: not JSON")
+    def _betting(self, topic: str, payload: bytes | bytearray | str) -> str:
+        if not payload:
+            self.betting = None  # the retained presence cleared
             return ""
-        found = body.get("state") if isinstance(body, dict) else None
-        self.betting = found if found in ("online", "offline") else None
+        presence = parse_betting_status(payload)
+        if isinstance(presence, Rejection):
+            self.betting = None
+            self._reject(presence.at(topic))
+            return ""
+        self.betting = presence.state
         return ""
 
-    def _status(self, state: TableState, envelope: Mapping[str, Any]) -> None:
-        state.online = envelope.get("state") == "online"
-        state.status_at = _text(envelope.get("at"))
-        state.status_reason = None if state.online else _text(envelope.get("reason")) or "offline"
-        state.game = _text(envelope.get("game")) or state.game
-        state.session = _int(envelope.get("session")) or state.session
-        self._line(state, describe(f"{self.prefix}/{state.table}/status", envelope))
-
-    def _snapshot(self, state: TableState, envelope: Mapping[str, Any]) -> None:
-        data = _data(envelope)
-        last = _int(data.get("last_seq")) or _int(envelope.get("seq"))
-        if state.last_seq is not None and last is not None and last < state.last_seq:
-            return  # older than the events already folded in
-        state.round_id = _text(envelope.get("round")) or state.round_id
-        state.round_no = _int(data.get("round_no"))
-        state.game = _text(data.get("game")) or state.game
-        state.state = _text(data.get("state"))
-        state.halted = bool(data.get("halted"))
-        state.awaiting_rescan = _text(data.get("awaiting_rescan"))
-        state.decision = _decision_text(data.get("decision"))
-        state.betting_closes_at = _text(data.get("betting_closes_at"))
-        result = data.get("result")
-        if isinstance(result, Mapping):
-            voided = result.get("voided")
-            state.result = f"voided: {result.get('reason')}" if voided else _result_text("", result)
-        if last is not None:
-            state.last_seq = max(last, state.last_seq or 0)
-
-    def _event(self, state: TableState, message: Message) -> None:
-        envelope = message.envelope
-        kind = str(envelope.get("kind"))
-        data = _data(envelope)
-        fold = _FOLDS.get(kind)
-        if fold is not None:
-            fold(state, envelope, data)
-        seq = _int(envelope.get("seq"))
-        if seq is not None:
-            state.last_seq = max(seq, state.last_seq or 0)
-        if _is_alert(kind, data):
-            state.alerts.append(
-                Alert(
-                    table=state.table,
-                    seq=seq,
-                    at=_text(envelope.get("at")),
-                    kind=kind,
-                    text=_alert_text(kind, data),
-                    round_id=_text(envelope.get("round")),
-                    delayed=bool(envelope.get("delayed")),
-                )
+    def _alert(self, state: TableState, envelope: Envelope, data: BaseModel | None) -> None:
+        text = _alert_text(data) if envelope.kind in ALERT_KINDS else None
+        if text is None:
+            return
+        state.alerts.append(
+            Alert(
+                table=state.table,
+                seq=envelope.seq,
+                at=at_text(envelope.at),
+                kind=envelope.kind,
+                text=text,
+                round_id=envelope.round,
+                delayed=envelope.delayed,
             )
-        self._line(state, describe(message.topic, envelope))
+        )
 
-    def _result(self, state: TableState, envelope: Mapping[str, Any]) -> None:
-        if not envelope.get("delayed"):
+    def _delayed(self, state: TableState, envelope: Envelope, data: BaseModel | None) -> None:
+        if not envelope.delayed:
             return
         state.delayed.append(
             {
-                "seq": _int(envelope.get("seq")),
-                "round": _text(envelope.get("round")),
-                "kind": _text(envelope.get("kind")),
-                "at": _text(envelope.get("at")),
-                "replayed": bool(envelope.get("replayed")),
-                "text": _result_text(str(envelope.get("kind")), _data(envelope)),
+                "seq": envelope.seq,
+                "round": envelope.round,
+                "kind": envelope.kind,
+                "at": at_text(envelope.at),
+                "replayed": bool(envelope.replayed),
+                "text": _data_result_text(data),
             }
         )
