@@ -25,6 +25,7 @@ from controller.studio.pit import build_pit_app
 from controller.studio.pit.passwords import hash_password, verify_password
 from controller.studio.pit.runner import serving
 from controller.studio.pit.settings import PitSettings, pit_settings
+from tests.studio._harness import make_studio_settings, running_studio
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
 
@@ -137,6 +138,24 @@ async def test_forwarded_headers_from_an_untrusted_peer_are_ignored(
         forged = {"X-Forwarded-For": "192.0.2.99", "Forwarded": "for=192.0.2.99"}
         answer = await sign_in(guesser, "alice", "guess", headers=forged)
         assert answer.status_code == 429, "127.0.0.1 is the client, whatever it claims"
+
+
+async def test_the_studio_mounting_the_console_ignores_forwarded_headers_too(
+    mosquitto_session: Any,
+) -> None:
+    # uvicorn's own proxy handling (on by default, trusting 127.0.0.1) is off in the studio.
+    pit = settings(
+        mosquitto_session,
+        login={"failure_delay_seconds": 0, "max_failures": 3, "lockout_seconds": 60},
+    ).model_dump(mode="json")
+    pit["session_secret"] = "g" * 40
+    studio = make_studio_settings(mosquitto_session.url, tables=["tp-01"], pit=pit)
+    async with running_studio(studio) as address, browser_like(address.url + "/pit") as guesser:
+        for n in range(3):
+            forged = {"X-Forwarded-For": f"192.0.2.{n}"}
+            assert (await sign_in(guesser, f"user{n}", "guess", headers=forged)).status_code == 401
+        forged = {"X-Forwarded-For": "192.0.2.99"}
+        assert (await sign_in(guesser, "alice", "pw-a", headers=forged)).status_code == 429
 
 
 async def test_forwarded_headers_from_a_configured_proxy_name_the_client(
