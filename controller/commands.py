@@ -29,9 +29,11 @@ import asyncio
 import base64
 import json
 import uuid
+import time
 from collections.abc import Awaitable, Callable, Mapping
+from collections import deque
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -59,6 +61,7 @@ _log = structlog.get_logger(__name__)
 
 MAX_COMMAND_BYTES = 65536
 """Larger command payloads are refused unread."""
+from controller.settings import ReplayLimitSettings
 
 
 class CommandError(TablectlError):
@@ -345,6 +348,83 @@ class CommandRouter:
 
     Args:
         settings: Broker settings (the router connects as ``<client_id>-cmd``, with
+# -- replay limits ---------------------------------------------------------------------------
+
+REPLAY_WINDOW = 60.0
+"""Seconds over which :class:`ReplayLimiter` counts a role's replays."""
+
+
+class ReplayLimiter:
+    """Replays per role over the last :data:`REPLAY_WINDOW` seconds (pure: the clock is given).
+
+    A replay is admitted while the role has had fewer than ``commands_per_minute`` replays
+    admitted and fewer than ``messages_per_minute`` messages re-sent in the window; the
+    admission counts at once (so a burst arriving together is counted as it arrives), the
+    messages when the replay has run (:meth:`charge`).
+
+    Args:
+        limits: The limits (``[replay]`` of the table's settings).
+    """
+
+    def __init__(self, limits: ReplayLimitSettings) -> None:
+        self.limits = limits
+        self._admitted: dict[str, deque[float]] = {}
+        self._sent: dict[str, deque[tuple[float, int]]] = {}
+
+    def _expire(self, role: str, now: float) -> tuple[deque[float], deque[tuple[float, int]]]:
+        admitted = self._admitted.setdefault(role, deque())
+        sent = self._sent.setdefault(role, deque())
+        while admitted and admitted[0] <= now - REPLAY_WINDOW:
+            admitted.popleft()
+        while sent and sent[0][0] <= now - REPLAY_WINDOW:
+            sent.popleft()
+        return admitted, sent
+
+    def admit(self, role: str, now: float) -> tuple[float, str] | None:
+        """Admit one replay for ``role`` at ``now``, or say why not.
+
+        Returns:
+            ``None`` (admitted, counted), or the seconds until one may be asked again and
+            which limit was reached.
+        """
+        admitted, sent = self._expire(role, now)
+        if len(admitted) >= self.limits.commands_per_minute:
+            return (
+                admitted[0] + REPLAY_WINDOW - now,
+                f"{len(admitted)} replays in the last {REPLAY_WINDOW:g} s "
+                f"(replay.commands_per_minute = {self.limits.commands_per_minute})",
+            )
+        used = sum(count for _, count in sent)
+        if used >= self.limits.messages_per_minute:
+            # Until enough of the oldest charges leave the window to go below the limit.
+            left = used
+            for at, count in sent:
+                left -= count
+                if left < self.limits.messages_per_minute:
+                    return (
+                        at + REPLAY_WINDOW - now,
+                        f"{used} messages re-sent in the last {REPLAY_WINDOW:g} s "
+                        f"(replay.messages_per_minute = {self.limits.messages_per_minute})",
+                    )
+        admitted.append(now)
+        return None
+
+    def charge(self, role: str, now: float, messages: int) -> None:
+        """Count ``messages`` re-sent to ``role`` by a replay that ended at ``now``."""
+        if messages > 0:
+            self._expire(role, now)[1].append((now, messages))
+
+
+def _requester(command: Command) -> str:
+    """Who asked, as far as the command says (unauthenticated: for logs and answers only)."""
+    operator = command.data.get("operator")
+    if isinstance(operator, str) and operator:
+        return f"operator {operator!r}"
+    if command.response_topic:
+        return f"response topic {command.response_topic!r}"
+    return "no name given"
+
+
             ``mqtt.command_username`` if set, :meth:`MqttSettings.for_connection`).
         table_id: The table.
         journal: The table's journal (answers go out through its outbox).
@@ -369,6 +449,8 @@ class CommandRouter:
         status: StatusWatcher | None = None,
     ) -> None:
         self.settings = settings
+        replay_limits: How many replays each role may ask for (``[replay]``; defaults if
+            not given); a replay beyond them is refused, saying when to ask again.
         self.table_id = table_id
         self.journal = journal
         self.handler = handler
@@ -386,6 +468,7 @@ class CommandRouter:
             settings.for_connection("command"),
             client_id=self.client_id,
             name="command",
+        replay_limits: ReplayLimitSettings | None = None,
             logger="tablectl.commands.paho",
             log=self.log,
             on_takeover=lambda address: takeover_alert(journal, "command", address, settings),
@@ -399,6 +482,9 @@ class CommandRouter:
 
     # -- idempotence -------------------------------------------------------------------------
 
+        self.replays = ReplayLimiter(
+            replay_limits if replay_limits is not None else ReplayLimitSettings()
+        )
     def _load_answers(self) -> None:
         """Index the journal's earlier answers by (role, command_id).
 
@@ -505,6 +591,10 @@ class CommandRouter:
             )
             answer = await self._call_handler(command, clog)
             entry = self._answer(
+        if command.name == "replay":
+            limited = self._limit_replay(command, clog)
+            if limited is not None:
+                return limited
                 role=command.role,
                 name=command.name,
                 command_id=command.command_id,
@@ -518,6 +608,10 @@ class CommandRouter:
             if not future.done():
                 future.cancel()
             self._inflight.pop(key, None)
+            if command.name == "replay":
+                resent = answer.data.get("resent")
+                if isinstance(resent, int):
+                    self.replays.charge(command.role, time.monotonic(), resent)
 
     async def _call_handler(self, command: Command, clog: Any) -> AnswerBody:
         try:
@@ -533,6 +627,33 @@ class CommandRouter:
             clog.warning("command handler refused", error=str(exc))
             return AnswerBody(accepted=False, reason=exc.message)
         except Exception as exc:
+    def _limit_replay(self, command: Command, clog: Any) -> JournalEntry | None:
+        """Refuse a replay beyond the role's limits (journalled like a malformed command).
+
+        The refusal is not remembered (no ``command_received``): the same command id may be
+        asked again once the time given has passed.
+        """
+        refused = self.replays.admit(command.role, time.monotonic())
+        if refused is None:
+            return None
+        wait, why = refused
+        seconds = max(1, int(wait + 0.999))
+        again = (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%H:%M:%SZ")
+        reason = (
+            f"too many replays for the {command.role} role: {why}; ask again in {seconds} s "
+            f"(after {again})"
+        )
+        clog.warning("replay refused: limit", reason=reason, requester=_requester(command))
+        return self._answer(
+            role=command.role,
+            name=command.name,
+            command_id=command.command_id,
+            answer=AnswerBody(accepted=False, reason=reason, data={"retry_after": seconds}),
+            response_topic=command.response_topic,
+            correlation_data=command.correlation_data,
+            remember=False,
+        )
+
             clog.exception("command handler failed")
             return AnswerBody(accepted=False, reason=f"internal error: {type(exc).__name__}")
         if not isinstance(answer, Answer):

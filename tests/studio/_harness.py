@@ -79,7 +79,8 @@ async def running_table(
 ) -> AsyncIterator[asyncio.Task[list[RoundSummary]]]:
     """A simulated table; yields its task (it ends after ``rounds``; cancelled on the way out).
 
-    ``betting``: the simulated betting system's credentials and options (``{}``: anonymous).
+    ``betting``: the simulated betting system's credentials and options (``{}``: anonymous;
+    it thinks 0.05 s before each decision unless ``think_seconds`` says otherwise).
     """
     async with simulated_scanner(game, sim) as device:
         settings = load_settings(
@@ -99,14 +100,12 @@ async def running_table(
         )
         companions = {}
         if betting is not None:
-            options = dict(betting)
+            options = {"think_seconds": 0.05, **betting}
 
             async def simulated_betting(mqtt_settings: Any, stop: asyncio.Event) -> None:
                 from simulators.betting import run_simulated_betting
 
-                await run_simulated_betting(
-                    mqtt_settings.urls, table_id, stop=stop, think_seconds=0.05, **options
-                )
+                await run_simulated_betting(mqtt_settings.urls, table_id, stop=stop, **options)
 
             companions["simulated-betting"] = simulated_betting
         task = asyncio.create_task(
