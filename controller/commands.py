@@ -28,10 +28,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import uuid
 import time
-from collections.abc import Awaitable, Callable, Mapping
+import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -53,6 +53,7 @@ from controller.messages import Role, Topics
 from controller.mqtt.connection import Connector
 from controller.mqtt.receive import take_until_stopped
 from controller.mqtt.settings import MqttSettings
+from controller.settings import ReplayLimitSettings
 
 if TYPE_CHECKING:
     import aiomqtt
@@ -61,7 +62,6 @@ _log = structlog.get_logger(__name__)
 
 MAX_COMMAND_BYTES = 65536
 """Larger command payloads are refused unread."""
-from controller.settings import ReplayLimitSettings
 
 
 class CommandError(TablectlError):
@@ -331,23 +331,6 @@ def _peek_id(payload: bytes) -> str | None:
     return None
 
 
-# -- the router ------------------------------------------------------------------------------
-
-Handler = Callable[[Command], Awaitable[Answer]]
-
-
-class CommandRouter:
-    """Receives commands, journals them and their answers, and calls the handler.
-
-    Run :meth:`run` as a long-lived task in the controller's task group; end it with
-    :meth:`stop` (or cancel it).
-
-    A session takeover of the router's connection (another client connected with its client
-    id) is journalled at once as a ``pit_alert`` (:func:`takeover_alert`): while it stands
-    down (``mqtt.takeover_pause_seconds``) no command reaches the table.
-
-    Args:
-        settings: Broker settings (the router connects as ``<client_id>-cmd``, with
 # -- replay limits ---------------------------------------------------------------------------
 
 REPLAY_WINDOW = 60.0
@@ -425,6 +408,23 @@ def _requester(command: Command) -> str:
     return "no name given"
 
 
+# -- the router ------------------------------------------------------------------------------
+
+Handler = Callable[[Command], Awaitable[Answer]]
+
+
+class CommandRouter:
+    """Receives commands, journals them and their answers, and calls the handler.
+
+    Run :meth:`run` as a long-lived task in the controller's task group; end it with
+    :meth:`stop` (or cancel it).
+
+    A session takeover of the router's connection (another client connected with its client
+    id) is journalled at once as a ``pit_alert`` (:func:`takeover_alert`): while it stands
+    down (``mqtt.takeover_pause_seconds``) no command reaches the table.
+
+    Args:
+        settings: Broker settings (the router connects as ``<client_id>-cmd``, with
             ``mqtt.command_username`` if set, :meth:`MqttSettings.for_connection`).
         table_id: The table.
         journal: The table's journal (answers go out through its outbox).
@@ -432,6 +432,8 @@ def _requester(command: Command) -> str:
         handler_timeout: Seconds the handler may take; after that the command is refused.
         status: A :class:`StatusWatcher` fed from this router's connection (one connection
             less than running it on its own), if given.
+        replay_limits: How many replays each role may ask for (``[replay]``; defaults if
+            not given); a replay beyond them is refused, saying when to ask again.
 
     Attributes:
         subscribed: Set while connected and subscribed.
@@ -447,10 +449,9 @@ def _requester(command: Command) -> str:
         *,
         handler_timeout: float,
         status: StatusWatcher | None = None,
+        replay_limits: ReplayLimitSettings | None = None,
     ) -> None:
         self.settings = settings
-        replay_limits: How many replays each role may ask for (``[replay]``; defaults if
-            not given); a replay beyond them is refused, saying when to ask again.
         self.table_id = table_id
         self.journal = journal
         self.handler = handler
@@ -461,6 +462,9 @@ def _requester(command: Command) -> str:
         self.subscribed = asyncio.Event()
         self.log = _log.bind(table=table_id)
         self._answers: dict[tuple[str, str], dict[str, Any]] = {}
+        self.replays = ReplayLimiter(
+            replay_limits if replay_limits is not None else ReplayLimitSettings()
+        )
         self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any]]] = {}
         self._stop = asyncio.Event()
         # Commands sent while the controller is away are stale: no persistent session.
@@ -468,7 +472,6 @@ def _requester(command: Command) -> str:
             settings.for_connection("command"),
             client_id=self.client_id,
             name="command",
-        replay_limits: ReplayLimitSettings | None = None,
             logger="tablectl.commands.paho",
             log=self.log,
             on_takeover=lambda address: takeover_alert(journal, "command", address, settings),
@@ -482,9 +485,6 @@ def _requester(command: Command) -> str:
 
     # -- idempotence -------------------------------------------------------------------------
 
-        self.replays = ReplayLimiter(
-            replay_limits if replay_limits is not None else ReplayLimitSettings()
-        )
     def _load_answers(self) -> None:
         """Index the journal's earlier answers by (role, command_id).
 
@@ -577,6 +577,10 @@ def _requester(command: Command) -> str:
                 correlation_data=command.correlation_data,
                 duplicate=True,
             )
+        if command.name == "replay":
+            limited = self._limit_replay(command, clog)
+            if limited is not None:
+                return limited
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
@@ -590,11 +594,11 @@ def _requester(command: Command) -> str:
                 )
             )
             answer = await self._call_handler(command, clog)
+            if command.name == "replay":
+                resent = answer.data.get("resent")
+                if isinstance(resent, int):
+                    self.replays.charge(command.role, time.monotonic(), resent)
             entry = self._answer(
-        if command.name == "replay":
-            limited = self._limit_replay(command, clog)
-            if limited is not None:
-                return limited
                 role=command.role,
                 name=command.name,
                 command_id=command.command_id,
@@ -608,25 +612,7 @@ def _requester(command: Command) -> str:
             if not future.done():
                 future.cancel()
             self._inflight.pop(key, None)
-            if command.name == "replay":
-                resent = answer.data.get("resent")
-                if isinstance(resent, int):
-                    self.replays.charge(command.role, time.monotonic(), resent)
 
-    async def _call_handler(self, command: Command, clog: Any) -> AnswerBody:
-        try:
-            async with asyncio.timeout(self.handler_timeout):
-                answer = await self.handler(command)
-        except TimeoutError:
-            clog.error("command handler timed out", seconds=self.handler_timeout)
-            return AnswerBody(
-                accepted=False,
-                reason=f"the controller did not decide within {self.handler_timeout} s",
-            )
-        except TablectlError as exc:
-            clog.warning("command handler refused", error=str(exc))
-            return AnswerBody(accepted=False, reason=exc.message)
-        except Exception as exc:
     def _limit_replay(self, command: Command, clog: Any) -> JournalEntry | None:
         """Refuse a replay beyond the role's limits (journalled like a malformed command).
 
@@ -654,6 +640,20 @@ def _requester(command: Command) -> str:
             remember=False,
         )
 
+    async def _call_handler(self, command: Command, clog: Any) -> AnswerBody:
+        try:
+            async with asyncio.timeout(self.handler_timeout):
+                answer = await self.handler(command)
+        except TimeoutError:
+            clog.error("command handler timed out", seconds=self.handler_timeout)
+            return AnswerBody(
+                accepted=False,
+                reason=f"the controller did not decide within {self.handler_timeout} s",
+            )
+        except TablectlError as exc:
+            clog.warning("command handler refused", error=str(exc))
+            return AnswerBody(accepted=False, reason=exc.message)
+        except Exception as exc:
             clog.exception("command handler failed")
             return AnswerBody(accepted=False, reason=f"internal error: {type(exc).__name__}")
         if not isinstance(answer, Answer):
