@@ -283,6 +283,7 @@ async def _assemble(
         journal,
         orchestrator.handle_command,
         handler_timeout=mqtt.publish_timeout,
+        replay_limits=settings.replay,
     )
     return _Table(
         settings, mqtt, game.id, journal, metrics, publisher, watcher, orchestrator, router, tlog

@@ -225,6 +225,26 @@ class RoundSettings(BaseModel):
     settle_seconds: float = Field(default=0.05, ge=0.0, le=5.0)
 
 
+class ReplayLimitSettings(BaseModel):
+    """How many replays a role may ask for (``[replay]``; docs/security.md, "Replay limits").
+
+    Counted per role (``betting``: ``cmd/replay``, also the archive's; ``pit``:
+    ``cmd/pit/replay``) over the last 60 s. A replay asked beyond either limit is refused
+    with the time it may be asked again; repeated command ids (answered again) do not count.
+
+    Attributes:
+        commands_per_minute: Replay commands a role may have accepted in any 60 s.
+        messages_per_minute: Messages re-sent to a role in any 60 s; a replay asked once
+            they are spent is refused (one replay that starts within the budget runs to
+            its end: at most :data:`~controller.outbox.replay.MAX_REPLAY_MESSAGES`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    commands_per_minute: int = Field(default=10, ge=1, le=10_000)
+    messages_per_minute: int = Field(default=1000, ge=1, le=1_000_000)
+
+
 class JournalSettings(BaseModel):
     """Where the journal lives.
 
@@ -290,6 +310,7 @@ class TableSettings(BaseSettings):
             positions; exactly one of ``device`` and ``devices`` is given.
         mqtt: The broker(s) and client settings.
         rounds: Round timing and escalation.
+        replay: How many replays each role may ask for.
         journal: The journal file.
         paytables: Overrides of the game's default pay tables: bet id -> outcome -> ratio
             (``"0.95:1"``, ``"3:2"``, ``"50:1"``).
@@ -312,6 +333,7 @@ class TableSettings(BaseSettings):
     device: DeviceSettings | None = None
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     rounds: RoundSettings = Field(default_factory=RoundSettings)
+    replay: ReplayLimitSettings = Field(default_factory=ReplayLimitSettings)
     journal: JournalSettings = Field(default_factory=JournalSettings)
     paytables: dict[str, dict[str, str]] = Field(default_factory=dict)
     game_options: dict[str, Any] = Field(default_factory=dict)
