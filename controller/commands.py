@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import time
 import uuid
@@ -42,6 +43,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.aio import first_completed
 from controller.broker import BrokerAddress
 from controller.errors import TablectlError
+from controller.inbound import (
+    BOUNDS,
+    Rejection,
+    RejectionLog,
+    parse_betting_status,
+    parse_object,
+)
 from controller.journal import (
     CommandAnsweredData,
     CommandReceivedData,
@@ -62,6 +70,9 @@ _log = structlog.get_logger(__name__)
 
 MAX_COMMAND_BYTES = 65536
 """Larger command payloads are refused unread."""
+
+COMMAND_BOUNDS = dataclasses.replace(BOUNDS, max_bytes=MAX_COMMAND_BYTES)
+"""The shared parse's bounds (:mod:`controller.inbound`), with a command's size limit."""
 
 
 class CommandError(TablectlError):
@@ -218,12 +229,15 @@ class Refusal:
         name: The command name as far as it could be read.
         command_id: The id, if it could be read.
         reason: What was wrong and where.
+        rejection: The same as the shared parse's rejection (code and reason), which the
+            router logs and counts (:class:`~controller.inbound.RejectionLog`).
     """
 
     role: Role
     name: str
     command_id: str | None
     reason: str
+    rejection: Rejection | None = None
 
 
 def _describe_validation(error: ValidationError, topic: str) -> str:
@@ -259,7 +273,8 @@ def parse_command(
     route = ROUTES.get(suffix)
     role: Role = "pit" if suffix.startswith("pit/") or suffix == "pit" else "betting"
     name = suffix.rsplit("/", 1)[-1] or suffix
-    command_id = _peek_id(payload)
+    body = parse_object(payload, bounds=COMMAND_BOUNDS)  # bounded first: never raises
+    command_id = _peek_id(body)
     if route is None:
         other = next((r for r in ROUTES.values() if r.name == name), None)
         if other is not None:
@@ -267,38 +282,28 @@ def parse_command(
         else:
             known = ", ".join(f"cmd/{key}" for key in ROUTES)
             reason = f"unknown command topic {topic} (known: {known})"
-        return Refusal(role, name, command_id, reason)
+        return _invalid(role, name, command_id, reason)
     role, name = route.role, route.name
     if response_topic is not None and not topics.response_topic_allowed(response_topic, role):
-        return Refusal(
+        return _invalid(
             role,
             name,
             command_id,
             f"response topic {response_topic!r} is not under {topics.reply(role)}/ "
             "(the controller answers only inside its own table's reply tree)",
         )
-    if len(payload) > MAX_COMMAND_BYTES:
-        return Refusal(
-            role, name, command_id, f"command is {len(payload)} bytes; at most {MAX_COMMAND_BYTES}"
-        )
-    try:
-        body = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return Refusal(role, name, None, f"command on {topic} is not JSON: {exc}")
-    if not isinstance(body, dict):
-        return Refusal(
-            role, name, None, f"command on {topic} must be a JSON object, not {type(body).__name__}"
-        )
+    if isinstance(body, Rejection):
+        return Refusal(role, name, command_id, _describe_rejection(body, topic), body)
     try:
         parsed = route.model.model_validate(body)
     except ValidationError as exc:
-        return Refusal(role, name, command_id, _describe_validation(exc, topic))
+        return _invalid(role, name, command_id, _describe_validation(exc, topic))
     if (
         isinstance(parsed, ReplayCommand)
         and parsed.to_seq is not None
         and parsed.to_seq < parsed.from_seq
     ):
-        return Refusal(
+        return _invalid(
             role,
             name,
             parsed.command_id,
@@ -319,16 +324,28 @@ def parse_command(
     )
 
 
-def _peek_id(payload: bytes) -> str | None:
-    try:
-        body = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return None
+def _peek_id(body: dict[str, Any] | Rejection) -> str | None:
+    """The ``command_id`` of a parsed body, if it has a readable one."""
     if isinstance(body, dict):
         value = body.get("command_id")
         if isinstance(value, str) and 0 < len(value) <= 128:
             return value
     return None
+
+
+def _invalid(role: Role, name: str, command_id: str | None, reason: str) -> Refusal:
+    """A refusal of a message that parsed but is no command we run (code ``invalid``)."""
+    return Refusal(role, name, command_id, reason, Rejection("invalid", reason))
+
+
+def _describe_rejection(rejection: Rejection, topic: str) -> str:
+    """What the bounded parse found wrong, said as the command refusals say it."""
+    if rejection.code == "not_object":
+        found = rejection.reason.removeprefix("payload is ").removesuffix(", not an object")
+        return f"command on {topic} must be a JSON object, not {found}"
+    if rejection.code == "not_json":
+        return f"command on {topic} {rejection.reason.removeprefix('payload ')}"
+    return f"command on {topic} refused unread: {rejection.reason}"
 
 
 # -- replay limits ---------------------------------------------------------------------------
@@ -438,6 +455,8 @@ class CommandRouter:
     Attributes:
         subscribed: Set while connected and subscribed.
         connections: How many times it connected.
+        rejections: Every message on ``cmd/#`` that was no command we run, logged once and
+            counted by code (each is still answered and journalled).
     """
 
     def __init__(
@@ -461,6 +480,7 @@ class CommandRouter:
         self.client_id = f"{settings.client_id or f'tablectl-{table_id}'}-cmd"
         self.subscribed = asyncio.Event()
         self.log = _log.bind(table=table_id)
+        self.rejections = RejectionLog(reader="commands")
         self._answers: dict[tuple[str, str], dict[str, Any]] = {}
         self.replays = ReplayLimiter(
             replay_limits if replay_limits is not None else ReplayLimitSettings()
@@ -533,14 +553,8 @@ class CommandRouter:
             correlation_data=correlation_data,
         )
         if isinstance(parsed, Refusal):
-            self.log.warning(
-                "command refused",
-                topic=topic,
-                role=parsed.role,
-                command=parsed.name,
-                command_id=parsed.command_id,
-                reason=parsed.reason,
-            )
+            code = parsed.rejection.code if parsed.rejection is not None else "invalid"
+            self.rejections.record(Rejection(code, parsed.reason, topic, self.table_id))
             return self._answer(
                 role=parsed.role,
                 name=parsed.name,
@@ -838,6 +852,7 @@ class StatusWatcher:
         state: ``online``, ``offline`` or ``unknown``.
         since: When the state last changed (UTC), ``None`` before any message.
         changed: Set at every change (clear it to wait for the next one).
+        rejections: Messages on the topic that were no presence (logged once, counted).
 
     Raises:
         CommandError: No topic (``betting_status_topic`` is ``None`` and none given).
@@ -865,22 +880,23 @@ class StatusWatcher:
         self.state: Literal["online", "offline", "unknown"] = "unknown"
         self.since: datetime | None = None
         self.log = _log.bind(table=table_id, topic=chosen)
+        self.rejections = RejectionLog(reader="betting-status")
         self._journal = journal
         self._stop = asyncio.Event()
 
     def feed(self, payload: bytes) -> None:
-        """Apply one message of the presence topic (a malformed one is logged and ignored)."""
-        try:
-            body = json.loads(payload) if payload else None
-            state = body.get("state") if isinstance(body, dict) else None
-        except (ValueError, UnicodeDecodeError):
-            state = None
-        if state not in ("online", "offline"):
-            self.log.warning(
-                "betting status message ignored: expected {'state': 'online'|'offline'}",
-                payload=payload[:200].decode("utf-8", "replace"),
-            )
+        """Apply one message of the presence topic; never raises on any bytes.
+
+        The payload is read through the shared bounded parse
+        (:func:`controller.inbound.parse_betting_status`): anything but
+        ``{"state": "online"|"offline"}`` is a rejection, logged once and counted
+        (:attr:`rejections`), and the state stays as it was.
+        """
+        status = parse_betting_status(payload)
+        if isinstance(status, Rejection):
+            self.rejections.record(status.at(self.topic, self.table_id))
             return
+        state = status.state
         if state == self.state:
             return
         self.state = state

@@ -11,10 +11,13 @@ from typing import Any
 
 import aiomqtt
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from controller.commands import (
+    ROUTES,
     Answer,
     Command,
     CommandRouter,
@@ -23,6 +26,7 @@ from controller.commands import (
     parse_command,
 )
 from controller.errors import TablectlError
+from controller.inbound import Rejection
 from controller.journal import Journal
 from controller.messages import Topics
 from controller.mqtt.settings import MqttSettings
@@ -92,7 +96,12 @@ def test_a_command_on_the_wrong_role_topic_is_refused() -> None:
         ("replay", body(from_seq=5, to_seq=2), "field 'to_seq' (2) is below 'from_seq' (5)"),
         ("pit/resume", b'{"round": null}', "field 'command_id': Field required"),
         ("pit/resume", b"not json", "is not JSON"),
-        ("pit/resume", b"[1, 2]", "must be a JSON object, not list"),
+        ("pit/resume", b"[1, 2]", "must be a JSON object, not a JSON array"),
+        ("pit/resume", b"[" * 3000 + b"]" * 3000, "payload nests 3000 levels; at most 24"),
+        ("pit/resume", b'{"command_id": "\xff"}', "payload is not UTF-8 (byte 16)"),
+        ("pit/resume", b'{"command_id": "c", "x": NaN}', "NaN is not a JSON number"),
+        ("replay", body(from_seq=2**63), "integer 9223372036854775808 is beyond"),
+        ("pit/void", body(reason="x" * 70_000), "payload is 70050 bytes; at most 65536"),
     ],
 )
 def test_malformed_commands_are_refused_naming_the_field(
@@ -102,6 +111,54 @@ def test_malformed_commands_are_refused_naming_the_field(
     assert isinstance(refused, Refusal)
     assert needle in refused.reason
     assert TOPICS.cmd(suffix) in refused.reason
+
+
+HOSTILE_COMMANDS = [
+    b"",
+    b"null",
+    b"{}",
+    b"[" * 3000 + b"]" * 3000,
+    b'{"command_id": "' + b"[" * 40 + b'", "x": ' + b"{" * 3000 + b"}" * 3000 + b"}",
+    b"\xff\xfe",
+    b'{"command_id": "c", "from_seq": 1e999}',
+    b'{"command_id": "c", "from_seq": ' + b"9" * 5000 + b"}",
+    b'{"command_id": "c\\ud800", "reason": "x"}',
+    b'{"command_id": 5, "window": [], "decision": "x"}',
+]
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    suffix=st.sampled_from([*ROUTES, "pit", "explode", ""]),
+    payload=st.binary(max_size=200)
+    | st.sampled_from(HOSTILE_COMMANDS)
+    | JSON_VALUES.map(lambda value: json.dumps(value).encode())
+    | st.dictionaries(st.sampled_from(["command_id", "round", "window", "decision", "from_seq",
+                                       "to_seq", "reason", "operator"]), JSON_VALUES)
+    .map(lambda value: json.dumps(value).encode()),
+)  # fmt: skip
+def test_no_payload_makes_the_command_parse_raise(suffix: str, payload: bytes) -> None:
+    topic = f"{TOPICS.cmd_root}/{suffix}"
+    parsed = parse_command(TOPICS, topic, payload)
+    assert isinstance(parsed, Command | Refusal)
+    if isinstance(parsed, Refusal):
+        assert parsed.reason and parsed.rejection is not None
+        assert topic in parsed.reason
+
+
+def test_a_refused_command_keeps_its_id_when_it_can_be_read() -> None:
+    refused = parse_command(TOPICS, TOPICS.cmd("pit/void"), body(reason=5))
+    assert isinstance(refused, Refusal) and refused.command_id == "c-1"
+    assert refused.rejection == Rejection("invalid", refused.reason)
+    deep = parse_command(TOPICS, TOPICS.cmd("pit/void"), b"[" * 3000 + b"]" * 3000)
+    assert isinstance(deep, Refusal) and deep.command_id is None
+    assert deep.rejection is not None and deep.rejection.code == "too_deep"
 
 
 def test_response_topic_must_stay_in_the_roles_reply_tree() -> None:
@@ -217,6 +274,26 @@ async def test_concurrent_repeats_call_the_handler_once(tmp_path: Path) -> None:
     )
     assert len(handler.calls) == 1
     assert sorted(bool(a.body.get("duplicate")) for a in answers) == [False, True, True]
+    journal.close()
+
+
+async def test_hostile_commands_are_answered_journalled_and_counted(tmp_path: Path) -> None:
+    journal = Journal.open(tmp_path / "j.sqlite")
+    handler = Recorder()
+    router = make_router(journal, handler)
+    for payload in HOSTILE_COMMANDS:
+        entry = await router.handle(TOPICS.cmd("pit/resume"), payload)
+        assert entry.kind == "command_answered" and entry.body["accepted"] is False
+        assert TOPICS.cmd("pit/resume") in entry.body["reason"]
+    assert handler.calls == []
+    assert router.rejections.total == len(HOSTILE_COMMANDS)
+    assert router.rejections.counts["too_deep"] == 2
+    assert {"not_json", "not_object", "not_utf8", "out_of_range", "invalid"} <= set(
+        router.rejections.counts
+    )
+    # The table still runs commands afterwards.
+    ok = await router.handle(TOPICS.cmd("pit/resume"), body(command_id="r-9"))
+    assert ok.body["accepted"] is True and len(handler.calls) == 1
     journal.close()
 
 
@@ -390,6 +467,33 @@ async def test_status_watcher_follows_the_betting_systems_presence(
         await router.stop()
         await task
     journal.close()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payload=st.binary(max_size=200)
+    | st.sampled_from(HOSTILE_COMMANDS)
+    | JSON_VALUES.map(lambda value: json.dumps(value).encode())
+    | st.dictionaries(st.just("state"), JSON_VALUES).map(lambda v: json.dumps(v).encode())
+)
+def test_no_payload_makes_the_status_watcher_raise(payload: bytes) -> None:
+    watcher = StatusWatcher(settings_for("mqtt://127.0.0.1:1", betting_status_topic="b/s"), "t")
+    watcher.feed(b'{"state": "online"}')
+    watcher.feed(payload)  # the probe's 3,000-deep retained value raised RecursionError here
+    if payload not in (b'{"state": "offline"}', b'{"state":"offline"}'):
+        assert watcher.state == "online" or json.loads(payload).get("state") == "offline"
+    watcher.feed(b'{"state": "online"}')
+    assert watcher.state == "online"
+
+
+def test_a_rejected_status_is_counted_and_leaves_the_state() -> None:
+    watcher = StatusWatcher(settings_for("mqtt://127.0.0.1:1", betting_status_topic="b/s"), "t")
+    watcher.feed(b'{"state": "offline"}')
+    for payload in (b"[" * 3000 + b"]" * 3000, b'{"state": "up"}', b"", b"\xff"):
+        watcher.feed(payload)
+    assert watcher.state == "offline"
+    assert dict(watcher.rejections.counts) == {"too_deep": 1, "invalid": 1, "not_json": 1,
+                                                "not_utf8": 1}  # fmt: skip
 
 
 async def test_status_watcher_on_its_own_connection(mosquitto_session: Any) -> None:
