@@ -361,6 +361,13 @@ class TableFold:
             self.results.clear()
             self.guard.forget(self.table)
         self.guard.on_status(status, now)
+        limit = self.guard.limit(self.table, now)
+        if limit is not None and self.last_seq > limit:
+            # Taken before the status anchored the table (the first seq read anchors until
+            # then), yet beyond what it could have sent: not where the table is.
+            self.last_seq = status.chain_head.seq if status.chain_head is not None else 0
+            self.events.clear()
+            self.results.clear()
         self.status = status
         return Step(changed=True, new=True)
 
