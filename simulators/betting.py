@@ -13,6 +13,12 @@ reads the answers on ``{prefix}/{table}/reply/betting`` (the controller's
 ``command_answered`` envelopes; refusals are logged), and keeps its presence retained on
 ``betting/status`` (``{"state": "online"}``; ``offline`` on a clean stop and as its Last
 Will), the topic the controller's ``StatusWatcher`` follows.
+
+Every message it reads goes through the one hardened parse (:mod:`controller.inbound`): the
+events and the answers as typed envelopes, the table's retained ``status`` to anchor a
+:class:`~controller.inbound.SeqGuard` (a ``seq`` far ahead of what the table could have sent
+is a rejection, so it cannot make the real events look like repeats). What is not taken is
+logged once and counted (``RejectionLog``, reader ``betting-sim``); no payload stops it.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import contextlib
 import json
 import random
 import socket
+import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +38,15 @@ from typing import Any, Final, Literal
 
 import structlog
 
+from controller.inbound import (
+    Rejection,
+    RejectionLog,
+    SeqGuard,
+    parse_envelope,
+    parse_status,
+    validate,
+)
+from controller.journal.entries import CommandAnsweredData, DecisionOpenData
 from simulators.errors import SimulatorConfigError
 
 log = structlog.get_logger(__name__)
@@ -118,20 +135,34 @@ class BettingPolicy:
         names = [name for name, _ in weighted]
         action = rng.choices(names, weights=[weight for _, weight in weighted])[0]
         if action == "bet":
-            shares = [b["share"] for b in info.get("bets", ())] or [
-                f"{s}%" for s in info.get("bet_shares", ())
+            shares = _members(info, "bets", "share") or [
+                f"{s}%" for s in _items(info, "bet_shares")
             ]
             if not shares:
                 return None
             return {"action": "bet", "share": rng.choice(shares)}
         if action == "raise":
-            multiples = [r["multiple"] for r in info.get("raises", ())] or list(
-                info.get("raise_multiples", ())
-            )
+            multiples = _members(info, "raises", "multiple") or _items(info, "raise_multiples")
             if not multiples:
                 return None
             return {"action": "raise", "multiple": rng.choice(multiples)}
         return {"action": action}
+
+
+def _items(info: Mapping[str, Any], key: str) -> list[Any]:
+    """``info[key]`` when it is a list of plain values (what a window publishes), else ``[]``."""
+    value = info.get(key)
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, str | int | float)]
+
+
+def _members(info: Mapping[str, Any], key: str, member: str) -> list[Any]:
+    """``item[member]`` of each object of the list ``info[key]`` that has it."""
+    value = info.get(key)
+    if not isinstance(value, list):
+        return []
+    return [item[member] for item in value if isinstance(item, dict) and member in item]
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,6 +182,8 @@ class BettingStats:
         refused: Answers that refused one.
         refusals: ``(command_id, reason)`` of each refusal.
         commands: Every command sent, in order.
+        rejected: Messages read that were not taken (the shared parse's rejections and seqs
+            beyond what the table could have sent), by code.
     """
 
     windows: int = 0
@@ -161,6 +194,7 @@ class BettingStats:
     refused: int = 0
     refusals: list[tuple[str, str]] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
+    rejected: Counter[str] = field(default_factory=Counter)
 
 
 def _status(state: str) -> bytes:
@@ -181,8 +215,11 @@ class _Session:
         stop: asyncio.Event,
         stats: BettingStats,
         status_topic: str,
+        table: str,
     ) -> None:
+        self.table = table
         self.events = f"{base}/events"
+        self.table_status = f"{base}/status"
         self.command = f"{base}/cmd/decision"
         self.reply = f"{base}/reply/betting"
         self.status = status_topic
@@ -197,10 +234,14 @@ class _Session:
         self.run_id = uuid.uuid4().hex[:12]
         self.counter = 0
         self.pending: set[asyncio.Task[None]] = set()
+        self.guard = SeqGuard()
+        self.rejections = RejectionLog(reader="betting-sim")
 
     async def serve(self, client: Any) -> None:
         """Birth, subscriptions, then read until ``stop``; offline on the way out."""
         async with asyncio.timeout(self.timeout):
+            # The table's retained status first: it anchors what seq the table could send.
+            await client.subscribe(self.table_status, qos=1)
             await client.subscribe(self.events, qos=1)
             await client.subscribe(self.reply, qos=1)
             # Online once subscribed: a window opened after this is never missed.
@@ -223,33 +264,47 @@ class _Session:
                 self._on_event(client, group, payload)
             elif topic == self.reply:
                 self._on_reply(payload)
+            elif topic == self.table_status:
+                self._on_status(payload)
+
+    def _reject(self, rejection: Rejection, topic: str) -> None:
+        self.stats.rejected[rejection.code] += 1
+        self.rejections.record(rejection.at(topic, self.table))
+
+    def _on_status(self, payload: bytes) -> None:
+        status = parse_status(payload, table=self.table)
+        if isinstance(status, Rejection):
+            self._reject(status, self.table_status)
+            return
+        self.guard.on_status(status, time.time())
 
     def _on_event(self, client: Any, group: asyncio.TaskGroup, payload: bytes) -> None:
-        from controller.messages import Envelope
-
-        try:
-            envelope = Envelope.model_validate_json(payload)
-        except ValueError as exc:
-            log.warning("unreadable event ignored", error=str(exc)[:200])
+        envelope = parse_envelope(payload, table=self.table)
+        if isinstance(envelope, Rejection):
+            self._reject(envelope, self.events)
+            return
+        ahead = self.guard.admit(self.table, envelope.seq, time.time())
+        if ahead is not None:
+            self._reject(ahead, self.events)
             return
         if envelope.seq <= self.last_seq:
             return  # a duplicate (delivery is at least once)
         self.last_seq = envelope.seq
         if envelope.kind != DECISION_OPEN:
             return
-        data = envelope.data
-        window = data.get("window")
-        if not isinstance(window, str):
-            self.stats.skipped += 1
-            log.warning("decision_open without a window", round=envelope.round)
+        opened = validate(DecisionOpenData, envelope.data, "decision_open data")
+        if isinstance(opened, Rejection):  # parse_envelope checked it: kept for the types
+            self._reject(opened, self.events)
             return
+        data = envelope.data
+        window = opened.window
         key = (envelope.round, window)
         if key in self.seen:
             return
         self.seen.add(key)
         self.stats.windows += 1
         bound = log.bind(round=envelope.round, window=window, table=envelope.table)
-        remaining = _seconds_left(data, float(data.get("seconds") or 0))
+        remaining = _seconds_left(opened.closes_at, opened.seconds)
         if remaining is not None and remaining <= 0:
             self.stats.skipped += 1
             bound.info("window already closed", delayed=envelope.delayed)
@@ -301,37 +356,43 @@ class _Session:
         )
 
     def _on_reply(self, payload: bytes) -> None:
-        try:
-            answer = json.loads(payload)
-        except ValueError:
-            log.warning("unreadable reply ignored")
+        """One message on ``reply/betting``: the controller's ``command_answered`` envelope."""
+        envelope = parse_envelope(payload, table=self.table, secure=True)
+        if isinstance(envelope, Rejection):
+            self._reject(envelope, self.reply)
             return
-        if not isinstance(answer, dict):
+        if envelope.kind != "command_answered":
+            wrong = f"kind {envelope.kind[:40]!r} on the reply topic (expected command_answered)"
+            self._reject(Rejection("invalid", wrong, seq=envelope.seq), self.reply)
             return
-        if answer.get("kind") == "command_answered" and isinstance(answer.get("data"), dict):
-            answer = answer["data"]  # the controller's answer: an envelope around the verdict
-        command_id = str(answer.get("command_id", ""))
+        answer = validate(CommandAnsweredData, envelope.data, "command_answered data")
+        if isinstance(answer, Rejection):  # parse_envelope checked it: kept for the types
+            self._reject(answer, self.reply)
+            return
+        command_id = answer.command_id
         if not command_id.startswith(f"betting-{self.run_id}-"):
             return
-        status = str(answer.get("status") or "")
-        if answer.get("accepted") is True or status == "accepted":
+        if answer.accepted:
             self.stats.accepted += 1
             return
-        reason = str(answer.get("reason") or answer.get("detail") or status or "no reason given")
+        reason = answer.reason or "no reason given"
         self.stats.refused += 1
         self.stats.refusals.append((command_id, reason))
         log.warning("decision refused", command_id=command_id, reason=reason)
 
 
-def _seconds_left(data: Mapping[str, Any], seconds: float) -> float | None:
-    closes_at = data.get("closes_at")
-    if isinstance(closes_at, str):
-        try:
-            moment = datetime.fromisoformat(closes_at.replace("Z", "+00:00"))
-        except ValueError:
-            return seconds or None
+def _seconds_left(closes_at: str, seconds: float) -> float | None:
+    """Seconds until ``closes_at`` (UTC when it names no zone), else ``seconds`` (or ``None``)."""
+    try:
+        moment = datetime.fromisoformat(closes_at.replace("Z", "+00:00"))
+    except ValueError:
+        return seconds or None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
         return (moment - datetime.now(UTC)).total_seconds()
-    return seconds or None
+    except OverflowError:  # a time at the calendar's edge: its window is long closed or far off
+        return seconds or None
 
 
 def _client(
@@ -491,6 +552,7 @@ async def run_simulated_betting(
         stop=stop,
         stats=BettingStats() if stats is None else stats,
         status_topic=status_topic,
+        table=table_id,
     )
     misses = 0  # failed connects in a row: the first and each doubling are logged
     while not stop.is_set():
