@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from controller.errors import ConfigError, PublishError
+from controller.inbound import Rejection, RejectionLog, parse_object
 from controller.messages import Role, Topics
 from controller.mqtt.settings import MqttSettings, client_options, tls_context
 
@@ -203,14 +204,23 @@ async def publish_command(client: Any, prepared: PreparedCommand, *, timeout: fl
 
 
 def match_answer(
-    prepared: PreparedCommand, payload: bytes | bytearray | str, correlation: bytes | None
+    prepared: PreparedCommand,
+    payload: bytes | bytearray | str,
+    correlation: bytes | None,
+    *,
+    rejections: RejectionLog | None = None,
 ) -> Outcome | None:
     """The outcome if a message received on the reply topic is this command's answer.
+
+    The payload is read through the shared bounded parse (:func:`controller.inbound.
+    parse_object`): no payload makes this raise.
 
     Args:
         prepared: The command sent.
         payload: The received message's body.
         correlation: Its v5 correlation data, if it carried any.
+        rejections: Where a payload that is no JSON object (within the bounds) is logged and
+            counted, if given.
 
     Returns:
         The outcome (accepted or refused, with the reason), or ``None`` when the message
@@ -218,11 +228,12 @@ def match_answer(
     """
     if prepared.correlation is not None and correlation not in (None, prepared.correlation):
         return None
-    try:
-        envelope = json.loads(payload)
-    except (ValueError, TypeError):
+    envelope = parse_object(payload if isinstance(payload, bytes | bytearray | str) else b"")
+    if isinstance(envelope, Rejection):
+        if rejections is not None:
+            rejections.record(envelope.at(prepared.reply_topic))
         return None
-    data = envelope.get("data") if isinstance(envelope, dict) else None
+    data = envelope.get("data")
     if not isinstance(data, dict) or data.get("command_id") != prepared.command_id:
         return None
     return _outcome(envelope, data)
@@ -299,9 +310,10 @@ async def send_command(
 
 
 async def _await_answer(client: Any, prepared: PreparedCommand) -> Outcome:
+    rejections = RejectionLog(reader="pitcli")
     async for message in client.messages:
         got = getattr(message.properties, "CorrelationData", None)
-        outcome = match_answer(prepared, message.payload, got)
+        outcome = match_answer(prepared, message.payload, got, rejections=rejections)
         if outcome is not None:
             return outcome
     raise PublishError("the connection closed before an answer came")

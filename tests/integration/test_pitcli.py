@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiomqtt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.cli import main
 from controller.commands import Answer, Command, CommandRouter
 from controller.errors import TablectlError
+from controller.inbound import RejectionLog
 from controller.journal import Journal
+from controller.messages import Topics
 from controller.mqtt.settings import MqttSettings
+from controller.pitcli import match_answer, prepare_command
 from controller.publisher import Publisher
 from tests.integration._secure_broker import (
     ROLE_PASSWORDS,
@@ -167,3 +174,58 @@ async def test_broker_refusal_is_reported_with_exit_1(
         err = capsys.readouterr().err
         assert "REFUSED by the broker: Not authorized (reason code 0x87)" in err
         assert ROLE_PASSWORDS["betting"] not in err
+
+
+HOSTILE_ANSWERS = [
+    b"",
+    b"null",
+    b"[" * 3000 + b"]" * 3000,  # raised RecursionError out of the CLI
+    b'{"data": ' + b"{" * 3000 + b"}" * 3000 + b"}",
+    b"\xff",
+    b'{"data": {"command_id": NaN}}',
+    b'{"data": {"command_id": ' + b"9" * 5000 + b"}}",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    payload=st.binary(max_size=150)
+    | st.sampled_from(HOSTILE_ANSWERS)
+    | st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from(["data", "command_id", "accepted", "name"]), inner)
+        ),
+        max_leaves=12,
+    ).map(lambda value: json.dumps(value).encode())
+)
+def test_no_reply_payload_makes_the_answer_match_raise(payload: bytes) -> None:
+    prepared = prepare_command(Topics(table="tp-1"), "pit", "resume", {}, v5=False)
+    outcome = match_answer(prepared, payload, None, rejections=RejectionLog(reader="pitcli"))
+    assert outcome is None or outcome.code in (0, 1)
+
+
+async def test_a_hostile_retained_reply_does_not_stop_the_cli(
+    mosquitto_session: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 3,000-deep value retained on reply/pit (3.1.1: the CLI reads that topic) is logged
+    as rejected; the real answer that follows is still read."""
+    broker = mosquitto_session
+    table_id = f"pit-{uuid.uuid4().hex[:6]}"
+    journal = Journal.open(tmp_path / "j.sqlite")
+    reply = f"tables/{table_id}/reply/pit"
+    where = ["--broker", broker.url, "--table-id", table_id, "--timeout", "10"]
+    async with aiomqtt.Client(broker.host, broker.port, timeout=5) as hostile:
+        await hostile.publish(reply, HOSTILE_ANSWERS[2], qos=1, retain=True)
+        try:
+            async with running(Table(broker.url, table_id, journal)):
+                argv = ["pit", "void", "--reason", "r", "--protocol", "3.1.1", *where]
+                assert await cli(argv) == 0
+        finally:
+            await hostile.publish(reply, b"", qos=1, retain=True)
+    captured = capsys.readouterr()
+    assert "ACCEPTED void" in captured.out
+    assert "message rejected" in captured.out + captured.err
+    assert "payload nests 3000 levels" in captured.out + captured.err
+    journal.close()
