@@ -300,6 +300,26 @@ class ChainHead(BaseModel):
     hash: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
+class ChainLink(BaseModel):
+    """``link``: where an entry sits in the journal's hash chain (docs/journal.md).
+
+    With it a consumer checks a run of entries against a signed chain head: walking down from
+    a signed result (its ``chain_head.hash`` is its ``link.hash``, its ``link.prev`` signed
+    too), each entry below is on the chain when its ``hash`` is the ``prev`` of the entry
+    above it. The hash covers the journal's stored body, which the public view may withhold
+    parts of: it places an entry in the chain; the table's journal checks its content.
+
+    Attributes:
+        prev: The previous entry's hash (64 zeros for ``seq`` 1).
+        hash: This entry's hash.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    prev: str = Field(pattern=r"^[0-9a-f]{64}$")
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class Envelope(BaseModel):
     """The envelope of every journalled message (DESIGN.md §6).
 
@@ -321,6 +341,8 @@ class Envelope(BaseModel):
         chain_head: On ``round_result`` and ``round_voided`` (always sent there; optional in
             the schema): the result entry's ``seq`` and chain hash, inside the signed form.
             Absent on other messages.
+        link: On every journalled message of a table whose journal is chained (optional in
+            the schema): the entry's hash and the previous entry's (:class:`ChainLink`).
     """
 
     model_config = ConfigDict(frozen=True, json_schema_extra=_required("schema_version", "delayed"))
@@ -337,13 +359,14 @@ class Envelope(BaseModel):
     replayed: bool | None = None
     signature: Signature | None = None
     chain_head: ChainHead | None = None
+    link: ChainLink | None = None
 
     @field_serializer("at")
     def _serialize_at(self, value: datetime) -> str:
         return utc_text(value)
 
     def to_wire(self) -> dict[str, Any]:
-        """The JSON object (``replayed``, ``signature``, ``chain_head`` left out when not set)."""
+        """The JSON object (the optional members left out when not set)."""
         data = self.model_dump(mode="json")
         for optional in _ENVELOPE_OPTIONAL:
             if data[optional] is None:
@@ -362,7 +385,7 @@ class Envelope(BaseModel):
         return _compact(signer.sign(self.to_wire()))
 
 
-_ENVELOPE_OPTIONAL = ("replayed", "signature", "chain_head")
+_ENVELOPE_OPTIONAL = ("replayed", "signature", "chain_head", "link")
 """Envelope members left out of the message when not set."""
 
 
@@ -728,7 +751,7 @@ class RoundSnapshot:
             "betting_closes_at": fold.betting_closes_at,
             "cards": [card.to_wire() for card in self.cards],
             "awaiting_rescan": fold.awaiting_rescan,
-            "result": dict(fold.result) if fold.result is not None else None,
+            "result": public_result(fold.result),
             "last_seq": self.last_seq,
             "halted": fold.halted,
             "decision": dict(fold.decision) if fold.decision is not None else None,
@@ -744,6 +767,88 @@ _SAFE_REFUSAL_KEYS = ("slot", "hand", "index", "face")
 SNAPSHOT_VIEW_KINDS = frozenset({"card_refused"})
 """Kinds whose public view depends on the round snapshot (a refusal may name a hidden card)."""
 
+# -- what the public is told of a void, a halt, an alert (docs/mqtt.md, "Public reasons") ---
+# A void's or a halt's reason can hold what a pit boss typed and the operator's name; the
+# public topics (and so the stream overlay and the dealer screen) carry a fixed phrase per
+# cause instead, the full entry going to secure/events (and staying in the journal).
+
+PUBLIC_VOID_REASONS: tuple[tuple[str, str], ...] = (
+    ("voided by the pit boss", "voided by the pit"),
+    ("controller stopped before betting closed", "table stopped before betting closed"),
+    ("controller restarted before betting closed", "table restarted before betting closed"),
+)
+"""``(how the journalled reason starts, the public reason)`` of each cause of a void."""
+
+PUBLIC_HALT_REASONS: tuple[tuple[str, str], ...] = (("device lost", "card reader lost"),)
+"""``(how the journalled reason starts, the public reason)`` of each cause of a halt."""
+
+PUBLIC_ALERT_REASONS: tuple[tuple[str, str], ...] = (
+    ("round halted", "round halted: pit boss needed"),
+)
+"""``(how a pit alert's reason starts, the public reason)``; see :func:`public_alert_reason`."""
+
+PUBLIC_FAULT = "table fault"
+"""The public reason of a void or halt of any other cause."""
+
+PUBLIC_ALERT = "pit boss needed"
+"""The public reason of a pit alert of any other cause."""
+
+PUBLIC_RESUMED_BY = "pit"
+"""Who resumed a round, publicly (the journal keeps the operator's name)."""
+
+
+def _phrase(reason: object, phrases: tuple[tuple[str, str], ...], default: str) -> str:
+    text = reason if isinstance(reason, str) else ""
+    return next((public for start, public in phrases if text.startswith(start)), default)
+
+
+def public_void_reason(reason: object) -> str:
+    """The viewer-safe reason of a void: a fixed phrase per cause, never the pit's words."""
+    return _phrase(reason, PUBLIC_VOID_REASONS, PUBLIC_FAULT)
+
+
+def public_halt_reason(reason: object) -> str:
+    """The viewer-safe reason of a halt (a fixed phrase per cause)."""
+    return _phrase(reason, PUBLIC_HALT_REASONS, PUBLIC_FAULT)
+
+
+def public_alert_reason(reason: object) -> str:
+    """The viewer-safe reason of a pit alert (a fixed phrase per cause).
+
+    ``N misreads in a row at SLOT`` becomes ``repeated misreads: pit boss needed`` (the slot
+    stays in the alert's ``slot``).
+    """
+    text = reason if isinstance(reason, str) else ""
+    if " misreads in a row" in text:
+        return "repeated misreads: pit boss needed"
+    return _phrase(text, PUBLIC_ALERT_REASONS, PUBLIC_ALERT)
+
+
+def public_result(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A round's result as the public snapshot carries it (a void's public reason)."""
+    if result is None:
+        return None
+    public = dict(result)
+    if public.get("voided"):
+        public["reason"] = public_void_reason(public.get("reason"))
+    return public
+
+
+PUBLIC_REASON_KINDS: dict[str, tuple[str, Callable[[object], str]]] = {
+    "round_voided": ("reason", public_void_reason),
+    "round_halted": ("reason", public_halt_reason),
+    "pit_alert": ("reason", public_alert_reason),
+    "round_resumed": ("by", lambda _by: PUBLIC_RESUMED_BY),
+}
+"""The kinds whose public view carries a fixed phrase: ``kind -> (member, its phrase)``."""
+
+
+def _public_reason(body: dict[str, Any], key: str, public: str) -> tuple[dict[str, Any], bool]:
+    """``body`` with ``key`` set to ``public``; withheld when that changed it."""
+    if body.get(key) == public:
+        return body, False
+    return {**body, key: public}, True
+
 
 def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[dict[str, Any], bool]:
     """The body as the public may see it, and whether something was withheld.
@@ -754,7 +859,10 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[di
     Withheld: the value of a card dealt face down; a refused card (and the refusal reason)
     when the slot is hidden or the card is one of the round's hidden cards, since naming the
     duplicate would reveal it; the ``data`` of a secure ``table_info``; the fields of a
-    received command (its full form goes to ``secure/events``). A command's answer shows
+    received command (its full form goes to ``secure/events``); the reason of a void, a halt
+    or a pit alert, and who resumed a round, where they are more than the cause's fixed
+    public phrase (:func:`public_void_reason`...: the pit boss's words and name stay off the
+    public topics; the full entry goes to ``secure/events``). A command's answer shows
     only who, what and the verdict on ``events`` (its full form goes to the reply topic, not
     to ``secure/events``), so it is not counted as withheld.
     """
@@ -768,6 +876,9 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[di
         return {key: value for key, value in body.items() if key != "data"}, True
     if entry.kind == "command_received":
         return {key: body.get(key) for key in ("command_id", "role", "name")}, True
+    if entry.kind in PUBLIC_REASON_KINDS:
+        key, phrase = PUBLIC_REASON_KINDS[entry.kind]
+        return _public_reason(body, key, phrase(body.get(key)))
     if entry.kind == "command_answered":
         keys = ("command_id", "role", "name", "accepted", "reason")
         return {key: body.get(key) for key in keys}, False
@@ -790,9 +901,11 @@ def envelope_for(
 ) -> Envelope:
     """The envelope of ``entry`` (with ``data`` replacing its body if given).
 
-    A result or void carries ``chain_head``: its own ``seq`` and chain hash.
+    A result or void carries ``chain_head``: its own ``seq`` and chain hash; every entry read
+    with its chain (``hash`` and ``prev_hash``) carries its ``link``.
     """
     anchored = entry.kind in RESULT_KINDS and entry.hash is not None
+    linked = entry.hash is not None and entry.prev_hash is not None
     return Envelope(
         table=table,
         round=entry.round_id,
@@ -803,6 +916,7 @@ def envelope_for(
         delayed=delayed,
         data=dict(entry.body if data is None else data),
         chain_head=ChainHead(seq=entry.seq, hash=entry.hash) if anchored else None,
+        link=ChainLink(prev=entry.prev_hash, hash=entry.hash) if linked else None,
     )
 
 

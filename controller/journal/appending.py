@@ -68,6 +68,7 @@ class Appender:
             JournalError: The time is naive, or the write failed (nothing was written).
         """
         seq = self.last_seq + 1
+        prev = self.last_hash
         when = happened_at if happened_at is not None else datetime.now(UTC)
         when_text = format_time(when)
         kind_text = str(kind)
@@ -102,6 +103,7 @@ class Appender:
             happened_at=when.astimezone(UTC),  # == parse_time(when_text): format keeps the µs
             body=body,
             hash=chain,
+            prev_hash=prev,
             _typed=typed,
         )
         for listener in tuple(self.listeners):

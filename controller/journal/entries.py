@@ -513,6 +513,8 @@ class JournalEntry:
         delivered_at: When the broker acknowledged it, or ``None`` while undelivered.
         hash: The entry's link in the hash chain (hex sha256), ``None`` in a v1 file read
             without migrating it.
+        prev_hash: The previous entry's hash (``GENESIS_HASH`` for ``seq`` 1), as the append
+            and the journal's reads give it (the envelope's ``link``); ``None`` when not read.
     """
 
     seq: int
@@ -523,6 +525,7 @@ class JournalEntry:
     body: dict[str, Any]
     delivered_at: datetime | None = None
     hash: str | None = None
+    prev_hash: str | None = field(default=None, compare=False)
     _typed: EntryBody | None = field(default=None, compare=False, repr=False)
 
     @property

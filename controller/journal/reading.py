@@ -16,17 +16,23 @@ from typing import Any
 from controller.errors import JournalError
 from controller.journal.anchors import Anchor
 from controller.journal.entries import JournalEntry
-from controller.journal.format import SCHEMA_VERSION, parse_time
+from controller.journal.format import GENESIS_HASH, SCHEMA_VERSION, parse_time
 from controller.journal.meta import read_meta
 from controller.journal.verify import Verifier, VerifyReport
 
-_COLUMNS = "seq, session, round_id, kind, happened_at, body, delivered_at, hash"
-_COLUMNS_V1 = "seq, session, round_id, kind, happened_at, body, delivered_at, NULL"
+_COLUMNS = (
+    "seq, session, round_id, kind, happened_at, body, delivered_at, hash,"
+    " (SELECT p.hash FROM entries AS p WHERE p.seq = entries.seq - 1)"
+)
+"""The entry's columns and the previous entry's hash (its ``link.prev``: a key look-up)."""
+_COLUMNS_V1 = "seq, session, round_id, kind, happened_at, body, delivered_at, NULL, NULL"
 
 
 def row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
     """The entry of a row of :attr:`EntryReader.columns`."""
-    seq, session, round_id, kind, happened_at, body, delivered_at, chain = row
+    seq, session, round_id, kind, happened_at, body, delivered_at, chain, prev = row
+    if prev is None and chain is not None and int(seq) == 1:
+        prev = GENESIS_HASH
     return JournalEntry(
         seq=int(seq),
         session=int(session),
@@ -36,6 +42,7 @@ def row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
         body=json.loads(body),
         delivered_at=parse_time(delivered_at) if delivered_at is not None else None,
         hash=chain,
+        prev_hash=prev,
     )
 
 
