@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from controller.inbound import Rejection, RejectionLog, parse_betting_status
+from controller.inbound import Rejection, RejectionLog, parse_betting_status, parse_object
 from controller.journal.entries import (
     DeviceStatusData,
     PitAlertData,
@@ -40,7 +40,7 @@ from controller.journal.entries import (
     RoundVoidedData,
     TableStatusData,
 )
-from controller.messages import Envelope
+from controller.messages import Envelope, StatusMessage
 from controller.tablefold import Channel, TableFold, at_text, wire
 from controller.watch import describe
 
@@ -112,6 +112,58 @@ class TableState:
     delayed: deque[dict[str, Any]] = field(default_factory=deque)
     lines: deque[str] = field(default_factory=deque)
 
+    @property
+    def online(self) -> bool | None:
+        """``True`` after its birth, ``False`` after a stop or its Last Will, ``None``: unknown."""
+        return self.fold.online
+
+    @property
+    def status_reason(self) -> str | None:
+        """Why it is offline (``stopped``, ``connection lost``)."""
+        status = self.fold.status
+        if status is None or status.state == "online":
+            return None
+        return status.reason or "offline"
+
+    @property
+    def status_at(self) -> str | None:
+        """When the status was published (``None`` for a Last Will)."""
+        status = self.fold.status
+        return at_text(status.at) if status is not None else None
+
+    @property
+    def game(self) -> str | None:
+        """Its game (the round's, else the status's)."""
+        status = self.fold.status
+        return self.fold.round.game or (status.game if status is not None else None)
+
+    @property
+    def session(self) -> int | None:
+        """The controller run."""
+        return self.fold.status.session if self.fold.status is not None else None
+
+    @property
+    def round_id(self) -> str | None:
+        """The current (or last) round."""
+        return self.fold.round.round_id
+
+    @property
+    def state(self) -> str | None:
+        """The round's state (``None``: no round seen)."""
+        round_ = self.fold.round
+        seen = round_.round_id is not None or round_.state != "idle"
+        return round_.state if seen else None
+
+    @property
+    def result(self) -> str | None:
+        """The last round's result, for people."""
+        return _result_text(self.fold.round.result)
+
+    @property
+    def last_seq(self) -> int | None:
+        """The highest ``seq`` folded in (``None``: none yet)."""
+        return self.fold.last_seq or None
+
 
 @dataclass(frozen=True)
 class Message:
@@ -121,13 +173,22 @@ class Message:
         table: The table it belongs to.
         leaf: ``status``, ``round``, ``events`` or ``results``.
         topic: Its topic.
-        envelope: Its JSON object, as parsed (:func:`controller.tablefold.wire`).
+        envelope: Its JSON object as received (read by the one parse; what a signature
+            covers).
     """
 
     table: str
     leaf: str
     topic: str
     envelope: Mapping[str, Any]
+
+
+def _as_received(
+    payload: bytes | bytearray | str, message: Envelope | StatusMessage
+) -> Mapping[str, Any]:
+    """The JSON object as received (what a signature covers), parsed by the one parse."""
+    body = parse_object(payload)
+    return wire(message) if isinstance(body, Rejection) else body
 
 
 def _decision_text(decision: Mapping[str, Any] | None) -> str | None:
@@ -266,7 +327,7 @@ class Floor:
         if message is None or not step.new:
             return None  # a repeat, or a retained message cleared
         self.tables[table] = state
-        self.last_message = Message(table, channel, topic, wire(message))
+        self.last_message = Message(table, channel, topic, _as_received(payload, message))
         if step.gap_text:
             self._line(state, step.gap_text)
         if channel == "events" and isinstance(message, Envelope):
@@ -274,7 +335,7 @@ class Floor:
         elif channel == "results" and isinstance(message, Envelope):
             self._delayed(state, message, step.data)
         if channel != "results":
-            self._line(state, describe(topic, self.last_message.envelope))
+            self._line(state, describe(topic, wire(message)))
         return table
 
     def set_broker(self, connected: bool, detail: str) -> None:
@@ -288,32 +349,30 @@ class Floor:
         """One table, as pages show it."""
         state = self.tables[table]
         fold = state.fold
-        status, round_ = fold.status, fold.round
-        seen_round = round_.round_id is not None or round_.state != "idle"
-        online = fold.online
+        round_, gate = fold.round, fold.gate
         return {
             "table": state.table,
-            "online": online,
-            "status_reason": None if status is None or online else (status.reason or "offline"),
-            "status_at": at_text(status.at) if status is not None else None,
-            "game": round_.game or (status.game if status is not None else None),
-            "session": status.session if status is not None else None,
+            "online": state.online,
+            "status_reason": state.status_reason,
+            "status_at": state.status_at,
+            "game": state.game,
+            "session": state.session,
             "round": round_.round_id,
             "round_no": round_.round_no,
-            "state": round_.state if seen_round else None,
+            "state": state.state,
             "halted": round_.halted,
             "awaiting_rescan": round_.awaiting_rescan,
             "decision": _decision_text(round_.decision),
             "betting_closes_at": round_.betting_closes_at,
-            "result": _result_text(round_.result),
-            "last_seq": fold.last_seq or None,
+            "result": state.result,
+            "last_seq": state.last_seq,
             "devices": {
                 name: {"state": device.state, "detail": device.detail, "at": device.at}
                 for name, device in fold.devices.items()
             },
             "gate": None
-            if fold.gate is None
-            else {"state": fold.gate.state, "detail": fold.gate.detail, "at": fold.gate.at},
+            if gate is None
+            else {"state": gate.state, "detail": gate.detail, "at": gate.at},
             "alerts": [alert.to_json() for alert in state.alerts],
             "delayed": list(state.delayed),
             "lines": list(state.lines),
