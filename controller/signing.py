@@ -165,6 +165,8 @@ def verify_envelope(envelope: dict[str, Any] | bytes | str, public_key: Ed25519P
         public_key.verify(value, canonical)
     except (InvalidSignature, ValueError, TypeError, KeyError, binascii.Error):
         return False
+    except RecursionError:  # nested deeper than the json module reads: no message of ours
+        return False
     return True
 
 
@@ -175,7 +177,7 @@ def why_invalid(envelope: dict[str, Any] | bytes | str, public_key: Ed25519Publi
     """A short reason why :func:`verify_envelope` says ``False`` (``""`` if it is valid)."""
     try:
         parsed = json.loads(envelope) if isinstance(envelope, bytes | str) else envelope
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # Recursion: nested deeply
         return f"not JSON: {exc}"
     if not isinstance(parsed, dict):
         return f"not a JSON object but {type(parsed).__name__}"

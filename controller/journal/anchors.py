@@ -17,6 +17,13 @@ saves them:
 
 Messages without ``chain_head`` (events, snapshots, the offline status, messages of a
 controller older than the anchors) are skipped; blank lines too.
+
+The file is untrusted input (anyone could have recorded it): no content makes
+:func:`read_feed` raise anything but :class:`FeedError`, naming the file and the line. This
+module sits below :mod:`controller.inbound` (which imports the journal's models), so it reads
+with the standard library's decoder and turns its refusals into that error: a value nested
+too deeply for the decoder (``RecursionError``, raised before anything is built), a number of
+too many digits, a lone surrogate, ``NaN``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,20 @@ from controller.errors import JournalError
 
 HASH_TEXT = re.compile(r"^[0-9a-f]{64}$")
 """A chain hash as published: 64 lower-case hex digits."""
+
+MAX_SEQ = 2**53 - 1
+"""The largest ``seq`` an anchor may name (what every JSON reader holds exactly)."""
+
+
+def _shown(value: Any) -> str:
+    """``value`` for an error message, cut short (a feed line may be large)."""
+    text = (
+        repr(value)
+        if isinstance(value, str | int | float | bool | None)
+        else "an "
+        + ("object" if isinstance(value, dict) else "array" if isinstance(value, list) else "value")
+    )
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class FeedError(JournalError):
@@ -82,11 +103,23 @@ def _payload(line: str) -> Any:
         if not sep:
             raise ValueError("neither a JSON object nor 'TOPIC PAYLOAD'")
         text = rest.strip()
-    message = json.loads(text)
+    message = _loads(text)
     if isinstance(message, dict) and "payload" in message and "chain_head" not in message:
         inner = message["payload"]
-        message = json.loads(inner) if isinstance(inner, str) else inner
+        message = _loads(inner) if isinstance(inner, str) else inner
     return message
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads(text: str) -> Any:
+    """One JSON value; every refusal of the decoder as a ``ValueError`` saying what."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("the message nests too deeply to be a feed message") from None
 
 
 def _anchor(message: dict[str, Any], source: str) -> Anchor | None:
@@ -96,13 +129,26 @@ def _anchor(message: dict[str, Any], source: str) -> Anchor | None:
     if not isinstance(head, dict):
         raise ValueError("chain_head is not an object")
     seq, chain = head.get("seq"), head.get("hash")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise ValueError(f"chain_head.seq must be an integer >= 0, got {seq!r}")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_SEQ:
+        raise ValueError(f"chain_head.seq must be an integer 0..2**53-1, got {_shown(seq)}")
     if not isinstance(chain, str) or not HASH_TEXT.match(chain):
-        raise ValueError(f"chain_head.hash must be 64 hex digits, got {chain!r}")
-    table = message.get("table")
-    kind = message.get("kind") or message.get("state") or "message"
-    return Anchor(seq, chain, table if isinstance(table, str) else None, f"{source} ({kind})")
+        raise ValueError(f"chain_head.hash must be 64 hex digits, got {_shown(chain)}")
+    table = _text(message.get("table"), "table")
+    kind = _text(message.get("kind"), "kind") or _text(message.get("state"), "state")
+    return Anchor(seq, chain, table, f"{source} ({kind or 'message'})")
+
+
+def _text(value: Any, name: str) -> str | None:
+    """A string member as it may be printed (at most 200 characters, UTF-8), else ``None``."""
+    if not isinstance(value, str):
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} holds a lone surrogate (\\ud800-\\udfff)") from None
+    if len(value) > 200:
+        raise ValueError(f"{name} is {len(value)} characters; at most 200")
+    return value
 
 
 def read_feed(path: str | Path) -> Feed:

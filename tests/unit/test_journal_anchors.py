@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from controller.journal import GENESIS_HASH, FeedError, Journal, VerifyReport, read_feed
 from controller.messages import RoundSnapshot, Topics, messages_for
-from controller.signing import Signer, verify_envelope
+from controller.signing import Signer, verify_envelope, why_invalid
 
 TOPICS = Topics(table="tp-1")
 
@@ -163,3 +165,71 @@ def test_verify_command_against_a_feed(tmp_path, capsys):
     feed.write_text(_head(1, "a" * 64) + "\n" + other + "\n")
     assert run("--against-feed", str(feed)) == 2
     assert "chain heads of 2 tables (tp-1, tp-2)" in capsys.readouterr().out
+
+
+# --- hostile feeds and messages ---------------------------------------------------------------
+
+HOSTILE_LINES = [
+    b"[" * 3000 + b"]" * 3000,  # RecursionError out of read_feed before
+    b'{"payload": "' + b"[" * 3000 + b"]" * 3000 + b'"}',
+    b"tables/tp-1/status " + b"{" * 3000,
+    b'{"chain_head": {"seq": NaN, "hash": "' + b"0" * 64 + b'"}}',
+    b'{"chain_head": {"seq": ' + b"9" * 5000 + b', "hash": "x"}}',
+    b'{"chain_head": {"seq": 9223372036854775808, "hash": "' + b"0" * 64 + b'"}}',
+    b'{"table": "\\ud800", "chain_head": {"seq": 1, "hash": "' + b"0" * 64 + b'"}}',
+    b'{"chain_head": {"seq": 1, "hash": ' + b"[" * 50 + b"]" * 50 + b"}}",
+    b"\xff\xfe",
+]
+
+
+@pytest.mark.parametrize("line", HOSTILE_LINES)
+def test_a_hostile_feed_line_is_a_feed_error_naming_the_line(tmp_path, line):
+    feed = tmp_path / "feed.jsonl"
+    feed.write_bytes(b"\n" + line + b"\n")
+    with pytest.raises(FeedError, match=r"feed\.jsonl"):
+        read_feed(feed)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.binary(max_size=80)
+        | st.sampled_from(HOSTILE_LINES)
+        | st.recursive(
+            st.none() | st.integers() | st.floats() | st.text(max_size=70),
+            lambda inner: st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["chain_head", "seq", "hash", "payload", "table", "kind"]), inner
+            ),
+            max_leaves=10,
+        ).map(lambda value: json.dumps(value).encode()),
+        max_size=4,
+    )
+)  # fmt: skip
+def test_no_file_content_makes_read_feed_raise_anything_but_a_feed_error(tmp_path, lines):
+    feed = tmp_path / "any.jsonl"
+    feed.write_bytes(b"\n".join(lines))
+    try:
+        found, error = read_feed(feed), ""
+    except FeedError as exc:
+        found, error = None, str(exc)
+    if found is None:
+        assert "any.jsonl" in error
+    else:
+        assert all(0 <= anchor.seq < 2**53 for anchor in found.anchors)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"[" * 3000 + b"]" * 3000,
+        b'{"signature": {"alg": "Ed25519", "value": "AAAA"}, "x": '
+        + b"[" * 990 + b"]" * 990 + b"}",
+    ],
+)  # fmt: skip
+def test_signature_checks_say_false_on_a_deeply_nested_message(payload):
+    key = Ed25519PrivateKey.generate().public_key()
+    assert verify_envelope(payload, key) is False  # raised RecursionError before
+    assert why_invalid(payload, key) != ""
