@@ -793,12 +793,17 @@ PUBLIC_FAULT = "table fault"
 PUBLIC_ALERT = "pit boss needed"
 """The public reason of a pit alert of any other cause."""
 
+PUBLIC_MISREADS_ALERT = "repeated misreads: pit boss needed"
+"""The public reason of the alert after repeated misreads at a slot."""
+
 PUBLIC_RESUMED_BY = "pit"
 """Who resumed a round, publicly (the journal keeps the operator's name)."""
 
 
 def _phrase(reason: object, phrases: tuple[tuple[str, str], ...], default: str) -> str:
     text = reason if isinstance(reason, str) else ""
+    if text == default or any(text == public for _, public in phrases):
+        return text  # a public phrase already
     return next((public for start, public in phrases if text.startswith(start)), default)
 
 
@@ -819,8 +824,8 @@ def public_alert_reason(reason: object) -> str:
     stays in the alert's ``slot``).
     """
     text = reason if isinstance(reason, str) else ""
-    if " misreads in a row" in text:
-        return "repeated misreads: pit boss needed"
+    if " misreads in a row" in text or text == PUBLIC_MISREADS_ALERT:
+        return PUBLIC_MISREADS_ALERT
     return _phrase(text, PUBLIC_ALERT_REASONS, PUBLIC_ALERT)
 
 

@@ -43,8 +43,18 @@ ROOT = Path(__file__).resolve().parents[1]
 ASYNCAPI_PATH = ROOT / "docs" / "asyncapi.yaml"
 SCHEMAS_DIR = ROOT / "docs" / "schemas"
 
-SECURE_KINDS = ("card_dealt", "card_refused", "table_info", "command_received")
-"""Kinds whose full form can appear on ``secure/events``."""
+SECURE_KINDS = (
+    "card_dealt",
+    "card_refused",
+    "table_info",
+    "command_received",
+    "round_voided",
+    "round_halted",
+    "round_resumed",
+    "pit_alert",
+)
+"""Kinds whose full form can appear on ``secure/events`` (the last four: their reasons and
+operator, where the public view carries a fixed phrase)."""
 
 
 def _camel(kind: str) -> str:
@@ -173,7 +183,8 @@ def asyncapi() -> dict[str, Any]:
         "secureEvents": {
             "address": "tables/{table}/secure/events",
             "description": "Full entries that had something withheld from events (hidden "
-            "cards, secure table info, received commands). Stream production only.",
+            "cards, secure table info, received commands, the pit's words and name in voids, "
+            "halts, resumes and pit alerts). Stream production only.",
             "parameters": table,
             "messages": {_camel(s.replace("-", "_")): msg(s) for s in secure_stems},
         },

@@ -132,11 +132,17 @@ def test_results_and_voids_also_go_to_results():
         "round_result",
         {"game": "g", "winner": "A", "cards": {}, "hands": {}, "bets": {}, "details": {}},
     )
-    void = book.entry("round_voided", {"reason": "stopped", "bets": {}}, "r-2")
+    void = book.entry("round_voided", {"reason": "table fault", "bets": {}}, "r-2")
     for entry in (result, void):
         messages = messages_for(entry, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(entry))
         assert [m.topic for m in messages] == [TOPICS.events, TOPICS.results, TOPICS.round]
         assert messages[0].payload == messages[1].payload
+    # A void whose reason is more than its public phrase: the full entry on secure/events.
+    void = book.entry("round_voided", {"reason": "stopped", "bets": {}}, "r-3")
+    messages = messages_for(void, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(void))
+    topics = [TOPICS.events, TOPICS.secure_events, TOPICS.results, TOPICS.round]
+    assert [m.topic for m in messages] == topics
+    assert messages[0].payload == messages[2].payload
 
 
 def test_status_birth_and_will():
@@ -508,7 +514,7 @@ def test_halts_and_decision_windows_in_the_snapshot():
         "closes_at": "2026-01-01T00:00:00.000000Z",
     }
     steps = [
-        (book.entry("round_halted", {"reason": "pit"}), True, None),
+        (book.entry("round_halted", {"reason": "table fault"}), True, None),
         (book.entry("round_resumed", {"by": "pit"}), False, None),
         (book.entry("decision_open", window), False, "w1"),
         (
@@ -624,7 +630,8 @@ def test_results_are_signed_on_events_and_results_only():
     signer = Signer(Ed25519PrivateKey.generate(), "k1")
     book = Book()
     voided = book.entry(
-        "round_voided", {"reason": "x", "bets": {"A": {"outcome": "refund", "payout": "1"}}}
+        "round_voided",
+        {"reason": "voided by the pit", "bets": {"A": {"outcome": "refund", "payout": "1"}}},
     )
     card = book.entry(
         "card_dealt", {"slot": "A1", "hand": "A", "index": 0, "card": "As", "face": "up"}

@@ -53,7 +53,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "cards_revealed": {"hand": "P", "cards": ["As"]},
     "table_info": {"kind": "equity", "data": {"P": "0.61"}, "secure": True},
     "round_halted": {"reason": "pit boss called"},
-    "round_resumed": {"by": "pit"},
+    "round_resumed": {"by": "pit (M. Okonkwo)"},
     "command_received": {
         "command_id": "c-1",
         "role": "betting",
