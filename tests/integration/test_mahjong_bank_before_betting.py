@@ -311,7 +311,7 @@ async def test_one_stop_signal_during_an_offer_voids_the_round_at_once(
         watching.cancel()
     assert took < 5, took
     (voided,) = peer.events("round_voided")
-    assert voided.data["reason"] == "controller stopped before betting closed"
+    assert voided.data["reason"] == "table stopped before betting closed"
     assert voided.data["started"] is False
     labels = [m.kind for m in peer.events() if m.kind in PLAY]
     assert labels == ["round_opened", "decision_open", "round_voided"]
