@@ -4,7 +4,8 @@ Another client connecting with the command router's client id (``tablectl-<table
 the betting-status watcher's (``-status``) makes that connection stand down for
 ``mqtt.takeover_pause_seconds``: no command reaches the table meanwhile. Before, only a log
 line said so; now a ``pit_alert`` is journalled at once, and the table's outbox (whose own
-connection is untouched) publishes it on ``events``, where the pit console lists it.
+connection is untouched) publishes it on ``events`` (its public phrase; the reason itself on
+``secure/events``), where the pit console lists it.
 """
 
 from __future__ import annotations
@@ -80,13 +81,15 @@ async def _published_alert(url: str, stop: asyncio.Event, seen: list[dict[str, A
     """Collect the table's pit alerts from its public ``events`` topic until ``stop``."""
     address = parse_broker_url(url)
     async with aiomqtt.Client(address.host, address.port, identifier="takeover-viewer") as client:
-        await client.subscribe(Topics(table=TABLE).events, qos=1)
+        topics = Topics(table=TABLE)
+        await client.subscribe(topics.events, qos=1)
+        await client.subscribe(topics.secure_events, qos=1)
 
         async def read() -> None:
             async for message in client.messages:
                 body = json.loads(bytes(message.payload))
                 if body.get("kind") == "pit_alert":
-                    seen.append(body)
+                    seen.append({"topic": str(message.topic), **body})
 
         await first_completed(read(), stop.wait())
 
@@ -114,8 +117,9 @@ async def test_a_taken_command_session_raises_a_pit_alert_at_once(
                 await asyncio.sleep(0.02)
             detected = asyncio.get_running_loop().time() - started
             alert = _alerts(journal)[0]
-            # The pit console reads it on events: the publisher's connection is untouched.
-            while not published:
+            # Published (the public phrase on events, the reason on secure/events): the
+            # publisher's connection is untouched.
+            while len(published) < 2:
                 await asyncio.sleep(0.02)
             stop.set()
             await router.stop()
@@ -126,7 +130,9 @@ async def test_a_taken_command_session_raises_a_pit_alert_at_once(
     assert "command client id" in alert
     assert "no command reaches the table" in alert
     assert "60 s" in alert
-    assert published[0]["data"]["reason"] == alert
+    by_topic = {m["topic"]: m["data"]["reason"] for m in published}
+    assert set(by_topic) == {Topics(table=TABLE).events, Topics(table=TABLE).secure_events}
+    assert alert in by_topic.values()
     assert len(_alerts_of(tmp_path)) == 1  # one alert, not one per eviction
 
 

@@ -851,6 +851,7 @@ async def test_refused_entry_is_held_until_the_acl_allows_it(
         "topic readwrite tables/tp-01/status\n"
         "topic readwrite tables/tp-01/events\n"
         "topic readwrite tables/tp-01/round\n"
+        "topic readwrite tables/tp-01/secure/#\n"
     )
     passwd = make_password_file(tmp_path / "passwd", ROLE_PASSWORDS)
     config = (
