@@ -140,7 +140,8 @@ class Floor:
         """The view of ``table`` (an empty one until its first message)."""
         view = self.views.get(table)
         if view is None:
-            view = self.views[table] = TableView(table, secure=self.secure)
+            view = TableView(table, secure=self.secure, rejections=self.rejections)
+            self.views[table] = view
         return view
 
     def heard(self, table: str) -> bool:

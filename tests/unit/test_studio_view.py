@@ -154,3 +154,12 @@ def test_the_next_slot_is_not_guessed_off_the_plan(game):
     view.apply("events", "tables/t/events", env("betting_closed", 2, {}))
     dealt(view, 3, "Z9", "As", 0)  # not the plan's first slot
     assert view.next_slot() is None
+
+
+def test_a_floor_counts_what_its_views_reject_in_its_one_log():
+    floor = Floor("tables", lambda table: table == "t", name="public")
+    floor.handle("tables/t/events", env("round_opened", 1, OPENED))
+    floor.handle("tables/t/events", b"[" * 3000 + b"]" * 3000)
+    floor.handle("tables/t/events", env("round_opened", 2, OPENED, "t-000002"))
+    assert floor.rejections.counts == {"too_deep": 1}
+    assert floor.views["t"].fold.round_id == "t-000002"
