@@ -34,7 +34,7 @@ async def _record(host: str, port: int, table: str, into: list[tuple[str, bytes]
     async with aiomqtt.Client(host, port, identifier=f"rec-{uuid.uuid4().hex[:6]}") as client:
         await client.subscribe(f"tables/{table}/#", qos=1)
         async for message in client.messages:
-            into.append((str(message.topic), bytes(message.payload or b"")))  # type: ignore[arg-type]
+            into.append((str(message.topic), bytes(message.payload or b"")))
 
 
 async def _frames(url: str, into: list[str]) -> None:
