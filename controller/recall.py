@@ -80,6 +80,9 @@ class RoundRecord:
         sessions: The controller runs that journalled it (more than one: resumed after a
             restart).
         fold: Its entries folded (the round fold the snapshot and the verifier share).
+        verification: How far the record can be trusted, when read from the archive
+            (``unsigned: not verifiable``, ``provisional: ...``, ``verified: ...``); empty
+            from a journal (``journal verify`` checks one).
     """
 
     round_id: str
@@ -87,6 +90,7 @@ class RoundRecord:
     status: str = "betting_open"
     sessions: list[int] = field(default_factory=list)
     fold: RoundFold = field(default_factory=RoundFold)
+    verification: str = ""
 
     # -- views ---------------------------------------------------------------------------------
 
@@ -178,6 +182,7 @@ class RoundRecord:
             "game": opened.body.get("game") if opened is not None else None,
             "status": self.status,
             "sessions": self.sessions,
+            **({"verification": self.verification} if self.verification else {}),
             "entries": [_entry_dict(entry) for entry in self.entries],
             "cards": [
                 {
@@ -212,6 +217,8 @@ class RoundRecord:
     def to_text(self) -> str:
         """The record for people."""
         lines = [f"round {self.round_id}"]
+        if self.verification:
+            lines.append(self.verification)
         self._text_header(lines)
         self._text_entries(lines)
         self._text_cards(lines)
@@ -399,6 +406,8 @@ def verify_text(report: VerifyReport) -> str:
     ]
     if report.chain_head is not None:
         lines.append(f"hash chain head: seq {report.last_seq} {report.chain_head}")
+    if report.rounds_checked is not None:
+        lines.append(f"re-evaluated with the games' rules: {report.rounds_checked} round(s)")
     if report.anchors_checked:
         lines.append(
             f"against the feed: {report.anchors_checked} chain head(s) checked, the highest "

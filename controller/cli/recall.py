@@ -1,7 +1,8 @@
 """``tablectl recall ROUND_ID`` and ``tablectl journal verify``: read a journal back.
 
 Both open the journal read-only (safe beside a running controller); the views are
-:mod:`controller.recall` and :meth:`controller.journal.Journal.verify`.
+:mod:`controller.recall` and :meth:`controller.journal.Journal.verify` (with each result
+re-evaluated by :class:`controller.rules_check.RulesCheck`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.rules_check import RulesCheck
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,10 +48,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "verify",
         help="check the journal's integrity (exit 0 sound, 1 with the problems listed)",
         description="Check the journal: SQLite integrity, seq contiguous from 1, the hash "
-        "chain, bodies, times, sessions, and every round's entries in a legal order. Exit 0 "
-        "when sound, 1 with every problem listed (seq, round, what).",
+        "chain, bodies, times, sessions, every round's entries in a legal order, and every "
+        "result re-evaluated from its cards and decisions with the game's rules (winner, "
+        "hands, every settlement line, what carries over to the next round). Exit 0 when "
+        "sound, 1 with every problem listed (seq, round, what).",
     )
     verify.add_argument("--journal", type=Path, required=True, metavar="PATH", help="journal")
+    rules = verify.add_mutually_exclusive_group()
+    rules.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the table config (TOML) the journal was written under: its game_options and "
+        "paytables are what the results are re-evaluated with (default: each game's default "
+        "options and pay tables; the journal does not record them)",
+    )
+    rules.add_argument(
+        "--no-rules",
+        action="store_true",
+        help="do not re-evaluate the results with the game's rules (the file's own checks only)",
+    )
     verify.add_argument(
         "--against-feed",
         type=Path,
@@ -81,11 +102,28 @@ def recall_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rules_check(config: Path | None) -> RulesCheck:
+    """The re-evaluation of the results: with the table config's game, options, pay tables.
+
+    Raises:
+        ConfigError: The config cannot be read, or names a bad game, option or pay table.
+    """
+    from controller.rules_check import RulesCheck
+
+    if config is None:
+        return RulesCheck()
+    from controller.settings import load_settings
+
+    settings = load_settings(config)
+    return RulesCheck.for_table(settings.game, settings.game_options, settings.paytables)
+
+
 def verify_command(args: argparse.Namespace) -> int:
     """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found.
 
-    A feed that cannot be read (``--against-feed``) is an error (exit 2), as is a feed of
-    more than one table.
+    Each result is re-evaluated with its game's rules (``RulesCheck``; ``--config`` gives the
+    table's options and pay tables, ``--no-rules`` skips it). A feed that cannot be read (``--against-feed``) is an error (exit 2), as is a feed
+    of more than one table, or a config that cannot be read.
     """
     from controller.journal import FeedError, Journal, read_feed
     from controller.recall import verify_text
@@ -97,8 +135,9 @@ def verify_command(args: argparse.Namespace) -> int:
             f"({', '.join(feed.tables)}): record one table's topics",
             path=feed.path,
         )
+    round_check = None if args.no_rules else _rules_check(args.config)
     with Journal.open_readonly(args.journal) as journal:
-        report = journal.verify(feed.anchors if feed is not None else ())
+        report = journal.verify(feed.anchors if feed is not None else (), round_check=round_check)
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:

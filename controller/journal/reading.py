@@ -18,7 +18,7 @@ from controller.journal.anchors import Anchor
 from controller.journal.entries import JournalEntry
 from controller.journal.format import GENESIS_HASH, SCHEMA_VERSION, parse_time
 from controller.journal.meta import read_meta
-from controller.journal.verify import Verifier, VerifyReport
+from controller.journal.verify import RoundCheck, Verifier, VerifyReport
 
 _COLUMNS = (
     "seq, session, round_id, kind, happened_at, body, delivered_at, hash,"
@@ -149,7 +149,12 @@ class EntryReader:
         return None if row is None else row[0]
 
     def verify(
-        self, db: sqlite3.Connection, *, schema_version: int, anchors: Sequence[Anchor]
+        self,
+        db: sqlite3.Connection,
+        *,
+        schema_version: int,
+        anchors: Sequence[Anchor],
+        round_check: RoundCheck | None = None,
     ) -> VerifyReport:
         """Run :meth:`controller.journal.Journal.verify`'s checks in one read transaction.
 
@@ -171,6 +176,7 @@ class EntryReader:
             db: The connection (noted delivery marks already written).
             schema_version: The version the journal was opened at (the report's until read).
             anchors: The feed's chain heads (none: the file's own checks only).
+            round_check: Each round's entries go to it as the round ends (the game's rules).
 
         Raises:
             JournalError: The file cannot be read at all.
@@ -195,7 +201,13 @@ class EntryReader:
                         "SELECT COUNT(*) FROM entries WHERE delivered_at IS NULL"
                     ).fetchone()[0]
                 )
-                Verifier(report, meta_session, with_hash=version >= 2, anchors=anchors).run(db)
+                Verifier(
+                    report,
+                    meta_session,
+                    with_hash=version >= 2,
+                    anchors=anchors,
+                    round_check=round_check,
+                ).run(db)
             finally:
                 db.execute("COMMIT")
         except sqlite3.Error as exc:

@@ -45,7 +45,7 @@ from controller.journal.format import SCHEMA_VERSION
 from controller.journal.marks import DeliveryMarks
 from controller.journal.meta import check_meta_keys, load_meta, store_metas
 from controller.journal.reading import EntryReader
-from controller.journal.verify import VerifyReport
+from controller.journal.verify import RoundCheck, VerifyReport
 
 
 class Journal:
@@ -341,7 +341,9 @@ class Journal:
         """The round id of the most recent ``round_opened`` entry, if any."""
         return self._reader.last_round_id(self._connection())
 
-    def verify(self, anchors: Sequence[Anchor] = ()) -> VerifyReport:
+    def verify(
+        self, anchors: Sequence[Anchor] = (), *, round_check: RoundCheck | None = None
+    ) -> VerifyReport:
         """Check the whole file, in one read transaction, and say precisely what is wrong.
 
         The checks (the file's own, the hash chain, every round's order, and the feed's chain
@@ -351,6 +353,9 @@ class Journal:
         Args:
             anchors: The feed's chain heads (none: the file's own checks only), from
                 :func:`controller.journal.read_feed`.
+            round_check: Handed each round's entries as it ends, for what the journal alone
+                cannot judge (``controller.rules_check.RulesCheck``: the result re-evaluated
+                from the cards with the game's rules); none: the file's own checks only.
 
         Returns:
             The report; ``report.ok`` when nothing was found (``report.truncated`` when the
@@ -360,7 +365,10 @@ class Journal:
             JournalError: The file cannot be read at all.
         """
         return self._reader.verify(
-            self._reading(), schema_version=self.schema_version, anchors=anchors
+            self._reading(),
+            schema_version=self.schema_version,
+            anchors=anchors,
+            round_check=round_check,
         )
 
     # -- meta (controller.journal.meta) ----------------------------------------------------

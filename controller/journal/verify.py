@@ -2,16 +2,19 @@
 
 The file's own checks (``seq`` contiguous, the hash chain, times, sessions, bodies) are here;
 the order of each round's entries is checked by the shared round fold
-(:meth:`controller.journal.fold.RoundFold.check`).
+(:meth:`controller.journal.fold.RoundFold.check`). What follows from a round's cards (its
+result, what it leaves the next round) is the game's to say: the journal knows no game, so a
+:class:`RoundCheck` given to :meth:`Journal.verify` (``controller.rules_check.RulesCheck``:
+the game's rules through the game registry) is handed each round's entries as it ends.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from controller.journal.anchors import Anchor
 from controller.journal.entries import EntryKind
@@ -46,6 +49,26 @@ class Problem:
         return {"seq": self.seq, "round": self.round_id, "what": self.what}
 
 
+RoundEntries = Sequence[tuple[int, str, Mapping[str, Any]]]
+"""A round's entries as :class:`RoundCheck` gets them: ``(seq, kind, body)``, in ``seq`` order."""
+
+
+class RoundCheck(Protocol):
+    """A check of each round as a whole, beyond the order of its entries.
+
+    :meth:`Journal.verify` calls it once per round, in the order the rounds end, with every
+    entry of the round it folded (``round_opened`` first): when the round's result or void is
+    read, and at the end for a round left unfinished. It must not raise: whatever is wrong is
+    a :class:`Problem`.
+    """
+
+    def check_round(
+        self, round_id: str, entries: RoundEntries, *, finished: bool
+    ) -> Iterable[Problem]:
+        """The problems of one round (``finished``: it has its result or void)."""
+        ...
+
+
 MAX_PROBLEMS = 1000
 """:meth:`Journal.verify` keeps the first this many problems (and counts them all)."""
 
@@ -71,6 +94,8 @@ class VerifyReport:
             no feed was given).
         anchored_seq: The highest ``seq`` the feed anchors (``None`` without anchors).
         truncated: The feed anchors an entry beyond the journal's last one: its tail is gone.
+        rounds_checked: Rounds handed to the :class:`RoundCheck` (the game's rules), or
+            ``None`` when none was given (the file's own checks only).
     """
 
     path: str
@@ -88,6 +113,7 @@ class VerifyReport:
     anchors_checked: int = 0
     anchored_seq: int | None = None
     truncated: bool = False
+    rounds_checked: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -117,6 +143,7 @@ class VerifyReport:
             "anchors_checked": self.anchors_checked,
             "anchored_seq": self.anchored_seq,
             "truncated": self.truncated,
+            "rounds_checked": self.rounds_checked,
             "problems_total": self.problems_total,
             "problems": [problem.to_dict() for problem in self.problems],
         }
@@ -132,8 +159,13 @@ class Verifier:
         *,
         with_hash: bool,
         anchors: Sequence[Anchor] = (),
+        round_check: RoundCheck | None = None,
     ) -> None:
         self.report = report
+        self.round_check = round_check
+        if round_check is not None:
+            report.rounds_checked = 0
+        self.round_entries: dict[str, list[tuple[int, str, Mapping[str, Any]]]] = {}
         self.anchors: dict[int, list[Anchor]] = {}
         for anchor in anchors:
             self.anchors.setdefault(anchor.seq, []).append(anchor)
@@ -168,6 +200,7 @@ class Verifier:
         for round_id, fold in self.rounds.items():
             if fold.outcome is None:
                 report.unfinished.append(round_id)
+                self._check_round(round_id, finished=False)
         for round_id in report.unfinished[:-1]:
             report.add("round never finished (neither result nor void)", round_id=round_id)
         self.check_anchors()
@@ -231,6 +264,9 @@ class Verifier:
         self._check_times(seq, round_id, happened_at, delivered_at)
         try:
             body = json.loads(body_text)
+        except RecursionError:
+            report.add("body is nested too deeply to read", seq=seq, round_id=round_id)
+            return
         except (TypeError, ValueError) as exc:
             report.add(f"body is not JSON: {exc}", seq=seq, round_id=round_id)
             return
@@ -330,6 +366,8 @@ class Verifier:
         for what in fold.check(kind, body):
             report.add(what, seq=seq, round_id=round_id)
         fold = self.rounds[round_id] = fold.apply(kind, body)
+        if self.round_check is not None:
+            self.round_entries[round_id].append((seq, kind, body))
         if fold.outcome is not None:
             self._finished(round_id, fold.outcome)
 
@@ -352,11 +390,24 @@ class Verifier:
                 round_id=round_id,
             )
         self.rounds[round_id] = RoundFold(round_id=round_id).apply(EntryKind.ROUND_OPENED, body)
+        if self.round_check is not None:
+            self.round_entries[round_id] = [(seq, EntryKind.ROUND_OPENED, body)]
         self.opened_at[round_id] = seq
         self.open_round = round_id
         report.rounds += 1
 
+    def _check_round(self, round_id: str, *, finished: bool) -> None:
+        """Hand a round's entries to the :class:`RoundCheck` (if any) and keep its problems."""
+        entries = self.round_entries.pop(round_id, None)
+        if self.round_check is None or entries is None:
+            return
+        report = self.report
+        report.rounds_checked = (report.rounds_checked or 0) + 1
+        for problem in self.round_check.check_round(round_id, entries, finished=finished):
+            report.add(problem.what, seq=problem.seq, round_id=problem.round_id or round_id)
+
     def _finished(self, round_id: str, outcome: str) -> None:
+        self._check_round(round_id, finished=True)
         if outcome == "result":
             self.report.settled += 1
         else:

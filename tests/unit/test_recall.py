@@ -207,17 +207,21 @@ def test_recall_runs_beside_a_live_controller(tmp_path):
 def test_journal_verify_command(tmp_path, capsys):
     path = tmp_path / "j.sqlite"
     _write_table(path)
-    assert _run(["journal", "verify", "--journal", str(path)]) == 0
+    # The hand-written result is not the rules' (an abridged settlement): the file's own
+    # checks only here; re-evaluation is tests/integration/test_journal_verify_rules.py.
+    assert _run(["journal", "verify", "--journal", str(path)]) == 1
+    assert "the rules give" in capsys.readouterr().out
+    assert _run(["journal", "verify", "--journal", str(path), "--no-rules"]) == 0
     out = capsys.readouterr().out
     assert "15 entries (last seq 15), 2 rounds: 1 settled, 1 voided, 0 unfinished" in out
     assert "OK: no problem found" in out
     with sqlite3.connect(path) as db:
         db.execute("UPDATE entries SET body = replace(body, '9h', '9d') WHERE seq = 10")
-    assert _run(["journal", "verify", "--journal", str(path)]) == 1
+    assert _run(["journal", "verify", "--journal", str(path), "--no-rules"]) == 1
     out = capsys.readouterr().out
     assert "seq 10, round tp-01-000001: hash chain broken" in out
     assert "seq 13, round tp-01-000001: result card 9h of hand B was not dealt" in out
-    assert _run(["journal", "verify", "--journal", str(path), "--json"]) == 1
+    assert _run(["journal", "verify", "--journal", str(path), "--json", "--no-rules"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False
     assert {"seq": 10, "round": "tp-01-000001"}.items() <= doc["problems"][0].items()
