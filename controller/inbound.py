@@ -146,6 +146,10 @@ def _reject_constant(name: str) -> Any:
     raise _Reject("out_of_range", f"{name} is not a JSON number")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+"""The standard library's decoder (made once), refusing ``NaN`` and ``Infinity``."""
+
+
 def _load(payload: bytes | bytearray | memoryview | str, bounds: Bounds) -> Any:
     raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else bytes(payload)
     early = check_payload(raw, bounds=bounds)
@@ -153,7 +157,7 @@ def _load(payload: bytes | bytearray | memoryview | str, bounds: Bounds) -> Any:
         raise _Reject(early.code, early.reason)
     text = raw.decode("utf-8")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _DECODER.decode(text)
     except _Reject:
         raise
     except (ValueError, RecursionError) as exc:  # RecursionError: cannot at this depth; kept
