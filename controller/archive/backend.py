@@ -33,7 +33,14 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class Store(Protocol):
-    """What the consumer needs of an archive store (both stores have it)."""
+    """What the consumer needs of an archive store (both stores have it).
+
+    Attributes:
+        resolved: The archived entries the last batch's walks down the signed chain moved
+            to ``rejected`` as ``forged`` (docs/archive.md, "Provisional entries").
+    """
+
+    resolved: list[Rejected]
 
     async def close(self) -> None:
         """Close it."""

@@ -180,10 +180,20 @@ class TableEntry(BaseModel):
 
     Attributes:
         public_key: Its Ed25519 public key (PEM); ``None``: the table does not sign.
+        unsigned: A table without a key is archived only when this says so: then everything
+            from it is kept as ``unsigned`` (``archive verify`` and ``recall --archive`` say
+            "unsigned: not verifiable"); otherwise its messages are rejected (``unsigned``).
     """
 
     model_config = ConfigDict(extra="forbid")
     public_key: Path | None = None
+    unsigned: bool = False
+
+    @model_validator(mode="after")
+    def _one_or_the_other(self) -> TableEntry:
+        if self.public_key is not None and self.unsigned:
+            raise ValueError("a table with a public_key signs: unsigned = true is for one without")
+        return self
 
 
 KEEP_PATTERN = re.compile(r"^([1-9][0-9]{0,4})([dwmy])$")
@@ -297,6 +307,10 @@ class ArchiveSettings(BaseModel):
                 path = base / path
             keys[table] = None if path is None else load_public_key(path)
         return keys
+
+    def unsigned_tables(self) -> frozenset[str]:
+        """The tables allowed to publish unsigned (``unsigned = true``)."""
+        return frozenset(table for table, entry in self.tables.items() if entry.unsigned)
 
 
 def load_archive_settings(path: str | Path) -> ArchiveSettings:

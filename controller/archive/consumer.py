@@ -394,6 +394,9 @@ class ArchiveConsumer:
         else:
             for (i, _), outcome in zip(entries, stored, strict=True):
                 outcomes[i] = outcome
+            for moved in self.store.resolved:
+                self.counts["rejected:forged"] += 1
+                self._log_rejected(moved.topic, moved.table, moved.seq, "forged", moved.reason)
         if not self.shared_gaps:
             for i, entry in entries:
                 if not outcomes[i].startswith("rejected:"):

@@ -84,6 +84,10 @@ class Entry:
         raw: The payload's bytes when they are UTF-8 (the store keeps that text as the
             envelope, the message's own spelling); ``b""`` otherwise (the store re-dumps
             ``envelope``).
+        link: Its ``link`` (``(prev, hash)``: its place in the table's hash chain), if sent.
+        head: A signed result's chain head hash (its ``link.hash``): the stores walk the chain
+            down from it, marking what it covers verified (docs/archive.md, "Provisional").
+        unsigned: From a table the config allows to publish unsigned (nothing to verify).
     """
 
     topic: str
@@ -100,6 +104,9 @@ class Entry:
     envelope: dict[str, Any]
     digest: str
     raw: bytes = b""
+    link: tuple[str, str] | None = None
+    head: str | None = None
+    unsigned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +152,16 @@ class TableKeys:
     Attributes:
         tables: Table id → its public key, or ``None`` for a table that does not sign.
         prefix: The topic prefix (``tables``; may have several levels).
+        unsigned: The tables without a key that may publish unsigned (the archive config's
+            ``unsigned = true``); a keyless table not in it is refused (``unsigned``).
+            ``None``: every keyless table may (the archive beside its own table).
         verifiers: Table id → the same key for libsodium (PyNaCl), which checks an Ed25519
             signature in about half the time OpenSSL takes (docs/archive.md, "Speed").
     """
 
     tables: dict[str, Ed25519PublicKey | None]
     prefix: str = "tables"
+    unsigned: frozenset[str] | None = None
     verifiers: dict[str, VerifyKey] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -237,16 +248,26 @@ def canonical_json(value: Any, plain: bool = False) -> bytes:
 
 
 def entry_digest(
-    round_id: str | None, kind: str, at: str, data: Any, *, plain: bool = False
+    round_id: str | None,
+    kind: str,
+    at: str,
+    data: Any,
+    *,
+    plain: bool = False,
+    link: str | None = None,
 ) -> str:
     """sha256 of an entry's content (not its delivery flags or signature).
 
-    ``plain``: no float in it (:func:`canonical_json`).
+    ``plain``: no float in it (:func:`canonical_json`). ``link``: its ``link.hash`` when sent
+    (every copy of an entry carries the same; a copy placed elsewhere in the chain is another
+    entry: a ``conflict``, not a ``duplicate``). Without one the digest is as before links.
 
     Raises:
         UnicodeEncodeError: A lone surrogate in a string.
     """
     doc = {"round": round_id, "kind": kind, "at": at, "data": data}
+    if link is not None:
+        doc["link"] = link
     return hashlib.sha256(canonical_json(doc, plain)).hexdigest()
 
 
@@ -292,6 +313,13 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
         )
     if table not in keys.tables:
         return reject("unknown_table", f"table {table!r} is not in the archive's config")
+    if keys.tables[table] is None and keys.unsigned is not None and table not in keys.unsigned:
+        return reject(
+            "unsigned",
+            f"table {table!r} has no public_key and is not allowed unsigned in the archive's "
+            f"config ([tables.{table}] unsigned = true): nothing it sends can be verified",
+            envelope.get("seq") if type(envelope.get("seq")) is int else None,
+        )
     if envelope.get("table") != table:
         return reject(
             "malformed", f"field 'table' is {envelope.get('table')!r}, the topic says {table!r}"
@@ -492,6 +520,12 @@ def _entry(
         if why:
             return reject("signature", f"{kind} seq {seq}: {why}", seq)
         signed = True
+    link = _link(envelope.get("link"))
+    if isinstance(link, str):
+        return reject("malformed", link, seq)
+    head = _head(envelope, seq) if signed else None
+    if head is not None and link is not None and link[1] != head:
+        return reject("malformed", f"{kind} seq {seq}: link.hash is not its chain_head.hash", seq)
     return Entry(
         topic=topic,
         table=table,
@@ -506,10 +540,42 @@ def _entry(
         signed=signed,
         envelope=envelope,
         digest=entry_digest(
-            envelope.get("round"), kind, envelope["at"], envelope["data"], plain=plain
+            envelope.get("round"),
+            kind,
+            envelope["at"],
+            envelope["data"],
+            plain=plain,
+            link=None if link is None else link[1],
         ),
         raw=raw,
+        link=link,
+        head=head,
+        unsigned=key is None,
     )
+
+
+_HEX64 = frozenset("0123456789abcdef")
+
+
+def _hex64(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and _HEX64.issuperset(value)
+
+
+def _link(value: Any) -> tuple[str, str] | str | None:
+    """An envelope's ``link`` as ``(prev, hash)``; ``None`` if absent; why not, if malformed."""
+    if value is None:
+        return None
+    if isinstance(value, dict) and _hex64(value.get("prev")) and _hex64(value.get("hash")):
+        return value["prev"], value["hash"]
+    return 'field \'link\' is not {"prev": 64 hex, "hash": 64 hex}'
+
+
+def _head(envelope: dict[str, Any], seq: int | None) -> str | None:
+    """A signed result's own chain head hash (``chain_head.seq`` is its ``seq``), if any."""
+    head = envelope.get("chain_head")
+    if isinstance(head, dict) and head.get("seq") == seq and _hex64(head.get("hash")):
+        return str(head["hash"])
+    return None
 
 
 def _verifies(envelope: dict[str, Any], key: VerifyKey, plain: bool) -> bool:

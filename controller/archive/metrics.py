@@ -70,6 +70,7 @@ REJECTION_REASONS = (
     "not_object",
     "out_of_range",
     "seq_ahead",
+    "unsigned",
 )
 """The ``reason`` label values (docs/archive.md, "What is rejected"); anything else: ``other``."""
 

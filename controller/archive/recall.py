@@ -61,16 +61,33 @@ async def recall_from_archive(url: str, round_id: str, table: str | None = None)
             "name one with --table",
             round_id=round_id,
         )
-    return round_record(round_id, [_entry(tuple(row[:7])) for row in rows])
+    record = round_record(round_id, [_entry(tuple(row[:7])) for row in rows])
+    record.verification = verification([str(row[8]) for row in rows])
+    return record
+
+
+def verification(states: list[str]) -> str:
+    """What a round's entries' states (``entry_keys.state``) say about trusting it."""
+    if "unsigned" in states:
+        return "unsigned: not verifiable (the table does not sign; the archive allows it)"
+    waiting = sum(1 for state in states if state != "verified")
+    if waiting:
+        return (
+            f"provisional: {waiting} of {len(states)} entries not yet covered by a signed chain "
+            "head (docs/archive.md, Provisional entries)"
+        )
+    return "verified: every entry is on the table's signed chain"
 
 
 async def _postgres_rows(url: str, round_id: str, table: str | None) -> list[tuple[Any, ...]]:
     try:
         async with await psycopg.AsyncConnection.connect(url) as conn:
             cursor = await conn.execute(
-                "SELECT seq, session, round_id, kind, at, envelope->'data', received_at, table_id"
-                " FROM events WHERE round_id = %s AND (%s::text IS NULL OR table_id = %s)"
-                " ORDER BY table_id, seq",
+                "SELECT e.seq, e.session, e.round_id, e.kind, e.at, e.envelope->'data',"
+                " e.received_at, e.table_id, k.state FROM events e JOIN entry_keys k"
+                " ON k.table_id = e.table_id AND k.session = e.session AND k.seq = e.seq"
+                " WHERE e.round_id = %s AND (%s::text IS NULL OR e.table_id = %s)"
+                " ORDER BY e.table_id, e.seq",
                 (round_id, table, table),
             )
             return list(await cursor.fetchall())
@@ -82,8 +99,10 @@ def _sqlite_rows(url: str, round_id: str, table: str | None) -> list[tuple[Any, 
     """The same rows from an SQLite archive (times and the envelope's ``data`` decoded)."""
     rows = read_rows(
         url,
-        "SELECT seq, session, round_id, kind, at, envelope, received_at, table_id FROM events"
-        " WHERE round_id = ? AND (? IS NULL OR table_id = ?) ORDER BY table_id, seq",
+        "SELECT e.seq, e.session, e.round_id, e.kind, e.at, e.envelope, e.received_at,"
+        " e.table_id, k.state FROM events e JOIN entry_keys k ON k.table_id = e.table_id"
+        " AND k.session = e.session AND k.seq = e.seq"
+        " WHERE e.round_id = ? AND (? IS NULL OR e.table_id = ?) ORDER BY e.table_id, e.seq",
         (round_id, table, table),
     )
     return [
@@ -96,6 +115,7 @@ def _sqlite_rows(url: str, round_id: str, table: str | None) -> list[tuple[Any, 
             json.loads(text)["data"],
             from_time_text(received),
             table_id,
+            state,
         )
-        for seq, session, rid, kind, at, text, received, table_id in rows
+        for seq, session, rid, kind, at, text, received, table_id, state in rows
     ]

@@ -22,6 +22,7 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,15 +30,23 @@ from typing import Any, TypeVar
 
 from controller.archive.batch import (
     GAP_STAMP_COLUMNS,
+    ChainWalks,
+    Copy,
     GapStamp,
+    Linked,
     RoundFolds,
     RoundKey,
     RoundRow,
     Stored,
     conflict,
+    entry_of_copy,
     envelope_text,
     first_copies,
+    forged,
+    link_of,
+    log_walks,
     outcomes,
+    state_of,
 )
 from controller.archive.errors import ArchiveDatabaseLost, ArchiveError, ArchiveRefused
 from controller.archive.ingest import Entry, Rejected, Status
@@ -173,6 +182,7 @@ class SqliteArchiveStore:
         self.path = path
         self._folds = RoundFolds()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive-sqlite")
+        self.resolved: list[Rejected] = []
 
     @classmethod
     async def open(cls, url: str, *, run_migrations: bool = True) -> SqliteArchiveStore:
@@ -253,11 +263,13 @@ class SqliteArchiveStore:
         new: set[tuple[str, int, int]] = set()
         stored: dict[tuple[str, int, int], str] = {}
         now = _now()
+        self.resolved = []
         for key, entry in first.items():
+            prev, chained = entry.link if entry.link is not None else (None, None)
             cursor = self.conn.execute(
-                "INSERT INTO entry_keys (table_id, session, seq, at, digest, received_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (*key, time_text(entry.at), entry.digest, now),
+                "INSERT INTO entry_keys (table_id, session, seq, at, digest, received_at, state,"
+                " link_prev, link_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (*key, time_text(entry.at), entry.digest, now, state_of(entry), prev, chained),
             )
             if cursor.rowcount == 1:
                 new.add(key)
@@ -269,6 +281,16 @@ class SqliteArchiveStore:
                 ).fetchone()
                 stored[key] = str(row[0])
         fresh = [first[key] for key in first if key in new]
+        self._insert_events(fresh, now)
+        found = outcomes(entries, first, new, stored)
+        for entry, outcome in zip(entries, found, strict=True):
+            if outcome == "conflict":
+                self._insert_rejected(conflict(entry))
+        moved = self._walk(fresh, now)
+        self._refold(fresh, moved)
+        return found
+
+    def _insert_events(self, fresh: Sequence[Entry], now: str) -> None:
         self.conn.executemany(
             "INSERT INTO events (table_id, session, seq, at, round_id, kind, topic, delayed,"
             " replayed, signed, envelope, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -290,22 +312,102 @@ class SqliteArchiveStore:
                 for e in fresh
             ],
         )
-        found = outcomes(entries, first, new, stored)
-        for entry, outcome in zip(entries, found, strict=True):
-            if outcome == "conflict":
-                self._insert_rejected(conflict(entry))
-        self._refold(fresh)
-        return found
 
-    def _refold(self, fresh: Sequence[Entry]) -> None:
+    def _walk(self, fresh: Sequence[Entry], now: str) -> set[RoundKey]:
+        """Walk the signed chain from the batch's new entries; the rounds it changed.
+
+        :class:`ChainWalks` decides; here it is applied: keys verified, forged ones moved to
+        ``rejected``, the chain's own copies archived in their place.
+        """
+        walks = ChainWalks(fresh)
+        ranges = walks.windows()
+        while ranges:
+            for table, (lo, hi) in ranges.items():
+                keys = self.conn.execute(
+                    "SELECT seq, session, link_prev, link_hash, state FROM entry_keys"
+                    " WHERE table_id = ? AND seq BETWEEN ? AND ?",
+                    (table, lo, hi),
+                ).fetchall()
+                copies = self.conn.execute(
+                    "SELECT id, seq, payload FROM rejected WHERE table_id = ?"
+                    " AND category = 'conflict' AND seq BETWEEN ? AND ?",
+                    (table, lo, hi),
+                ).fetchall()
+                walks.add(
+                    table,
+                    lo,
+                    (Linked(int(q), int(s), p, h, str(st)) for q, s, p, h, st in keys),
+                    (
+                        Copy(int(i), int(q), *link)
+                        for i, q, payload in copies
+                        if (link := link_of(bytes(payload))) is not None
+                    ),
+                )
+            ranges = walks.run()
+        verified, forged_keys, promoted = walks.outcome()
+        self.conn.executemany(
+            "UPDATE entry_keys SET state = 'verified' WHERE table_id = ? AND session = ?"
+            " AND seq = ?",
+            verified,
+        )
+        moved: set[RoundKey] = set()
+        for table, session, seq in forged_keys:
+            row = self.conn.execute(
+                "SELECT topic, round_id, envelope FROM events WHERE table_id = ? AND session = ?"
+                " AND seq = ?",
+                (table, session, seq),
+            ).fetchone()
+            if row is not None:
+                rejected = forged(str(row[0]), table, seq, session, str(row[2]))
+                self._insert_rejected(rejected)
+                self.resolved.append(rejected)
+                if row[1] is not None:
+                    moved.add((table, str(row[1])))
+            for sql in (
+                "DELETE FROM events WHERE table_id = ? AND session = ? AND seq = ?",
+                "DELETE FROM entry_keys WHERE table_id = ? AND session = ? AND seq = ?",
+            ):
+                self.conn.execute(sql, (table, session, seq))
+        for table, copy in promoted:
+            row = self.conn.execute(
+                "SELECT topic, payload FROM rejected WHERE id = ?", (copy.id,)
+            ).fetchone()
+            entry = None if row is None else entry_of_copy(str(row[0]), bytes(row[1]), table)
+            if entry is None:
+                continue
+            self.conn.execute(
+                "INSERT INTO entry_keys (table_id, session, seq, at, digest, received_at, state,"
+                " link_prev, link_hash) VALUES (?, ?, ?, ?, ?, ?, 'verified', ?, ?)",
+                (
+                    table,
+                    entry.session,
+                    entry.seq,
+                    time_text(entry.at),
+                    entry.digest,
+                    now,
+                    copy.prev,
+                    copy.hash,
+                ),
+            )
+            self._insert_events([entry], now)
+            self.conn.execute("DELETE FROM rejected WHERE id = ?", (copy.id,))
+            if entry.round_id is not None:
+                moved.add((table, entry.round_id))
+        log_walks(walks)
+        return moved
+
+    def _refold(self, fresh: Sequence[Entry], moved: AbstractSet[RoundKey] = frozenset()) -> None:
+        """Refold the rounds of ``fresh`` and ``moved`` (read back whole)."""
         added = RoundFolds.touched(fresh)
+        self._folds.forget(moved)
         archived: dict[RoundKey, int] = {}
         for key in added:
             row = self.conn.execute(
                 "SELECT count(*) FROM events WHERE table_id = ? AND round_id = ?", key
             ).fetchone()
             archived[key] = int(row[0])
-        for key in self._folds.fold_on(added, archived):
+        reread = self._folds.fold_on(added, archived) + sorted(moved - set(added))
+        for key in reread:
             rows = self.conn.execute(
                 "SELECT kind, envelope, at, seq, delayed FROM events"
                 " WHERE table_id = ? AND round_id = ? ORDER BY seq",
@@ -315,6 +417,10 @@ class SqliteArchiveStore:
                 (*key, kind, json.loads(text)["data"], datetime.fromisoformat(at), seq, bool(d))
                 for kind, text, at, seq, d in rows
             )
+        added.update({key: [] for key in moved})
+        gone = [key for key in added if not self._folds.kept(key)]
+        self.conn.executemany("DELETE FROM rounds WHERE table_id = ? AND round_id = ?", gone)
+        added = {key: value for key, value in added.items() if key not in gone}
         self.conn.executemany(
             "INSERT INTO rounds (table_id, round_id, round_no, game, state, outcome, opened_at,"
             " finished_at, result_seq, delayed, result, bets, entries, updated_at)"

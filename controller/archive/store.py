@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,15 +23,23 @@ from psycopg.types.json import Jsonb, set_json_loads
 
 from controller.archive.batch import (
     GAP_STAMP_COLUMNS,
+    ChainWalks,
+    Copy,
     GapStamp,
+    Linked,
     RoundFolds,
     RoundKey,
     RoundRow,
     Stored,
     conflict,
+    entry_of_copy,
     envelope_text,
     first_copies,
+    forged,
+    link_of,
+    log_walks,
     outcomes,
+    state_of,
 )
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, Rejected, Status
@@ -40,13 +49,31 @@ __all__ = ["ArchiveStore", "Stored"]
 
 
 _INSERT_KEYS = (
-    "INSERT INTO entry_keys (table_id, session, seq, at, digest)"
-    " SELECT k.t, k.s, k.q, k.a, k.d FROM json_to_recordset(%s::json)"
-    " AS k(t text, s integer, q bigint, a timestamptz, d text)"
+    "INSERT INTO entry_keys (table_id, session, seq, at, digest, state, link_prev, link_hash)"
+    " SELECT k.t, k.s, k.q, k.a, k.d, k.st, k.lp, k.lh FROM json_to_recordset(%s::json)"
+    " AS k(t text, s integer, q bigint, a timestamptz, d text, st text, lp text, lh text)"
     " ON CONFLICT DO NOTHING RETURNING table_id, session, seq"
 )
 """The batch's keys (one JSON document: orjson writes it, the server reads it) into
 ``entry_keys``; a key already there is left alone; answers the new ones."""
+
+_CHAIN_KEYS = (
+    "SELECT k.table_id, k.seq, k.session, k.link_prev, k.link_hash, k.state FROM entry_keys k"
+    " JOIN json_to_recordset(%s::json) AS r(t text, lo bigint, hi bigint)"
+    " ON k.table_id = r.t AND k.seq BETWEEN r.lo AND r.hi"
+)
+"""The keys in each table's range a walk down the signed chain reads."""
+_CHAIN_COPIES = (
+    "SELECT j.id, j.table_id, j.seq, j.payload FROM rejected j"
+    " JOIN json_to_recordset(%s::json) AS r(t text, lo bigint, hi bigint)"
+    " ON j.table_id = r.t AND j.category = 'conflict' AND j.seq BETWEEN r.lo AND r.hi"
+)
+"""The conflicting copies kept in the same ranges (the chain's own may be among them)."""
+_VERIFY_KEYS = (
+    "UPDATE entry_keys e SET state = 'verified' FROM json_to_recordset(%s::json)"
+    " AS k(t text, s integer, q bigint) WHERE e.table_id = k.t AND e.session = k.s"
+    " AND e.seq = k.q"
+)
 
 _ARCHIVED_DIGESTS = (
     "SELECT e.table_id, e.session, e.seq, e.digest FROM entry_keys e"
@@ -67,6 +94,7 @@ class ArchiveStore:
         self.conn = conn
         self._partitions: set[str] = set()
         self._folds = RoundFolds()
+        self.resolved: list[Rejected] = []
         set_json_loads(_json_loads, conn)
 
     @classmethod
@@ -133,7 +161,19 @@ class ArchiveStore:
                     await self.conn.execute("SELECT (%s::json)->'data'", (envelope_text(entry),))
             # orjson writes the aware ``at`` as RFC 3339, what ``timestamptz`` reads.
             document = orjson.dumps(
-                [{"t": e.table, "s": e.session, "q": e.seq, "a": e.at, "d": e.digest} for e in keys]
+                [
+                    {
+                        "t": e.table,
+                        "s": e.session,
+                        "q": e.seq,
+                        "a": e.at,
+                        "d": e.digest,
+                        "st": state_of(e),
+                        "lp": None if e.link is None else e.link[0],
+                        "lh": None if e.link is None else e.link[1],
+                    }
+                    for e in keys
+                ]
             ).decode()
             cursor = await self.conn.execute(_INSERT_KEYS, (document,))
             new = {(str(r[0]), int(r[1]), int(r[2])) for r in await cursor.fetchall()}
@@ -149,8 +189,88 @@ class ArchiveStore:
             for entry, outcome in zip(entries, found, strict=True):
                 if outcome == "conflict":
                     await self._insert_rejected(conflict(entry))
-            await self._refold_many(fresh)
+            moved = await self._walk(fresh)
+            await self._refold_many(fresh, moved)
         return found
+
+    async def _walk(self, fresh: Sequence[Entry]) -> set[RoundKey]:
+        """Walk the signed chain from the batch's new entries; the rounds it changed.
+
+        :class:`ChainWalks` decides (the same as on SQLite); here it is applied: keys verified,
+        forged ones moved to ``rejected``, the chain's own copies archived in their place.
+        """
+        self.resolved = []
+        walks = ChainWalks(fresh)
+        await self._read_chain(walks)
+        verified, forged_keys, promoted = walks.outcome()
+        if verified:
+            rows = [{"t": t, "s": s, "q": q} for t, s, q in verified]
+            await self.conn.execute(_VERIFY_KEYS, (orjson.dumps(rows).decode(),))
+        moved: set[RoundKey] = set()
+        for table, session, seq in forged_keys:
+            moved |= await self._forge(table, session, seq)
+        for table, copy in promoted:
+            moved |= await self._promote(table, copy)
+        log_walks(walks)
+        return moved
+
+    async def _read_chain(self, walks: ChainWalks) -> None:
+        """Read the keys and conflicting copies the walks ask for, and walk, until done."""
+        ranges = walks.windows()
+        while ranges:
+            document = orjson.dumps(
+                [{"t": t, "lo": lo, "hi": hi} for t, (lo, hi) in ranges.items()]
+            ).decode()
+            keys: dict[str, list[Linked]] = {table: [] for table in ranges}
+            cursor = await self.conn.execute(_CHAIN_KEYS, (document,))
+            for table, seq, session, prev, chained, state in await cursor.fetchall():
+                keys[str(table)].append(Linked(int(seq), int(session), prev, chained, str(state)))
+            copies: dict[str, list[Copy]] = {table: [] for table in ranges}
+            cursor = await self.conn.execute(_CHAIN_COPIES, (document,))
+            for row_id, table, seq, payload in await cursor.fetchall():
+                link = link_of(bytes(payload))
+                if link is not None:
+                    copies[str(table)].append(Copy(int(row_id), int(seq), *link))
+            for table, (lo, _) in ranges.items():
+                walks.add(table, lo, keys[table], copies[table])
+            ranges = walks.run()
+
+    async def _forge(self, table: str, session: int, seq: int) -> set[RoundKey]:
+        """Move an archived key off the signed chain to ``rejected`` (``forged``); its round."""
+        moved: set[RoundKey] = set()
+        cursor = await self.conn.execute(
+            "DELETE FROM events WHERE table_id = %s AND session = %s AND seq = %s"
+            " RETURNING topic, round_id, envelope::text",
+            (table, session, seq),
+        )
+        for topic, round_id, envelope in await cursor.fetchall():
+            rejected = forged(str(topic), table, seq, session, str(envelope))
+            await self._insert_rejected(rejected)
+            self.resolved.append(rejected)
+            if round_id is not None:
+                moved.add((table, str(round_id)))
+        await self.conn.execute(
+            "DELETE FROM entry_keys WHERE table_id = %s AND session = %s AND seq = %s",
+            (table, session, seq),
+        )
+        return moved
+
+    async def _promote(self, table: str, copy: Copy) -> set[RoundKey]:
+        """Archive a conflicting copy the signed chain shows is the table's; its round."""
+        cursor = await self.conn.execute(
+            "DELETE FROM rejected WHERE id = %s RETURNING topic, payload", (copy.id,)
+        )
+        row = await cursor.fetchone()
+        entry = None if row is None else entry_of_copy(str(row[0]), bytes(row[1]), table)
+        if entry is None:
+            return set()
+        await self.conn.execute(
+            "INSERT INTO entry_keys (table_id, session, seq, at, digest, state, link_prev,"
+            " link_hash) VALUES (%s, %s, %s, %s, %s, 'verified', %s, %s)",
+            (table, entry.session, entry.seq, entry.at, entry.digest, copy.prev, copy.hash),
+        )
+        await self._copy_events([entry])
+        return set() if entry.round_id is None else {(table, entry.round_id)}
 
     async def _copy_events(self, fresh: Sequence[Entry]) -> None:
         """``COPY`` the new entries into ``events`` (their monthly partitions made first)."""
@@ -192,20 +312,36 @@ class ArchiveStore:
             await self.conn.execute("SELECT archive_events_partition(%s)", (entry.at,))
             self._partitions.add(month)
 
-    async def _refold_many(self, fresh: Sequence[Entry]) -> None:
-        """Refold each round with a new entry in ``fresh`` (:class:`RoundFolds`); one upsert."""
+    async def _refold_many(
+        self, fresh: Sequence[Entry], moved: AbstractSet[RoundKey] = frozenset()
+    ) -> None:
+        """Refold each round with a new entry in ``fresh`` (:class:`RoundFolds`); one upsert.
+
+        ``moved``: rounds a walk down the signed chain took an entry from or gave one to (read
+        back whole; a round left with no entry loses its ``rounds`` row).
+        """
         added = RoundFolds.touched(fresh)
-        if not added:
+        if not added and not moved:
             return
-        rounds = sorted(added)
+        self._folds.forget(moved)
+        rounds = sorted(set(added) | set(moved))
         # Under each round's lock the count below reads after another instance's commit.
         await self._lock_rounds(rounds)
         cursor = await self.conn.execute(_ROUND_COUNTS, (_rounds_document(rounds),))
         archived = {(str(r[0]), str(r[1])): int(r[2]) for r in await cursor.fetchall()}
-        reread = self._folds.fold_on(added, archived)
+        reread = self._folds.fold_on(added, archived) + sorted(set(moved) - set(added))
         if reread:
             await self._read_folds(reread)
-        await self.conn.execute(_UPSERT_ROUNDS, (_rows_document(self._folds.rows(rounds)),))
+        gone = [key for key in rounds if not self._folds.kept(key)]
+        if gone:
+            await self.conn.execute(
+                "DELETE FROM rounds r USING json_to_recordset(%s::json) AS k(t text, rid text)"
+                " WHERE r.table_id = k.t AND r.round_id = k.rid",
+                (_rounds_document(gone),),
+            )
+        rounds = [key for key in rounds if key not in gone]
+        if rounds:
+            await self.conn.execute(_UPSERT_ROUNDS, (_rows_document(self._folds.rows(rounds)),))
 
     async def _read_folds(self, rounds: Sequence[RoundKey]) -> None:
         """Fold ``rounds`` whole from their archived entries (one read) and keep them."""

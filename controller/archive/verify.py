@@ -40,7 +40,12 @@ class ArchiveCheck:
         anchors: Chain heads the archived results and voids carry.
         open_gaps: Gaps recorded and not filled.
         conflicts: Copies of archived keys with other content (rejected).
+        verified: Entries a signed chain head covers (docs/archive.md, "Provisional entries").
+        provisional: Entries no signed chain head covers yet.
+        unsigned: Entries of a table the config allows to publish unsigned.
+        forged: Copies a signed chain showed were not the table's (rejected, replaced).
         problems: What is wrong, one sentence each.
+        notes: What is worth knowing and not wrong.
     """
 
     table: str
@@ -53,7 +58,12 @@ class ArchiveCheck:
     anchors: int = 0
     open_gaps: int = 0
     conflicts: int = 0
+    verified: int = 0
+    provisional: int = 0
+    unsigned: int = 0
+    forged: int = 0
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -75,6 +85,8 @@ _HOLES = (
 _ROWS = "SELECT count(*) FROM events WHERE table_id = ?"
 _OPEN_GAPS = "SELECT count(*) FROM gaps WHERE table_id = ? AND filled_at IS NULL"
 _CONFLICTS = "SELECT count(*) FROM rejected WHERE table_id = ? AND category = 'conflict'"
+_FORGED = "SELECT count(*) FROM rejected WHERE table_id = ? AND category = 'forged'"
+_STATES = "SELECT state, count(*) FROM entry_keys WHERE table_id = ? GROUP BY state"
 _ROUNDS = (
     "SELECT count(*), coalesce(sum(CASE WHEN outcome = 'result' THEN 1 ELSE 0 END), 0),"
     " coalesce(sum(CASE WHEN outcome = 'void' THEN 1 ELSE 0 END), 0)"
@@ -103,6 +115,10 @@ def _check(table: str, fetch: Callable[[str], list[tuple[Any, ...]]], anchors: i
         open_gaps=int(fetch(_OPEN_GAPS)[0][0]),
         conflicts=int(fetch(_CONFLICTS)[0][0]),
     )
+    states = {str(state): int(count) for state, count in fetch(_STATES)}
+    check.verified, check.provisional = states.get("verified", 0), states.get("provisional", 0)
+    check.unsigned, check.forged = states.get("unsigned", 0), int(fetch(_FORGED)[0][0])
+    _judge_chain(check)
     rows, unfolded = int(fetch(_ROWS)[0][0]), int(fetch(_UNFOLDED)[0][0])
     if keys != distinct:
         check.problems.append(f"{keys - distinct} seq archived under two sessions")
@@ -121,12 +137,32 @@ def _check(table: str, fetch: Callable[[str], list[tuple[Any, ...]]], anchors: i
     return check
 
 
+def _judge_chain(check: ArchiveCheck) -> None:
+    """What the entries' states say (docs/archive.md, "Provisional entries")."""
+    if check.unsigned:
+        check.problems.append(
+            f"unsigned: not verifiable ({check.unsigned} entries of a table that does not sign,"
+            " archived because the config allows it)"
+        )
+    if check.provisional:
+        check.notes.append(
+            f"{check.provisional} entries provisional: no signed chain head covers them yet"
+        )
+    if check.forged:
+        check.notes.append(
+            f"{check.forged} copies were not on the table's signed chain: rejected as forged, "
+            "the chain's own entries archived in their place (someone published them with "
+            "this table's credential)"
+        )
+
+
 async def verify_table(conn: psycopg.AsyncConnection[Any], table: str) -> ArchiveCheck:
     """Check what the PostgreSQL archive holds of ``table`` (read only, one snapshot)."""
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         results: dict[str, list[tuple[Any, ...]]] = {}
-        for query in (_KEYS, _HOLES, _ROWS, _OPEN_GAPS, _CONFLICTS, _ROUNDS, _UNFOLDED):
+        queries = (_KEYS, _HOLES, _ROWS, _OPEN_GAPS, _CONFLICTS, _FORGED, _STATES, _ROUNDS)
+        for query in (*queries, _UNFOLDED):
             cursor = await conn.execute(query.replace("?", "%s").encode(), (table,))
             results[query] = list(await cursor.fetchall())
         anchors = len(await archive_anchors(conn, table))
@@ -151,10 +187,11 @@ def verify_sqlite_table(url: str, table: str) -> tuple[ArchiveCheck, list[Anchor
         anchors = [
             Anchor(int(seq), str(digest), table, f"archive seq {at_seq} ({kind})")
             for at_seq, kind, seq, digest in conn.execute(
-                "SELECT seq, kind, json_extract(envelope, '$.chain_head.seq'),"
-                " json_extract(envelope, '$.chain_head.hash') FROM events"
-                " WHERE table_id = ? AND json_extract(envelope, '$.chain_head') IS NOT NULL"
-                " ORDER BY seq",
+                "SELECT e.seq, e.kind, json_extract(e.envelope, '$.chain_head.seq'),"
+                " json_extract(e.envelope, '$.chain_head.hash') FROM events e"
+                " JOIN entry_keys k ON k.table_id = e.table_id AND k.session = e.session"
+                " AND k.seq = e.seq WHERE e.table_id = ? AND (e.signed = 1 OR k.state = 'unsigned')"
+                " AND json_extract(e.envelope, '$.chain_head') IS NOT NULL ORDER BY e.seq",
                 (table,),
             )
         ]
@@ -164,10 +201,18 @@ def verify_sqlite_table(url: str, table: str) -> tuple[ArchiveCheck, list[Anchor
 
 
 async def archive_anchors(conn: psycopg.AsyncConnection[Any], table: str) -> list[Anchor]:
-    """The chain heads of ``table``'s archived results and voids, in ``seq`` order."""
+    """The chain heads of ``table``'s archived results and voids, in ``seq`` order.
+
+    Only signed ones (or, of a table allowed unsigned, whatever it sent: "unsigned: not
+    verifiable" says what they are worth): an unsigned message of a signing table is anyone's
+    word, and the journal must not be judged by it.
+    """
     cursor = await conn.execute(
-        "SELECT seq, kind, envelope->'chain_head'->>'seq', envelope->'chain_head'->>'hash'"
-        " FROM events WHERE table_id = %s AND envelope->'chain_head' IS NOT NULL ORDER BY seq",
+        "SELECT e.seq, e.kind, e.envelope->'chain_head'->>'seq',"
+        " e.envelope->'chain_head'->>'hash' FROM events e JOIN entry_keys k"
+        " ON k.table_id = e.table_id AND k.session = e.session AND k.seq = e.seq"
+        " WHERE e.table_id = %s AND (e.signed OR k.state = 'unsigned')"
+        " AND e.envelope->'chain_head' IS NOT NULL ORDER BY e.seq",
         (table,),
     )
     return [

@@ -119,7 +119,11 @@ def run_command(args: argparse.Namespace) -> int:
     from controller.archive.metrics import ArchiveMetrics
 
     settings = load_archive_settings(args.config)
-    keys = TableKeys(settings.public_keys(args.config.parent), settings.mqtt.topic_prefix)
+    keys = TableKeys(
+        settings.public_keys(args.config.parent),
+        settings.mqtt.topic_prefix,
+        unsigned=settings.unsigned_tables(),
+    )
 
     async def main() -> None:
         store = await open_store(settings.database.url)
@@ -256,8 +260,14 @@ def verify_command(args: argparse.Namespace) -> int:
         f"{check.rounds} rounds ({check.settled} settled, {check.voided} voided), "
         f"{check.anchors} chain heads, {check.open_gaps} open gaps"
     )
+    print(
+        f"  chain: {check.verified} verified, {check.provisional} provisional, "
+        f"{check.unsigned} unsigned, {check.forged} forged copies rejected"
+    )
     for problem in check.problems:
         print(f"  problem: {problem}")
+    for note in check.notes:
+        print(f"  note: {note}")
     ok = check.ok
     if report is not None:
         agree = report.ok and report.anchors_checked == check.anchors

@@ -13,6 +13,7 @@ import asyncio
 import json
 import re
 import sqlite3
+from pathlib import Path
 
 import aiomqtt
 import pytest
@@ -66,20 +67,7 @@ def test_a_simulated_table_is_archived_beside_its_journal(mosquitto, tmp_path, c
 
     round_id = next(e.round_id for e in entries if e.kind == "round_result")
     assert round_id is not None
-    capsys.readouterr()
-    assert main(["recall", round_id, "--journal", str(journal_path), "--json"]) == 0
-    from_journal = json.loads(capsys.readouterr().out)
-    assert main(["recall", round_id, "--archive", url, "--json"]) == 0
-    from_archive = json.loads(capsys.readouterr().out)
-    for document in (from_journal, from_archive):
-        for item in document["entries"]:
-            item.pop("delivered_at")
-    assert from_archive == from_journal
-    delivered = re.compile(r"  \[delivered [^\]]*\]")
-    assert main(["recall", round_id, "--journal", str(journal_path)]) == 0
-    text_journal = delivered.sub("", capsys.readouterr().out)
-    assert main(["recall", round_id, "--archive", url]) == 0
-    assert delivered.sub("", capsys.readouterr().out) == text_journal
+    _recall_agrees(round_id, journal_path, url, capsys)
 
     opened = entries[0].happened_at.date().isoformat()
     report = ["archive", "report", "--database", url, "--table", "sim-1", "--from", opened]
@@ -88,12 +76,17 @@ def test_a_simulated_table_is_archived_beside_its_journal(mosquitto, tmp_path, c
     assert "rounds           2" in out
     assert "  results        2" in out
 
-    # `archive verify` reads the SQLite archive too: it agrees with the journal...
+    # `archive verify` reads the SQLite archive too: it agrees with the journal, and says the
+    # table does not sign (exit 1: nothing from it can be verified)...
     verify = ["archive", "verify", "--database", url, "--table", "sim-1"]
-    assert main([*verify, "--journal", str(journal_path)]) == 0
+    assert main([*verify, "--journal", str(journal_path)]) == 1
     out = capsys.readouterr().out
     assert f"{len(entries)} entries (seq 1..{entries[-1].seq}), 2 rounds (2 settled" in out
-    assert "the journal and the archive agree" in out and "problem" not in out
+    assert "the journal and the archive agree" in out
+    assert [line for line in out.splitlines() if "problem" in line] == [
+        f"  problem: unsigned: not verifiable ({len(entries)} entries of a table that does not "
+        "sign, archived because the config allows it)"
+    ]
     assert ", 2 chain heads," in out and "2 of the archive's 2 chain heads checked" in out
     # ... and says what is wrong once an entry is missing and a round lost its row.
     with sqlite3.connect(archive) as conn:
@@ -112,3 +105,25 @@ def test_no_archive_runs_none(mosquitto, tmp_path):
     assert main(args) == 0
     assert journal_path.exists()
     assert not (tmp_path / "archive.sqlite").exists()
+
+
+def _recall_agrees(round_id: str, journal_path: Path, url: str, capsys) -> None:
+    """``recall --archive`` shows what ``recall --journal`` does, and says it is unverifiable."""
+    capsys.readouterr()
+    assert main(["recall", round_id, "--journal", str(journal_path), "--json"]) == 0
+    from_journal = json.loads(capsys.readouterr().out)
+    assert main(["recall", round_id, "--archive", url, "--json"]) == 0
+    from_archive = json.loads(capsys.readouterr().out)
+    # The simulated table does not sign: everything from it is unverifiable, and says so.
+    assert from_archive.pop("verification").startswith("unsigned: not verifiable")
+    for document in (from_journal, from_archive):
+        for item in document["entries"]:
+            item.pop("delivered_at")
+    assert from_archive == from_journal
+    delivered = re.compile(r"  \[delivered [^\]]*\]")
+    assert main(["recall", round_id, "--journal", str(journal_path)]) == 0
+    text_journal = delivered.sub("", capsys.readouterr().out)
+    assert main(["recall", round_id, "--archive", url]) == 0
+    text_archive = delivered.sub("", capsys.readouterr().out).splitlines(keepends=True)
+    assert text_archive.pop(1).startswith("unsigned: not verifiable")
+    assert "".join(text_archive) == text_journal

@@ -190,7 +190,7 @@ def test_archive_run_serves_metrics_on_its_port(mosquitto, archive_db, tmp_path)
     config.write_text(
         f'[database]\nurl = "{archive_db}"\n\n'
         f'[mqtt]\nurls = ["{mosquitto.url}"]\nclient_id = "archive-metrics-cli"\n\n'
-        f"[metrics]\nport = {port}\n\n[tables.c-1]\n"
+        f"[metrics]\nport = {port}\n\n[tables.c-1]\nunsigned = true\n"
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "archive", "run", "--config", str(config)],

@@ -105,7 +105,13 @@ async def test_the_key_reordering_keeps_an_archive_s_keys_and_their_uniqueness(
     at = "2026-11-25T21:14:00.000000Z"
     first = [entry(envelope(seq, "betting_closed", at, {})) for seq in (1, 2, 3)]
     try:
-        assert await store.store_entries(first) == ["new", "new", "new"]
+        # The keys as that schema's store wrote them (today's store writes later columns).
+        for e in first:
+            await store.conn.execute(
+                "INSERT INTO entry_keys (table_id, session, seq, at, digest)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (e.table, e.session, e.seq, e.at, e.digest),
+            )
     finally:
         await store.close()
     monkeypatch.setattr(migrate_module, "migrations", lambda: shipped)
