@@ -386,6 +386,17 @@ class HeadsUpCounts:
         return sum(self.main)
 
 
+def _weight_dtype(table: MultisetTable) -> type[np.int16] | type[np.int64]:
+    """The narrowest integer type that holds every dealer weight of ``table``'s deck.
+
+    A dealer weight (the hands a dealer multiset stands for among the cards the player left)
+    is at most what the multiset stands for in the whole deck, ``table.ways``; at most
+    4**7 = 16,384 for the full deck, so int16 there (a quarter of int64's memory traffic).
+    """
+    largest = int(table.ways.max()) if len(table) else 0
+    return np.int16 if largest < 2**15 else np.int64
+
+
 def heads_up_counts(
     table: MultisetTable, *, progress: bool = False, qualifier: Qualifier = Qualifier.K32
 ) -> HeadsUpCounts:
@@ -394,6 +405,13 @@ def heads_up_counts(
     Both hands are set by the house way; the Dealer Break Bonus looks at the dealer's house
     way and the best Lucky Break of the player's seven cards; the dealer's qualification is
     read by ``qualifier``.
+
+    For each player multiset ``P`` the dealer weights are the product over the deck's slots
+    of the rows ``C(copies - p_r, d_r)``. The players come in lexicographic order of their
+    counts, so consecutive players share their leading counts: the running products of the
+    rows are kept per slot and only the slots from the first count that changed are
+    multiplied again (about 4 rows a player instead of 14; integers, so the counts are the
+    same as multiplying all the rows each time).
 
     Raises:
         RulesError: The deck has fewer than 14 cards.
@@ -406,34 +424,50 @@ def heads_up_counts(
     sorted_index = signatures.index[order]
     starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
     dealer_counts = table.counts[order]
+    dtype = _weight_dtype(table)
     # factors[slot, p, d] = C(copies - p, d_count) over the dealer multisets (sorted).
+    n_slots = len(deck.counts)
     max_copies = max(deck.counts)
-    factors = np.zeros((len(deck.counts), max_copies + 1, len(order)), dtype=np.int64)
+    factors = np.zeros((n_slots, max_copies + 1, len(order)), dtype=dtype)
     for slot, limit in enumerate(deck.counts):
         for taken in range(limit + 1):
             left = limit - taken
-            lookup = np.array([math.comb(left, k) for k in range(HAND_SIZE + 1)], dtype=np.int64)
+            lookup = np.array([math.comb(left, k) for k in range(HAND_SIZE + 1)], dtype=dtype)
             factors[slot, taken] = lookup[dealer_counts[:, slot]]
-    slots = np.arange(len(deck.counts))
+    # running[k] = product of the rows of slots 0..k-1 for the current player's counts.
+    running = np.empty((n_slots + 1, len(order)), dtype=dtype)
+    running[0] = 1
+    previous: list[int] = [-1] * n_slots
+    player_counts: list[list[int]] = table.counts.tolist()
     n_codes = MainOutcome.COUNT * 2
     main = [0] * MainOutcome.COUNT
     bonus = [0] * DealerBonusOutcome.COUNT
     combined = signatures.outcome.astype(np.int64) * 2 + signatures.dealer_lucky[None, :]
+    player_signature = signatures.index.tolist()
+    player_ways = table.ways.tolist()
+    player_bonus = table.bonus.tolist()
     items = iterate_with_progress(range(len(table)), len(table), f"{GAME_ID} main bet", progress)
     for player in items:
-        weights = factors[slots, table.counts[player]].prod(axis=0)
-        per_signature = np.add.reduceat(weights, starts)
+        counts = player_counts[player]
+        changed = 0
+        while changed < n_slots and counts[changed] == previous[changed]:
+            changed += 1
+        for slot in range(changed, n_slots):
+            np.multiply(running[slot], factors[slot, counts[slot]], out=running[slot + 1])
+        previous = counts
+        # Sums per dealer signature: at most C(46, 7) = 53,524,680 each, so int32 holds them.
+        per_signature = np.add.reduceat(running[n_slots], starts, dtype=np.int32)
         codes = np.bincount(
-            combined[signatures.index[player]], weights=per_signature, minlength=n_codes
+            combined[player_signature[player]], weights=per_signature, minlength=n_codes
         )
-        ways = int(table.ways[player])
+        ways = player_ways[player]
         exact = [round(value) for value in codes.tolist()]
         for code in range(MainOutcome.COUNT):
             main[code] += ways * (exact[2 * code] + exact[2 * code + 1])
         lucky = sum(exact[1::2])
         total = sum(exact)
         dealer_line = (
-            DealerBonusOutcome.BOTH if table.bonus[player] > 0 else DealerBonusOutcome.DEALER_ONLY
+            DealerBonusOutcome.BOTH if player_bonus[player] > 0 else DealerBonusOutcome.DEALER_ONLY
         )
         bonus[dealer_line] += ways * lucky
         bonus[DealerBonusOutcome.NONE] += ways * (total - lucky)
@@ -444,8 +478,25 @@ def heads_up_counts(
 # Monte Carlo
 
 
-def _rank_of_code(code: int) -> int:
-    return JOKER_RANK if code == 52 else code // 4 + 2
+_SAMPLE_CHUNK: Final = 100_000
+"""Deals drawn at once by :func:`monte_carlo_counts` (a few MB of arrays)."""
+
+
+def _multiset_lookup(table: MultisetTable) -> tuple[IntArray, IntArray, IntArray]:
+    """How a dealt card finds its multiset: (slot of each card code, sorted keys, order).
+
+    A multiset's key is the sum of ``8 ** slot`` over its cards (a slot holds at most 7 of
+    seven cards, so keys are distinct); ``keys[i]`` is the key of multiset ``order[i]``.
+    """
+    slot_of_rank = {rank: slot for slot, rank in enumerate(table.deck.ranks)}
+    code_slot = np.array(
+        [slot_of_rank[JOKER_RANK if code == 52 else code // 4 + 2] for code in range(53)],
+        dtype=np.int64,
+    )
+    powers = 8 ** np.arange(len(table.deck.ranks), dtype=np.int64)
+    keys = table.counts @ powers
+    order = np.argsort(keys)
+    return powers[code_slot], keys[order], order
 
 
 def monte_carlo_counts(
@@ -458,7 +509,10 @@ def monte_carlo_counts(
 ) -> HeadsUpCounts:
     """Deal ``samples`` random (player, dealer) pairs from the full deck and count outcomes.
 
-    The dealer's qualification is read by ``qualifier``.
+    The dealer's qualification is read by ``qualifier``. The deals are drawn with numpy, in
+    chunks: a generator seeded from ``rng`` shuffles the first 14 places of every deck of a
+    chunk (a partial Fisher-Yates shuffle, one column at a time); the player takes the first
+    seven cards, the dealer the next seven. The same ``rng`` state gives the same counts.
 
     Raises:
         RulesError: ``table`` is not the full deck's.
@@ -466,27 +520,33 @@ def monte_carlo_counts(
     if table.deck != DeckSpec.full():
         raise RulesError("Monte Carlo deals from the full 53-card deck only", deck=str(table.deck))
     signatures = _signatures(table, qualifier)
-    index_of = table.index_of
-    rank_of = [_rank_of_code(code) for code in range(53)]
-    codes = list(range(53))
-    main = [0] * MainOutcome.COUNT
-    bonus = [0] * DealerBonusOutcome.COUNT
-    outcome = signatures.outcome.tolist()
-    dealer_lucky = signatures.dealer_lucky.tolist()
-    sig = signatures.index.tolist()
-    best = table.bonus.tolist()
-    for _ in iterate_with_progress(range(samples), samples, f"{GAME_ID} samples", progress):
-        dealt = rng.sample(codes, 2 * HAND_SIZE)
-        player = index_of[tuple(sorted(rank_of[code] for code in dealt[:HAND_SIZE]))]
-        dealer = index_of[tuple(sorted(rank_of[code] for code in dealt[HAND_SIZE:]))]
-        main[outcome[sig[player]][sig[dealer]]] += 1
-        if not dealer_lucky[sig[dealer]]:
-            bonus[DealerBonusOutcome.NONE] += 1
-        elif best[player] > 0:
-            bonus[DealerBonusOutcome.BOTH] += 1
-        else:
-            bonus[DealerBonusOutcome.DEALER_ONLY] += 1
-    return HeadsUpCounts(tuple(main), tuple(bonus))
+    card_key, keys, order = _multiset_lookup(table)
+    generator = np.random.default_rng(rng.getrandbits(64))
+    main = np.zeros(MainOutcome.COUNT, dtype=np.int64)
+    bonus = np.zeros(DealerBonusOutcome.COUNT, dtype=np.int64)
+    cards = 2 * HAND_SIZE
+    chunks = range(0, samples, _SAMPLE_CHUNK)
+    for start in iterate_with_progress(chunks, len(chunks), f"{GAME_ID} samples", progress):
+        n = min(_SAMPLE_CHUNK, samples - start)
+        decks = np.tile(np.arange(53, dtype=np.int8), (n, 1))
+        rows = np.arange(n)
+        for place in range(cards):
+            picked = generator.integers(place, 53, size=n)
+            chosen = decks[rows, picked]
+            decks[rows, picked] = decks[:, place]
+            decks[:, place] = chosen
+        dealt_keys = card_key[decks[:, :cards]]
+        player = order[np.searchsorted(keys, dealt_keys[:, :HAND_SIZE].sum(axis=1))]
+        dealer = order[np.searchsorted(keys, dealt_keys[:, HAND_SIZE:].sum(axis=1))]
+        player_sig = signatures.index[player]
+        dealer_sig = signatures.index[dealer]
+        main += np.bincount(signatures.outcome[player_sig, dealer_sig], minlength=MainOutcome.COUNT)
+        lucky = signatures.dealer_lucky[dealer_sig]
+        both = lucky & (table.bonus[player] > 0)
+        bonus[DealerBonusOutcome.NONE] += int(n - lucky.sum())
+        bonus[DealerBonusOutcome.BOTH] += int(both.sum())
+        bonus[DealerBonusOutcome.DEALER_ONLY] += int(lucky.sum() - both.sum())
+    return HeadsUpCounts(tuple(int(count) for count in main), tuple(int(count) for count in bonus))
 
 
 # --------------------------------------------------------------------------------------------
