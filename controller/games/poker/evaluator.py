@@ -97,16 +97,21 @@ for _bits in (6, 7):
 
 
 def _multisets(size: int) -> npt.NDArray[np.int64]:
-    """Every vector of 13 rank counts (each 0-4) summing to ``size``."""
-    counts = np.zeros((1, 13), dtype=np.int64)
+    """Every vector of 13 rank counts (each 0-4) summing to ``size``, in order of their keys.
+
+    Grown one card at a time: each vector of one card fewer with one more of a rank it holds
+    fewer than four of, kept once per key. Only the keys of the grown vectors are formed (an
+    ``(N, 13)`` array), not the vectors themselves (``(N, 13, 13)``: 25 MB for seven cards).
+    """
     keys_arr = np.asarray(RANK_KEYS, dtype=np.int64)
-    eye = np.eye(13, dtype=np.int64)
+    counts = np.zeros((1, 13), dtype=np.int8)
+    keys = np.zeros(1, dtype=np.int64)
     for _ in range(size):
-        grown = (counts[:, None, :] + eye[None, :, :]).reshape(-1, 13)
-        grown = grown[grown.max(axis=1) <= 4]
-        _, first = np.unique(grown @ keys_arr, return_index=True)
-        counts = grown[first]
-    return counts
+        parent, rank = np.nonzero(counts < 4)
+        keys, first = np.unique(keys[parent] + keys_arr[rank], return_index=True)
+        counts = counts[parent[first]]
+        counts[np.arange(len(first)), rank[first]] += 1
+    return counts.astype(np.int64)
 
 
 def _rank7_table() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from fractions import Fraction
 from math import comb
@@ -47,50 +48,60 @@ def _colex_combinations(n: int, k: int) -> npt.NDArray[np.int8]:
     return rows
 
 
-def _count_five() -> npt.NDArray[np.int64]:
-    hands = _colex_combinations(52, 5)
-    counts = np.bincount(evaluate5_batch(hands), minlength=7463).astype(np.int64)
+def _count_hands(size: int, above: int, progress: bool, lowest: int = 0) -> npt.NDArray[np.int64]:
+    """Strength histogram over all ``size``-card hands of the codes ``lowest``-51.
+
+    Each hand is its ``size - above`` lowest cards, enumerated one set at a time, plus
+    ``above`` cards higher than the highest of them. With the cards numbered downwards
+    (51 - code), the sets of ``above`` cards higher than a card are a prefix of one colex
+    list, so their summed keys are computed once and reused for every set of lowest cards.
+    The list is small (C(52, 4) rows for seven cards, C(52, 3) for five) and each batch at
+    most that long: the exact sheet holds no array of all the hands (docs/performance.md).
+    """
+    from controller.games.poker import evaluator as poker
+
+    tables = poker._batch_tables()
+    rank_table = tables.rank7 if size == 7 else tables.rank5
+    flush_table = tables.flush7 if size == 7 else tables.flush5
+    card_key = tables.card_key
+    highs = 51 - _colex_combinations(52 - lowest, above)
+    high_keys = card_key[highs[:, 0]]
+    for column in range(1, above):
+        high_keys += card_key[highs[:, column]]
+    counts = np.zeros(7463, dtype=np.int64)
+    low_sets = itertools.combinations(range(lowest, 52), size - above)
+    total = comb(52 - lowest, size - above)
+    for low in iterate_with_progress(low_sets, total, f"{size}-card hands", progress):
+        rows = comb(51 - low[-1], above)
+        if rows == 0:
+            continue
+        keys = high_keys[:rows] + int(sum(int(card_key[code]) for code in low))
+        suit = tables.flush_suit[keys & 4095]
+        result = rank_table[keys >> 12]
+        flushed = np.flatnonzero(suit >= 0)
+        if flushed.size:
+            flush_suit = suit[flushed]
+            sub = highs[flushed]
+            masks = np.where((sub & 3) == flush_suit[:, None], tables.rank_bit[sub], 0).sum(axis=1)
+            for code in low:
+                masks |= np.where(flush_suit == (code & 3), tables.rank_bit[code], 0)
+            result[flushed] = flush_table[masks]
+        counts += np.bincount(result, minlength=7463)
     return counts
+
+
+def _count_five() -> npt.NDArray[np.int64]:
+    """Strength histogram over all C(52,5) five-card hands: two lowest cards + three above."""
+    return _count_hands(5, 3, False)
 
 
 def _count_seven(progress: bool, lowest: int = 0) -> npt.NDArray[np.int64]:
     """Strength histogram over all seven-card hands of the codes ``lowest``-51.
 
     By default that is all C(52,7) hands; a higher ``lowest`` restricts the deck (for tests).
-
-    Each hand is its two lowest cards ``a < b`` plus five cards above ``b``. With the cards
-    numbered downwards (51 - code), the five-card sets above ``b`` are a prefix of one colex
-    list, so their summed keys are computed once and reused for every ``(a, b)``.
+    Each hand is its three lowest cards plus four above them (:func:`_count_hands`).
     """
-    from controller.games.poker import evaluator as poker
-
-    tables = poker._batch_tables()
-    fives = 51 - _colex_combinations(52 - lowest, 5)
-    five_keys = tables.card_key[fives].sum(axis=1)
-    counts = np.zeros(7463, dtype=np.int64)
-    steps = iterate_with_progress(range(lowest + 1, 52), 51 - lowest, "7-card hands", progress)
-    for b in steps:
-        size = comb(51 - b, 5)
-        if size == 0:
-            continue
-        base_keys = five_keys[:size] + tables.card_key[b]
-        sub_fives = fives[:size]
-        for a in range(lowest, b):
-            keys = base_keys + tables.card_key[a]
-            suit = tables.flush_suit[keys & 4095]
-            result = tables.rank7[keys >> 12]
-            flushed = np.flatnonzero(suit >= 0)
-            if flushed.size:
-                flush_suit = suit[flushed]
-                sub = sub_fives[flushed]
-                masks = np.where((sub & 3) == flush_suit[:, None], tables.rank_bit[sub], 0).sum(
-                    axis=1
-                )
-                masks |= np.where(flush_suit == (a & 3), tables.rank_bit[a], 0)
-                masks |= np.where(flush_suit == (b & 3), tables.rank_bit[b], 0)
-                result[flushed] = tables.flush7[masks]
-            counts += np.bincount(result, minlength=7463)
-    return counts
+    return _count_hands(7, 4, progress, lowest)
 
 
 def _category_counts(strength_counts: npt.NDArray[np.int64]) -> list[int]:
