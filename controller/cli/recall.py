@@ -122,8 +122,9 @@ def verify_command(args: argparse.Namespace) -> int:
     """Entry point of ``tablectl journal verify``: 0 sound, 1 problems found.
 
     Each result is re-evaluated with its game's rules (``RulesCheck``; ``--config`` gives the
-    table's options and pay tables, ``--no-rules`` skips it). A feed that cannot be read (``--against-feed``) is an error (exit 2), as is a feed
-    of more than one table, or a config that cannot be read.
+    table's options and pay tables, ``--no-rules`` skips it). A feed that cannot be read
+    (``--against-feed``) is an error (exit 2), as is a feed of more than one table, or a
+    config that cannot be read.
     """
     from controller.journal import FeedError, Journal, read_feed
     from controller.recall import verify_text
