@@ -8,16 +8,20 @@ and hostile journals (hypothesis) that must give problems, never an exception.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.cards import parse_piece
+from controller.cli.recall import register
+from controller.errors import ConfigError
 from controller.games.registry import GAME_IDS, make_live_game
 from controller.journal import GENESIS_HASH, EntryKind, Journal, entry_hash
 from controller.journal.verify import Problem, VerifyReport
@@ -278,3 +282,17 @@ def test_a_body_nested_too_deeply_is_a_problem(tmp_path):
         _rechain(db)
     problems = [(p.seq, p.what) for p in _verify(path).problems]
     assert (3, "body is nested too deeply to read") in problems
+
+
+def test_a_config_that_cannot_be_read_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "j.sqlite"
+    _write(path, [(CARDS, None)])
+    parser = argparse.ArgumentParser(prog="tablectl")
+    register(parser.add_subparsers(dest="command", required=True))
+    config = tmp_path / "table.toml"
+    args = parser.parse_args(["journal", "verify", "--journal", str(path), "--config", str(config)])
+    with pytest.raises(ConfigError, match=r"table config .*table\.toml does not exist"):
+        args.func(args)
+    config.write_text('table_id = "t"\ngame = "baccarat"\n[device]\nurl = "serial:///dev/x"\n')
+    with pytest.raises(ConfigError, match="baccarat"):
+        args.func(args)
