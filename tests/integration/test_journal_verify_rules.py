@@ -25,9 +25,9 @@ import pytest
 
 from controller.cli.recall import register
 from controller.errors import TablectlError
-from controller.journal import GENESIS_HASH, entry_hash
 from simulators.table import Simulation
 from tests.studio._harness import running_table
+from tests.support.rewrite import rewrite
 
 pytestmark = pytest.mark.hil
 
@@ -105,34 +105,6 @@ def _rows(path: Path, kind: str) -> list[tuple[int, str, Body]]:
                 "SELECT seq, round_id, body FROM entries WHERE kind = ? ORDER BY seq", (kind,)
             )
         ]
-
-
-def rewrite(path: Path, seq: int, change: Callable[[Body], None]) -> None:
-    """Change the body of entry ``seq`` and recompute the whole hash chain, as anyone who can
-    write the file can: the file's own checks find nothing."""
-    with sqlite3.connect(path) as db:
-        (text,) = db.execute("SELECT body FROM entries WHERE seq = ?", (seq,)).fetchone()
-        body = json.loads(text)
-        change(body)
-        db.execute(
-            "UPDATE entries SET body = ? WHERE seq = ?",
-            (json.dumps(body, separators=(",", ":"), ensure_ascii=False), seq),
-        )
-        prev = GENESIS_HASH
-        rows = db.execute(
-            "SELECT seq, session, round_id, kind, happened_at, body FROM entries ORDER BY seq"
-        ).fetchall()
-        for row_seq, session, round_id, kind, happened_at, row_body in rows:
-            prev = entry_hash(
-                prev,
-                seq=row_seq,
-                session=session,
-                round_id=round_id,
-                kind=kind,
-                happened_at=happened_at,
-                body=row_body,
-            )
-            db.execute("UPDATE entries SET hash = ? WHERE seq = ?", (prev, row_seq))
 
 
 @pytest.fixture

@@ -23,9 +23,10 @@ from controller.cards import parse_piece
 from controller.cli.recall import register
 from controller.errors import ConfigError
 from controller.games.registry import GAME_IDS, make_live_game
-from controller.journal import GENESIS_HASH, EntryKind, Journal, entry_hash
+from controller.journal import EntryKind, Journal
 from controller.journal.verify import Problem, VerifyReport
 from controller.rules_check import RulesCheck, result_differences, settlement_differences
+from tests.support.rewrite import rechain
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 GAME = "teen-patti-20-20"
@@ -118,7 +119,7 @@ def test_a_card_the_rules_refuse_is_named_at_its_entry(tmp_path):
     _write(path, [(CARDS, None)])
     with sqlite3.connect(path) as db:  # the third card at index 7, chain recomputed
         db.execute("UPDATE entries SET body = replace(body, '\"index\":2', '\"index\":7')")
-        _rechain(db)
+        rechain(db)
     problems = [(p.seq, p.what) for p in _verify(path).problems]
     assert (5, "card_dealt does not replay through the rules of teen-patti-20-20: "
             "JournalError: card_dealt out of order in the journal") in problems  # fmt: skip
@@ -129,7 +130,7 @@ def test_a_game_the_registry_does_not_know_is_a_problem_not_a_pass(tmp_path):
     _write(path, [(CARDS, None)])
     with sqlite3.connect(path) as db:
         db.execute("UPDATE entries SET body = replace(body, ?, '\"nope\"')", (f'"{GAME}"',))
-        _rechain(db)
+        rechain(db)
     problems = [(p.seq, p.round_id, p.what) for p in _verify(path).problems]
     assert problems[0][:2] == (1, "t-000001")
     assert problems[0][2].startswith(
@@ -146,29 +147,11 @@ def test_the_first_round_opens_with_an_empty_table_state(tmp_path):
             "UPDATE entries SET body = replace(body, '\"table_state\":{}', "
             '\'"table_state":{"button":4}\') WHERE seq = 1'
         )
-        _rechain(db)
+        rechain(db)
     assert [str(p) for p in _verify(path).problems] == [
         'seq 1, round t-000001: round_opened carries table state {"button":4}, but the '
         "journal's first round opens with {}"
     ]
-
-
-def _rechain(db: sqlite3.Connection) -> None:
-    prev = GENESIS_HASH
-    rows = db.execute(
-        "SELECT seq, session, round_id, kind, happened_at, body FROM entries ORDER BY seq"
-    ).fetchall()
-    for seq, session, round_id, kind, happened_at, body in rows:
-        prev = entry_hash(
-            prev,
-            seq=seq,
-            session=session,
-            round_id=round_id,
-            kind=kind,
-            happened_at=happened_at,
-            body=body,
-        )
-        db.execute("UPDATE entries SET hash = ? WHERE seq = ?", (prev, seq))
 
 
 # --- differences ------------------------------------------------------------------------------
@@ -279,7 +262,7 @@ def test_a_body_nested_too_deeply_is_a_problem(tmp_path):
     with sqlite3.connect(path) as db:
         deep = '{"a":' + "[" * 3000 + "]" * 3000 + "}"
         db.execute("UPDATE entries SET body = ? WHERE seq = 3", (deep,))
-        _rechain(db)
+        rechain(db)
     problems = [(p.seq, p.what) for p in _verify(path).problems]
     assert (3, "body is nested too deeply to read") in problems
 
