@@ -305,7 +305,7 @@ def describe_validation(exc: ValidationError) -> str:
 
 def _version(body: Mapping[str, Any]) -> Rejection | None:
     version = body.get("schema_version")
-    if version in SCHEMA_VERSIONS:
+    if isinstance(version, str) and version in SCHEMA_VERSIONS:  # a list or object: unhashable
         return None
     shown = repr(version) if isinstance(version, str | int | None) else _json_type(version)
     return Rejection(

@@ -191,6 +191,29 @@ def test_no_json_value_raises(value: object):
     parse_envelope(wrapped)
 
 
+ENVELOPE_FIELDS = (
+    "schema_version", "table", "round", "seq", "session", "kind", "at", "delayed", "data",
+    "state", "game", "version", "chain_head", "signature",
+)  # fmt: skip
+
+
+@given(st.fixed_dictionaries({}, optional=dict.fromkeys(ENVELOPE_FIELDS, json_values)))
+def test_no_field_value_of_an_envelope_or_status_raises(body: dict[str, object]):
+    """Each field the parse reads, holding any JSON value (a list as ``schema_version`` raised
+    TypeError out of every reader: unhashable)."""
+    body = {"schema_version": "2", **body} if "schema_version" not in body else body
+    payload = json.dumps(body).encode("utf-8", "surrogatepass")
+    for parse in (parse_envelope, parse_status, parse_snapshot, parse_betting_status):
+        parse(payload)
+
+
+def test_a_schema_version_of_any_type_is_a_rejection():
+    for version in ([], {}, ["2"], {"2": 1}, 2, None, True, 2.0):
+        for parse in (parse_envelope, parse_status, parse_snapshot):
+            found = parse(event(schema_version=version))
+            assert isinstance(found, Rejection) and found.code == "schema_version", version
+
+
 def test_check_payload_bounds_a_payload_another_decoder_will_parse():
     assert check_payload(event()) is None
     deep = check_payload(b"[" * 3000 + b"]" * 3000)
