@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -554,11 +555,11 @@ def _entry(
     )
 
 
-_HEX64 = frozenset("0123456789abcdef")
+_HEX64 = re.compile("[0-9a-f]{64}")
 
 
 def _hex64(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 64 and _HEX64.issuperset(value)
+    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
 
 
 def _link(value: Any) -> tuple[str, str] | str | None:

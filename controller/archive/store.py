@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +27,7 @@ from controller.archive.batch import (
     ChainWalks,
     Copy,
     GapStamp,
+    Key,
     Linked,
     RoundFolds,
     RoundKey,
@@ -71,9 +73,10 @@ _CHAIN_COPIES = (
 """The conflicting copies kept in the same ranges (the chain's own may be among them)."""
 _VERIFY_KEYS = (
     "UPDATE entry_keys e SET state = 'verified' FROM json_to_recordset(%s::json)"
-    " AS k(t text, s integer, q bigint) WHERE e.table_id = k.t AND e.session = k.s"
-    " AND e.seq = k.q"
+    " AS k(t text, s integer, q bigint, h text) WHERE e.table_id = k.t AND e.session = k.s"
+    " AND e.seq = k.q AND e.link_hash = k.h AND e.state <> 'verified'"
 )
+"""Keys a walk covered, verified (only the copy with the chain's hash, and only once)."""
 
 _ARCHIVED_DIGESTS = (
     "SELECT e.table_id, e.session, e.seq, e.digest FROM entry_keys e"
@@ -81,6 +84,21 @@ _ARCHIVED_DIGESTS = (
     " ON e.table_id = k.t AND e.session = k.s AND e.seq = k.q"
 )
 """The archived digests of the batch's keys that were there before it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a batch's walks decided before its keys went in (:meth:`ArchiveStore._prewalk`).
+
+    Attributes:
+        states: The state each new key goes in with (``verified``), by key.
+        verified: Every key the walks covered, with the hash it must have.
+        walks: The walks (logged).
+    """
+
+    states: dict[Key, str]
+    verified: list[tuple[str, int, int, str | None]]
+    walks: ChainWalks
 
 
 class ArchiveStore:
@@ -154,6 +172,8 @@ class ArchiveStore:
         first = first_copies(entries)
         keys = list(first.values())
         async with self.conn.transaction():
+            plan = await self._prewalk(first)
+            states = {} if plan is None else plan.states
             for entry in keys:
                 if not entry.raw or b"\\u0000" in entry.raw:
                     # What the recall and the refold read (envelope->'data') must be readable:
@@ -168,11 +188,11 @@ class ArchiveStore:
                         "q": e.seq,
                         "a": e.at,
                         "d": e.digest,
-                        "st": state_of(e),
+                        "st": states.get(key, state_of(e)),
                         "lp": None if e.link is None else e.link[0],
                         "lh": None if e.link is None else e.link[1],
                     }
-                    for e in keys
+                    for key, e in first.items()
                 ]
             ).decode()
             cursor = await self.conn.execute(_INSERT_KEYS, (document,))
@@ -189,9 +209,73 @@ class ArchiveStore:
             for entry, outcome in zip(entries, found, strict=True):
                 if outcome == "conflict":
                     await self._insert_rejected(conflict(entry))
-            moved = await self._walk(fresh)
+            if plan is None:
+                moved = await self._walk(fresh)
+            else:
+                # Verified as they went in; the keys of earlier batches the walks covered now.
+                self.resolved, moved = [], set()
+                await self._verify([k for k in plan.verified if k[:3] not in new])
+                log_walks(plan.walks)
             await self._refold_many(fresh, moved)
         return found
+
+    async def _prewalk(self, first: dict[Key, Entry]) -> _Plan | None:
+        """The walks down the signed chain, before the batch's keys go in (their states).
+
+        The keys around the batch are read first; the batch's keys not archived yet join
+        them, and the walks run (:class:`ChainWalks`, as :meth:`_walk`): when they only
+        verify, each new key goes in with its state and only keys of earlier batches are
+        updated (a key written twice per entry costs the archive about a third of its
+        speed). ``None`` when a walk found a copy off the chain, or the batch holds a copy
+        of an archived key placed elsewhere in the chain (then the keys go in provisional
+        and :meth:`_walk` runs after them and after the conflicts are kept, moving what it
+        must).
+        """
+        probe = ChainWalks(first.values())
+        ranges = probe.windows()
+        if not ranges:
+            return _Plan({}, [], probe)
+        keys, copies = await self._read_ranges(ranges)
+        archived = {(t, k.session, k.seq): k.hash for t, found in keys.items() for k in found}
+        if any(
+            key in archived and archived[key] != (None if e.link is None else e.link[1])
+            for key, e in first.items()
+        ):
+            return None  # a conflicting copy: the chain's own may be among them
+        fresh = [e for key, e in first.items() if key not in archived]
+        walks = ChainWalks(fresh)
+        for entry in fresh:
+            if entry.link is not None and entry.table in ranges:
+                linked = Linked(entry.seq, entry.session, *entry.link, state_of(entry))
+                keys[entry.table].append(linked)
+        for table, (lo, _) in ranges.items():
+            walks.add(table, lo, keys[table], copies[table])
+        await self._walk_on(walks)
+        verified, forged_keys, promoted = walks.outcome()
+        if forged_keys or promoted:
+            return None
+        hashes = {
+            (table, key.session, key.seq): key.hash
+            for table, chain in walks.chain.items()
+            for found in chain.values()
+            for key in found
+        }
+        states = {key: "verified" for key in verified}
+        return _Plan(states, [(*key, hashes.get(key)) for key in verified], walks)
+
+    async def _verify(self, keys: Sequence[tuple[str, int, int, str | None]]) -> None:
+        if keys:
+            rows = [{"t": t, "s": s, "q": q, "h": h} for t, s, q, h in keys]
+            await self.conn.execute(_VERIFY_KEYS, (orjson.dumps(rows).decode(),))
+
+    async def _walk_on(self, walks: ChainWalks) -> None:
+        """Walk, reading further down while a walk asks for it."""
+        ranges = walks.run()
+        while ranges:
+            keys, copies = await self._read_ranges(ranges)
+            for table, (lo, _) in ranges.items():
+                walks.add(table, lo, keys[table], copies[table])
+            ranges = walks.run()
 
     async def _walk(self, fresh: Sequence[Entry]) -> set[RoundKey]:
         """Walk the signed chain from the batch's new entries; the rounds it changed.
@@ -201,11 +285,20 @@ class ArchiveStore:
         """
         self.resolved = []
         walks = ChainWalks(fresh)
-        await self._read_chain(walks)
+        ranges = walks.windows()
+        if ranges:
+            keys, copies = await self._read_ranges(ranges)
+            for table, (lo, _) in ranges.items():
+                walks.add(table, lo, keys[table], copies[table])
+            await self._walk_on(walks)
         verified, forged_keys, promoted = walks.outcome()
-        if verified:
-            rows = [{"t": t, "s": s, "q": q} for t, s, q in verified]
-            await self.conn.execute(_VERIFY_KEYS, (orjson.dumps(rows).decode(),))
+        hashes = {
+            (table, key.session, key.seq): key.hash
+            for table, chain in walks.chain.items()
+            for found in chain.values()
+            for key in found
+        }
+        await self._verify([(*key, hashes.get(key)) for key in verified])
         moved: set[RoundKey] = set()
         for table, session, seq in forged_keys:
             moved |= await self._forge(table, session, seq)
@@ -214,26 +307,24 @@ class ArchiveStore:
         log_walks(walks)
         return moved
 
-    async def _read_chain(self, walks: ChainWalks) -> None:
-        """Read the keys and conflicting copies the walks ask for, and walk, until done."""
-        ranges = walks.windows()
-        while ranges:
-            document = orjson.dumps(
-                [{"t": t, "lo": lo, "hi": hi} for t, (lo, hi) in ranges.items()]
-            ).decode()
-            keys: dict[str, list[Linked]] = {table: [] for table in ranges}
-            cursor = await self.conn.execute(_CHAIN_KEYS, (document,))
-            for table, seq, session, prev, chained, state in await cursor.fetchall():
-                keys[str(table)].append(Linked(int(seq), int(session), prev, chained, str(state)))
-            copies: dict[str, list[Copy]] = {table: [] for table in ranges}
-            cursor = await self.conn.execute(_CHAIN_COPIES, (document,))
-            for row_id, table, seq, payload in await cursor.fetchall():
-                link = link_of(bytes(payload))
-                if link is not None:
-                    copies[str(table)].append(Copy(int(row_id), int(seq), *link))
-            for table, (lo, _) in ranges.items():
-                walks.add(table, lo, keys[table], copies[table])
-            ranges = walks.run()
+    async def _read_ranges(
+        self, ranges: dict[str, tuple[int, int]]
+    ) -> tuple[dict[str, list[Linked]], dict[str, list[Copy]]]:
+        """The archived keys and the conflicting copies in each table's ``seq`` range."""
+        document = orjson.dumps(
+            [{"t": t, "lo": lo, "hi": hi} for t, (lo, hi) in ranges.items()]
+        ).decode()
+        keys: dict[str, list[Linked]] = {table: [] for table in ranges}
+        cursor = await self.conn.execute(_CHAIN_KEYS, (document,))
+        for table, seq, session, prev, chained, state in await cursor.fetchall():
+            keys[str(table)].append(Linked(int(seq), int(session), prev, chained, str(state)))
+        copies: dict[str, list[Copy]] = {table: [] for table in ranges}
+        cursor = await self.conn.execute(_CHAIN_COPIES, (document,))
+        for row_id, table, seq, payload in await cursor.fetchall():
+            link = link_of(bytes(payload))
+            if link is not None:
+                copies[str(table)].append(Copy(int(row_id), int(seq), *link))
+        return keys, copies
 
     async def _forge(self, table: str, session: int, seq: int) -> set[RoundKey]:
         """Move an archived key off the signed chain to ``rejected`` (``forged``); its round."""
