@@ -407,7 +407,10 @@ def verify_text(report: VerifyReport) -> str:
     if report.chain_head is not None:
         lines.append(f"hash chain head: seq {report.last_seq} {report.chain_head}")
     if report.rounds_checked is not None:
-        lines.append(f"re-evaluated with the games' rules: {report.rounds_checked} round(s)")
+        lines.append(
+            f"checked with the games' rules: {report.rounds_checked} round(s) "
+            "(each result re-evaluated)"
+        )
     if report.anchors_checked:
         lines.append(
             f"against the feed: {report.anchors_checked} chain head(s) checked, the highest "

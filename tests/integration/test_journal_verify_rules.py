@@ -22,9 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from controller.cli.recall import register
 from controller.errors import TablectlError
+from controller.journal import Journal
+from controller.journal.verify import Problem
+from controller.rules_check import RulesCheck
 from simulators.table import Simulation
 from tests.studio._harness import running_table
 from tests.support.rewrite import rewrite
@@ -288,3 +293,35 @@ def test_the_table_config_gives_the_options_and_pay_tables(played, tmp_path, cap
         )
         == won_a
     )
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_hostile_rewrites_of_played_rounds_give_problems_never_an_exception(played, data):
+    """Any field of any entry of a played round (every game) replaced, or removed: the
+    re-evaluation reports what it finds and never raises."""
+    game = data.draw(st.sampled_from(GAMES))
+    with Journal.open_readonly(played[game]) as journal:
+        rounds: dict[str, list[tuple[int, str, Body]]] = {}
+        for entry in journal.entries():
+            if entry.round_id is not None:
+                rounds.setdefault(entry.round_id, []).append((entry.seq, entry.kind, entry.body))
+    entries = data.draw(st.sampled_from(list(rounds.values())))
+    index = data.draw(st.integers(0, len(entries) - 1))
+    seq, kind, body = entries[index]
+    body = json.loads(json.dumps(body))
+    key = data.draw(st.sampled_from(sorted(body)) | st.text(max_size=5)) if body else "x"
+    if data.draw(st.booleans()):
+        body.pop(key, None)
+    else:
+        body[key] = data.draw(JSON_VALUES)
+    changed = [*entries[:index], (seq, kind, body), *entries[index + 1 :]]
+    problems = list(RulesCheck().check_round("r", changed, finished=True))
+    assert all(isinstance(problem, Problem) and problem.what for problem in problems)

@@ -279,3 +279,17 @@ def test_a_config_that_cannot_be_read_is_an_error_naming_it(tmp_path):
     config.write_text('table_id = "t"\ngame = "baccarat"\n[device]\nurl = "serial:///dev/x"\n')
     with pytest.raises(ConfigError, match="baccarat"):
         args.func(args)
+
+
+def test_the_text_report_says_how_many_rounds_were_checked(tmp_path, capsys):
+    path = tmp_path / "j.sqlite"
+    _write(path, [(CARDS, None), (CARDS[::-1], None)])
+    parser = argparse.ArgumentParser(prog="tablectl")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["journal", "verify", "--journal", str(path)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "checked with the games' rules: 2 round(s) (each result re-evaluated)" in out
+    args = parser.parse_args(["journal", "verify", "--journal", str(path), "--no-rules"])
+    assert args.func(args) == 0
+    assert "games' rules" not in capsys.readouterr().out
