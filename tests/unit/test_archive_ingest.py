@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.archive import ingest
+from controller.archive.batch import WALK_WINDOW, ChainWalks, Copy, Linked, walk_chain
 from controller.archive.config import ConsumerSettings, load_archive_settings
 from controller.archive.gap_tracker import GapTracker
 from controller.archive.gaps import Hole, advance
@@ -484,3 +487,132 @@ def test_no_json_value_at_any_depth_makes_classify_raise(value, depth):
         assert isinstance(found, Entry | Status | Rejected)
         if isinstance(found, Entry):
             assert check_value(found.envelope) is None  # what is archived is within bounds
+
+
+# -- the walk down the signed chain (pure; docs/archive.md, "Provisional entries") ------------
+
+
+def _hashes(n: int, salt: str = "") -> list[str]:
+    """A chain's hashes: index 0 is the genesis, index i the entry at seq i."""
+    out = ["0" * 64]
+    for seq in range(1, n + 1):
+        out.append(hashlib.sha256(f"{salt}{seq}{out[-1]}".encode()).hexdigest())
+    return out
+
+
+def _chain(h: list[str], state: str = "provisional") -> dict[int, list[Linked]]:
+    return {seq: [Linked(seq, 1, h[seq - 1], h[seq], state)] for seq in range(1, len(h))}
+
+
+def test_a_walk_verifies_the_run_below_a_signed_head_down_to_what_is_verified():
+    h = _hashes(8)
+    chain = _chain(h)
+    first = walk_chain(5, h[5], chain, {})
+    assert first.verified == [(5, 1), (4, 1), (3, 1), (2, 1), (1, 1)] and first.stopped == "start"
+    second = walk_chain(8, h[8], chain, {})
+    assert second.verified == [(8, 1), (7, 1), (6, 1)] and second.stopped == "verified"
+    assert not first.forged and not second.forged
+
+
+def test_a_copy_off_the_chain_is_forged_and_the_chains_own_copy_takes_its_place():
+    h = _hashes(5)
+    chain = _chain(h)
+    chain[3] = [Linked(3, 1, "ab" * 32, "cd" * 32, "provisional")]  # forged, came first
+    real = Copy(id=7, seq=3, session=1, prev=h[2], hash=h[3])
+    walk = walk_chain(5, h[5], chain, {3: [real]})
+    assert walk.forged == [(3, 1)] and walk.promoted == [real]
+    assert walk.verified == [(5, 1), (4, 1), (2, 1), (1, 1)] and walk.stopped == "start"
+    # Without the chain's own copy yet: forged all the same, the walk waits there.
+    chain = _chain(h)
+    chain[3] = [Linked(3, 1, "ab" * 32, "cd" * 32, "provisional")]
+    walk = walk_chain(5, h[5], chain, {})
+    assert walk.forged == [(3, 1)] and walk.stopped == "missing" and walk.seq == 3
+
+
+def test_an_unlinked_key_is_displaced_only_by_the_chains_own_copy():
+    h = _hashes(5)
+    chain = _chain(h)
+    chain[3] = [Linked(3, 1, None, None, "provisional")]  # before links, or a forger's
+    walk = walk_chain(5, h[5], chain, {})
+    assert walk.stopped == "unlinked" and not walk.forged and walk.verified == [(5, 1), (4, 1)]
+    real = Copy(id=9, seq=3, session=1, prev=h[2], hash=h[3])
+    chain = _chain(h)
+    chain[3] = [Linked(3, 1, None, None, "provisional")]
+    walk = walk_chain(5, h[5], chain, {3: [real]})
+    assert walk.forged == [(3, 1)] and walk.promoted == [real] and walk.stopped == "start"
+
+
+def test_a_verified_key_is_never_displaced():
+    h, other = _hashes(5), _hashes(5, salt="fork")
+    chain = _chain(h)
+    chain[2] = [Linked(2, 1, other[1], other[2], "verified")]
+    walk = walk_chain(5, h[5], chain, {})
+    assert walk.stopped == "verified" and walk.seq == 2 and not walk.forged
+    assert chain[2][0].state == "verified"
+
+
+def _entry(seq: int, h: list[str], *, head: bool = False) -> Entry:
+    found = run(env(seq=seq, link={"prev": h[seq - 1], "hash": h[seq]}))
+    assert isinstance(found, Entry)
+    return dataclasses.replace(found, head=h[seq] if head else None)
+
+
+def test_chain_walks_read_further_down_when_a_walk_needs_it():
+    h = _hashes(200)
+    walks = ChainWalks([_entry(200, h, head=True)])
+    assert walks.windows() == {"t1": (200 - WALK_WINDOW, 201)}
+    chain = _chain(h)
+    lo = 200 - WALK_WINDOW
+    walks.add("t1", lo, [k for s in range(lo, 201) for k in chain[s]], [])
+    more = walks.run()
+    assert more == {"t1": (1, lo - 1)}
+    walks.add("t1", 1, [k for s in range(1, lo) for k in chain[s]], [])
+    assert walks.run() == {}
+    verified, forged_keys, promoted = walks.outcome()
+    assert len(verified) == 200 and not forged_keys and not promoted
+
+
+def test_a_late_entry_below_a_verified_key_is_covered():
+    h = _hashes(6)
+    chain = _chain(h)
+    del chain[3]
+    walk_chain(6, h[6], chain, {})  # stops at 3: missing
+    late = ChainWalks([_entry(3, h)])
+    keys = [k for s in sorted(chain) for k in chain[s]] + [Linked(3, 1, h[2], h[3], "provisional")]
+    late.add("t1", 1, keys, [])
+    assert late.run() == {}
+    verified, _, _ = late.outcome()
+    assert verified == [("t1", 1, 3), ("t1", 1, 2), ("t1", 1, 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(min_value=2, max_value=30),
+    st.lists(st.tuples(st.integers(1, 30), st.booleans(), st.booleans()), max_size=10),
+)
+def test_a_walk_verifies_only_the_chain_and_forges_only_what_is_off_it(n, forgeries):
+    h = _hashes(n)
+    true = {(seq, h[seq]) for seq in range(1, n + 1)}
+    chain = _chain(h)
+    copies: dict[int, list[Copy]] = {}
+    for number, (seq, replace, kept) in enumerate(forgeries):
+        if seq > n:
+            continue
+        fake = Linked(
+            seq,
+            2 + number,
+            "ab" * 32,
+            hashlib.sha256(str(number).encode()).hexdigest(),
+            "provisional",
+        )
+        if replace:  # the forged copy came first: the real one is a conflicting copy
+            chain[seq] = [fake]
+            if kept:
+                copies.setdefault(seq, []).append(Copy(number, seq, 1, h[seq - 1], h[seq]))
+        else:
+            chain[seq].append(fake)
+    hashes = {(key.seq, key.session): key.hash for keys in chain.values() for key in keys}
+    walk = walk_chain(n, h[n], chain, copies)
+    assert all((seq, hashes[(seq, session)]) in true for seq, session in walk.verified)
+    assert all((seq, hashes[(seq, session)]) not in true for seq, session in walk.forged)
+    assert all((c.seq, c.hash) in true for c in walk.promoted)
