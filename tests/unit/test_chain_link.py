@@ -15,7 +15,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from controller.journal import Journal
+from controller.journal import Journal, JournalEntry
 from controller.journal.format import GENESIS_HASH
 from controller.messages import Envelope, Topics, messages_for
 from controller.signing import Signer, verify_envelope
@@ -66,7 +66,7 @@ def test_every_envelope_carries_its_link_and_the_run_walks_down_from_the_signed_
 
 def test_the_append_and_every_read_give_the_same_link(tmp_path):
     path = tmp_path / "j.sqlite"
-    appended = []
+    appended: list[JournalEntry] = []
     with Journal.open(path) as journal:
         journal.add_listener(appended.append)
         for _ in range(5):
