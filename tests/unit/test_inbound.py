@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -247,3 +248,25 @@ def test_check_payload_never_raises_and_agrees_with_parse_json(payload: bytes):
     parsed = parse_json(payload)
     if early is not None:
         assert isinstance(parsed, Rejection) and parsed.code == early.code
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SeqGuard.on_status trusts any online status: a forged one (the table's credential) "
+    "with chain_head.seq 10**9 re-anchors the guard, and a forged event at seq 10**9 is then "
+    "admitted (seen end to end: the studio's view stays at 10**9; "
+    "tests/integration/test_hostile_input.py)",
+)
+def test_a_forged_status_does_not_move_the_seq_watermark():
+    now = AT.timestamp()
+    guard = SeqGuard()
+
+    def status(seq: int) -> StatusMessage:
+        return StatusMessage(
+            state="online", table="tp-01", session=1, game="g", version="1", at=AT,
+            chain_head={"seq": seq, "hash": "0" * 64},
+        )  # fmt: skip
+
+    guard.on_status(status(40), now)
+    guard.on_status(status(10**9), now + 1)  # forged: 10**9 entries in a second
+    assert guard.admit("tp-01", 10**9, now + 2) is not None
