@@ -307,7 +307,7 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
         return Rejected(topic, table, None, read.code, read.reason, kept)
     envelope, utf8, plain = read
     version = envelope.get("schema_version")
-    if version not in SCHEMA_VERSIONS:
+    if not isinstance(version, str) or version not in SCHEMA_VERSIONS:  # a list: unhashable
         return reject(
             "schema_version",
             f"schema_version {version!r} is not one this archive reads ({sorted(SCHEMA_VERSIONS)})",
