@@ -3,6 +3,7 @@
     .venv/bin/python bench/recovery.py                   # both parts
     .venv/bin/python bench/recovery.py --rounds 20000    # a smaller journal
     .venv/bin/python bench/recovery.py --journal /tmp/big.sqlite   # keep/reuse the journal
+    .venv/bin/python bench/recovery.py --skip-restart --skip-drain  # the process restart only
 
 Part 1, restart to resumed. A journal of N rounds (default 100,000) is generated through the
 Journal API (``append`` with realistic entries: round_opened, betting_closed, six
@@ -16,7 +17,18 @@ entries through the ``round_id`` index, replayed into the live game). Repeated 2
 median and max printed. Also: ``Journal.verify()`` over the whole file, ``recall`` of one
 round, and ``append`` on the big file.
 
-Part 2, backlog drain. A fresh journal with 1,000 rounds' worth of events (≈ 9,100 entries),
+Part 2, restart as a process: what a studio waits for when systemd restarts a SIGKILLed table.
+A real Mosquitto, the scanner simulator on TCP (``tablectl simulate-scanner``), a subscriber
+on ``tables/bench-1/#`` and a copy of the N-round journal. Each run: the table is started
+(``tablectl run --config``, the console script beside this Python, as the systemd unit runs
+it), resumes the interrupted round, and is SIGKILLed as soon as its first new entry reaches
+the subscriber; then, timed from the moment it is spawned (fork + ``execve``), it is started
+again on the same files. Printed, median, min and max over the runs (``--process-runs``): to
+its birth (``status`` online), to the first entry the restarted table journalled and
+published (``events``, new session: the resumed round's device status, then its cards), and
+to the resumed round's next card (the simulator deals ``--deal-delay`` after each cue).
+
+Part 3, backlog drain. A fresh journal with 1,000 rounds' worth of events (≈ 9,100 entries),
 none delivered (the broker was away), then the real :class:`~controller.publisher.Publisher`
 is started against a real Mosquitto (own port, persistence, ``set_tcp_nodelay``) and timed
 until ``flush()`` reports everything acknowledged. Printed: entries/s and MQTT messages/s
@@ -27,10 +39,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -161,8 +178,8 @@ def _orchestrator(journal: Journal) -> Any:
     )
 
 
-def part_restart(path: Path, rounds: int) -> None:
-    print(f"== restart to resumed, {rounds:,} rounds journalled")
+def _ensure_journal(path: Path, rounds: int) -> None:
+    """Reuse the journal at ``path``, or generate one of ``rounds`` rounds there."""
     if path.exists():
         with Journal.open_readonly(path) as journal:
             entries = journal.last_seq
@@ -171,6 +188,11 @@ def part_restart(path: Path, rounds: int) -> None:
         started = time.perf_counter()
         entries = generate(path, rounds, interrupted=True, delivered=True)
         print(f"  generated {entries:,} entries in {time.perf_counter() - started:.1f} s")
+
+
+def part_restart(path: Path, rounds: int) -> None:
+    print(f"== restart to resumed, {rounds:,} rounds journalled")
+    _ensure_journal(path, rounds)
     size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
     print(f"  file {size / 1e6:.0f} MB")
     opens, recovers, totals = [], [], []
@@ -233,6 +255,201 @@ def part_restart(path: Path, rounds: int) -> None:
     )
 
 
+# ----------------------------------------------------------------------------- restart as a process
+
+
+def _table_config(workdir: Path, journal: Path, broker_url: str, device_url: str) -> Path:
+    config = workdir / "table.toml"
+    config.write_text(
+        "\n".join(
+            [
+                f'table_id = "{TABLE}"',
+                'game = "teen-patti-20-20"',
+                "[device]",
+                f'url = "{device_url}"',
+                "[mqtt]",
+                f'urls = ["{broker_url}"]',
+                "[rounds]",
+                "betting_seconds = 5",
+                "[journal]",
+                f'path = "{journal}"',
+                "[logging]",
+                'level = "INFO"',
+                'format = "json"',
+                "",
+            ]
+        )
+    )
+    return config
+
+
+class _Feed:
+    """Every message of ``tables/bench-1/#`` with its arrival (``time.monotonic``, system-wide)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import paho.mqtt.client as paho
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.messages: list[tuple[float, str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._client = paho.Client(CallbackAPIVersion.VERSION2, client_id="bench-restart")
+        self._client.on_message = self._on_message
+        self._client.connect(host, port)
+        self._client.subscribe(f"tables/{TABLE}/#", qos=1)
+        self._client.loop_start()
+
+    def _on_message(self, _client: Any, _userdata: Any, message: Any) -> None:
+        arrived = time.monotonic()
+        try:
+            body = json.loads(message.payload)
+        except ValueError:
+            body = {}
+        with self._lock:
+            self.messages.append((arrived, message.topic, body if isinstance(body, dict) else {}))
+
+    def first(
+        self, since: float, topic: str, session: int, kind: str | None, timeout: float
+    ) -> float | None:
+        """Arrival of the first ``topic`` message after ``since`` of ``session`` or later."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                for arrived, name, body in self.messages:
+                    if (
+                        arrived >= since
+                        and name.endswith("/" + topic)
+                        and int(body.get("session") or 0) >= session
+                        and (kind is None or body.get("kind") == kind)
+                        and (topic != "status" or body.get("state") == "online")
+                    ):
+                        return arrived
+            time.sleep(0.002)
+        return None
+
+    def session_at(self, arrived: float) -> int:
+        """The session of the message that arrived at ``arrived``."""
+        with self._lock:
+            return next(
+                int(body.get("session") or 0) for at, _, body in self.messages if at == arrived
+            )
+
+    def close(self) -> None:
+        self._client.loop_stop()
+        self._client.disconnect()
+
+
+def _spawn_table(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "tablectl"), "run", "--config", str(config)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _restart_once(
+    feed: _Feed, source: Path, journal: Path, config: Path, log: Path
+) -> tuple[float, float, float]:
+    """SIGKILL a table that resumed the round, start it again: seconds to birth, entry, card."""
+    for stale in journal.parent.glob(journal.name + "*"):
+        stale.unlink()
+    shutil.copyfile(source, journal)
+    first = _spawn_table(config, log)
+    started = time.monotonic()
+    try:
+        birth = feed.first(started, "status", 1, None, timeout=120)
+        if birth is None:
+            raise RuntimeError(f"the table published no birth; its log: {log}")
+        session = feed.session_at(birth)
+        if feed.first(started, "events", session, None, timeout=120) is None:
+            raise RuntimeError(f"the table published no entry; its log: {log}")
+    finally:
+        first.kill()  # SIGKILL once it has resumed the round and published
+        first.wait(30)
+    spawned = time.monotonic()
+    table = _spawn_table(config, log)
+    try:
+        marks = [
+            feed.first(spawned, "status", session + 1, None, timeout=120),
+            feed.first(spawned, "events", session + 1, None, timeout=120),
+            feed.first(spawned, "events", session + 1, "card_dealt", timeout=120),
+        ]
+    finally:
+        table.kill()
+        table.wait(30)
+    if None in marks:
+        raise RuntimeError(f"the restarted table did not publish; its log: {log}")
+    birth_at, entry_at, card_at = (mark - spawned for mark in marks if mark is not None)
+    return birth_at, entry_at, card_at
+
+
+def part_process(path: Path, rounds: int, runs: int, deal_delay: float) -> None:
+    from tests.support.mosquitto import MosquittoProcess, free_port
+
+    print(
+        f"== restart as a process, {rounds:,} rounds journalled: spawn (fork + execve of "
+        "`tablectl run --config`) -> published"
+    )
+    _ensure_journal(path, rounds)
+    births: list[float] = []
+    entries: list[float] = []
+    cards: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        broker = MosquittoProcess(work / "mosquitto")
+        broker.start()
+        port = free_port()
+        scanner = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "tablectl"),
+                "simulate-scanner",
+                "--tcp",
+                str(port),
+                "--deal-delay",
+                str(deal_delay),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        feed = _Feed(broker.host, broker.port)
+        journal = work / "journal.sqlite"
+        config = _table_config(work, journal, broker.url, f"socket://127.0.0.1:{port}")
+        log = work / "table.log"
+        try:
+            time.sleep(1.0)  # the simulator listening, the subscriber subscribed
+            for run in range(runs + 1):  # run 0 warms the page cache and the .pyc files
+                birth, entry, card = _restart_once(feed, path, journal, config, log)
+                if run == 0:
+                    continue
+                births.append(birth)
+                entries.append(entry)
+                cards.append(card)
+                print(
+                    f"  run {run}: birth {birth:.3f} s, first entry {entry:.3f} s, "
+                    f"next card {card:.3f} s"
+                )
+        finally:
+            feed.close()
+            scanner.kill()
+            scanner.wait(10)
+            broker.kill()
+
+    def line(name: str, values: list[float], target: str = "") -> str:
+        return (
+            f"  {name:<44} median {statistics.median(values):.3f} s  "
+            f"min {min(values):.3f}  max {max(values):.3f}{target}"
+        )
+
+    print(line("spawn -> birth (status online)", births))
+    print(line("spawn -> first entry published (events)", entries, "   target: <= 0.5 s"))
+    print(line(f"spawn -> next card (dealt {deal_delay:g} s after the cue)", cards))
+
+
 async def _drain(workdir: Path, rounds: int) -> None:
     from controller.mqtt.settings import MqttSettings
     from controller.publisher import Publisher
@@ -284,15 +501,20 @@ def main() -> int:
     parser.add_argument("--backlog-rounds", type=int, default=1000)
     parser.add_argument("--journal", type=Path, default=None, help="keep/reuse the big journal")
     parser.add_argument("--skip-restart", action="store_true")
+    parser.add_argument("--skip-process", action="store_true")
     parser.add_argument("--skip-drain", action="store_true")
+    parser.add_argument("--process-runs", type=int, default=5, help="timed process restarts")
+    parser.add_argument(
+        "--deal-delay", type=float, default=0.3, help="the simulated dealer: cue to scan (s)"
+    )
     args = parser.parse_args()
     _quiet()
-    if not args.skip_restart:
-        if args.journal is not None:
-            part_restart(args.journal, args.rounds)
-        else:
-            with tempfile.TemporaryDirectory() as tmp:
-                part_restart(Path(tmp) / "big.sqlite", args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        journal = args.journal if args.journal is not None else Path(tmp) / "big.sqlite"
+        if not args.skip_restart:
+            part_restart(journal, args.rounds)
+        if not args.skip_process:
+            part_process(journal, args.rounds, args.process_runs, args.deal_delay)
     if not args.skip_drain:
         part_drain(args.backlog_rounds)
     return 0

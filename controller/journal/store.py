@@ -331,6 +331,10 @@ class Journal:
             self._reading(), from_seq=from_seq, round_id=round_id, page=page
         )
 
+    def entries_of_kinds(self, kinds: Sequence[str], *, page: int = 500) -> Iterator[JournalEntry]:
+        """The entries of ``kinds``, in ``seq`` order, through the kind index (read in pages)."""
+        yield from self._reader.entries_of_kinds(self._reading(), kinds, page=page)
+
     def last_of_kind(self, kind: str, *, before_seq: int | None = None) -> JournalEntry | None:
         """The most recent entry of ``kind`` (with ``seq < before_seq`` if given), or ``None``."""
         db = self._reading()
