@@ -279,6 +279,25 @@ async def check_broker(
     return Check("broker", "OK", f"{where}: connection accepted{who} (MQTT {mqtt.protocol}{tls})")
 
 
+def _table_running(journal: Path) -> bool:
+    from controller.journal.opening import in_use
+
+    return in_use(journal)
+
+
+async def _running_skip(address: BrokerAddress, settings: TableSettings) -> Check:
+    """The broker check left out: the table runs, and its user's session is its outbox's."""
+    who = f"as {settings.mqtt.username!r} " if settings.mqtt.username else ""
+    return Check(
+        "broker",
+        "SKIP",
+        f"{address.url}: not checked: table {settings.table_id} is running (its journal "
+        f"{settings.journal.path} is locked), and connecting {who}on a broker that binds client "
+        "ids to users (the shipped one) would take over the running table's session; its "
+        "connection shows in its status topic (tablectl watch)",
+    )
+
+
 # --- journal -------------------------------------------------------------------------------
 
 
@@ -339,7 +358,12 @@ async def run_checks(
             _check_reader(index, reader.name, reader.url, reader.driver, timeout)
             for index, reader in enumerate(settings.devices)
         ]
-    brokers = [check_broker(address, settings.mqtt, timeout) for address in settings.mqtt.addresses]
+    if _table_running(settings.journal.path):
+        brokers = [_running_skip(address, settings) for address in settings.mqtt.addresses]
+    else:
+        brokers = [
+            check_broker(address, settings.mqtt, timeout) for address in settings.mqtt.addresses
+        ]
     results = await asyncio.gather(*devices, *brokers)
     checks.extend(results)
     checks.append(check_journal(settings.journal.path))

@@ -66,6 +66,25 @@ def lock(path: Path) -> IO[bytes]:
     return lock_file
 
 
+def in_use(path: Path) -> bool:
+    """Whether another process holds the lock of journal ``path`` (a controller runs on it).
+
+    Probes ``<path>.lock`` without creating anything: no lock file means no controller.
+    """
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        probe = lock_path.open("rb")
+    except OSError:
+        return False
+    with probe:
+        try:
+            fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
+    return False
+
+
 def unlock(lock_file: IO[bytes]) -> None:
     """Release a lock taken with :func:`lock` and close its file."""
     with contextlib.suppress(OSError):

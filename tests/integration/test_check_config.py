@@ -310,3 +310,38 @@ def test_journal_directory_must_be_creatable(
     assert code == 1
     assert line(lines, "journal").startswith("FAIL")
     assert f"{blocker} is not a directory" in line(lines, "journal")
+
+
+def test_a_running_table_is_not_checked_at_its_broker(
+    tmp_path: Path, pty_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The journal locked by a running controller: no CONNECT as its user (it would take over).
+
+    On the shipped broker the client id is the user name (docs/security.md, "Client ids"), so a
+    probe as the table's user would end the running table's session. The listener here counts
+    connections: while the journal is locked none is made; once released the check connects.
+    """
+    from controller.journal.opening import lock, unlock
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    config = write_config(
+        tmp_path, device=f"serial://{pty_path}?baud=115200", brokers=[f"mqtt://127.0.0.1:{port}"]
+    )
+    held = lock(tmp_path / "journal.sqlite")
+    try:
+        code, lines = check([str(config), "--timeout", "1"], capsys)
+    finally:
+        unlock(held)
+    assert line(lines, "broker").startswith("SKIP"), lines
+    assert "table tp-01 is running" in line(lines, "broker")
+    with pytest.raises(TimeoutError):
+        listener.accept()  # nothing connected
+    assert code == 0, lines
+
+    code, lines = check([str(config), "--timeout", "1"], capsys)
+    connection, _ = listener.accept()  # now it tries (and fails: not an MQTT broker)
+    connection.close()
+    listener.close()
+    assert line(lines, "broker").startswith("FAIL"), lines
