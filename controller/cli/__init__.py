@@ -9,16 +9,46 @@ runs, so ``tablectl --help`` stays fast. ``python -m controller.cli`` is ``table
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 from controller import __version__
 from controller.errors import TablectlError
 from drivers.errors import DriverError
 
+COMMAND_MODULES: Final = {
+    "run": "run",
+    "simulate-scanner": "simulate",
+    "watch": "watch",
+    "analyze": "analyze",
+    "devices": "devices",
+    "enrol": "enrol",
+    "pit": "pit",
+    "replay": "pit",
+    "recall": "recall",
+    "journal": "recall",
+    "check-config": "check_config",
+    "verify": "signing",
+    "keygen": "signing",
+    "schema": "schema",
+    "archive": "archive",
+    "studio": "studio",
+}
+"""Each sub-command and the module of ``controller.cli`` that registers it, in the order
+``tablectl --help`` lists them (a test checks the modules register exactly these)."""
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with every sub-command registered."""
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every sub-command registered, or only those of ``command``'s module.
+
+    Args:
+        command: The sub-command given on the command line. When it is a known one, only its
+            module is imported and registered: ``tablectl run --config`` does not import the
+            archive's, the studio's or the enrolment's commands (a restarted table's start,
+            docs/performance.md). ``None`` or an unknown name: every module (help, errors).
+    """
     parser = argparse.ArgumentParser(
         prog="tablectl",
         description="Controller for a live-dealer casino table: scanners in, rules, journal, "
@@ -26,36 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tablectl {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    from controller.cli import (
-        analyze,
-        archive,
-        check_config,
-        devices,
-        enrol,
-        pit,
-        recall,
-        run,
-        schema,
-        signing,
-        simulate,
-        studio,
-        watch,
-    )
-
-    run.register(subparsers)
-    simulate.register(subparsers)
-    watch.register(subparsers)
-    analyze.register(subparsers)
-    devices.register(subparsers)
-    enrol.register(subparsers)
-    pit.register(subparsers)
-    recall.register(subparsers)
-    check_config.register(subparsers)
-    signing.register(subparsers)
-    schema.register(subparsers)
-    archive.register(subparsers)
-    studio.register(subparsers)
+    known = COMMAND_MODULES.get(command) if command is not None else None
+    modules = [known] if known is not None else list(dict.fromkeys(COMMAND_MODULES.values()))
+    for name in modules:
+        module = importlib.import_module(f"controller.cli.{name}")
+        module.register(subparsers)
     _name_the_usage(parser)
     return parser
 
@@ -75,8 +80,9 @@ def _name_the_usage(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tablectl`` console script."""
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(given[0] if given and not given[0].startswith("-") else None)
+    args, unknown = parser.parse_known_args(given)
     if unknown:
         usage: argparse.ArgumentParser = getattr(args, "_usage", parser)
         usage.error(f"unrecognized arguments: {' '.join(unknown)}")
