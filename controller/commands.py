@@ -10,6 +10,7 @@ topic                        role     name       body (besides ``command_id`` an
 ``cmd/pit/resume``           pit      resume     (nothing)
 ``cmd/pit/void``             pit      void       ``reason`` (str)
 ``cmd/pit/replay``           pit      replay     ``from_seq``, ``to_seq``
+``cmd/pit/ack``              pit      ack        ``alert_seq`` (int >= 1), ``note`` (str|null)
 ===========================  =======  =========  ==============================================
 
 The role comes from the topic, which the broker's ACL ties to a credential (docs/security.md):
@@ -131,6 +132,14 @@ class VoidCommand(_CommandBody):
     operator: str | None = OPERATOR_FIELD
 
 
+class AckCommand(_CommandBody):
+    """``cmd/pit/ack``: the pit boss acknowledges an alert (journalled; changes nothing else)."""
+
+    alert_seq: int = Field(ge=1, description="the seq of the alert's entry (pit_alert, ...)")
+    note: str | None = Field(default=None, max_length=500, description="what the pit boss did")
+    operator: str | None = OPERATOR_FIELD
+
+
 class BettingStatusMessage(BaseModel):
     """The betting system's retained presence (``MqttSettings.betting_status_topic``)."""
 
@@ -170,6 +179,7 @@ ROUTES: dict[str, Route] = {
     "pit/resume": Route("pit", "resume", ResumeCommand),
     "pit/void": Route("pit", "void", VoidCommand),
     "pit/replay": Route("pit", "replay", ReplayCommand),
+    "pit/ack": Route("pit", "ack", AckCommand),
 }
 """Topic (below ``{base}/cmd/``) -> route. Nothing else is accepted."""
 
@@ -179,6 +189,7 @@ _WHAT = {
     "resume": "resume a round",
     "decision": "send decisions",
     "replay": "ask for a replay there",
+    "ack": "acknowledge alerts",
 }
 
 

@@ -22,6 +22,7 @@ from pydantic.json_schema import models_json_schema
 
 from controller import __version__
 from controller.commands import (
+    AckCommand,
     BettingStatusMessage,
     DecisionCommand,
     ReplayCommand,
@@ -107,6 +108,7 @@ def payload_models() -> dict[str, type[BaseModel]]:
     models["command-replay"] = ReplayCommand
     models["command-resume"] = ResumeCommand
     models["command-void"] = VoidCommand
+    models["command-ack"] = AckCommand
     models["betting-status"] = BettingStatusMessage
     return models
 
@@ -195,6 +197,7 @@ def asyncapi() -> dict[str, Any]:
         "cmdPitResume": ("pit/resume", "pit", "command-resume"),
         "cmdPitVoid": ("pit/void", "pit", "command-void"),
         "cmdPitReplay": ("pit/replay", "pit", "command-replay"),
+        "cmdPitAck": ("pit/ack", "pit", "command-ack"),
     }
     for role in ("betting", "pit"):
         channels[f"reply{role.capitalize()}"] = {
