@@ -52,6 +52,7 @@ from controller.journal.entries import (
     CardDealtData,
     CardRefusedData,
     DecisionAppliedData,
+    DecisionOpenData,
     DeviceStatusData,
     PitAlertData,
     RescanRequestedData,
@@ -67,6 +68,7 @@ from controller.messages import (
     DATA_MODELS,
     PUBLIC_DATA_MODELS,
     Envelope,
+    RoundResultPublicData,
     RoundSnapshotData,
     StatusMessage,
     utc_text,
@@ -80,6 +82,12 @@ KEEP_DECISIONS = 12
 
 KEEP_PIT_ALERTS = 5
 """Pit alerts kept (the latest last)."""
+
+HOLDEM = "texas-holdem"
+"""The game whose seats the fold follows (stacks, actions, pots)."""
+
+MAHJONG = "mahjong-pai-gow"
+"""The game whose positions the fold remembers."""
 
 KEEP_SEQS = 2000
 """``seq`` values remembered per stream to drop repeats (the newest are kept)."""
@@ -194,6 +202,10 @@ class RoundExtras:
         settlement: The round's settlement lines (``results``).
         hidden: Secure folds only: each hidden slot's value (``secure/events``).
         secure_equity: Secure folds only: the secure win probabilities by street.
+        details: The result's ``details`` (the game's: Hold'em pots, the Mulligan paths,
+            Break Poker's house way, Mahjong's positions), once the result is in.
+        holdem: Hold'em only: the seats as the round goes (stacks, bets, last actions,
+            folds, the pot), from the action windows' public info and the decisions.
     """
 
     rescan: dict[str, Any] | None = None
@@ -205,6 +217,188 @@ class RoundExtras:
     settlement: Any = None
     hidden: dict[str, str] = field(default_factory=dict)
     secure_equity: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] | None = None
+    holdem: HoldemSeats | None = None
+
+
+def _chips(value: Any) -> int | None:
+    """A chip count as published (an int; ``None`` for anything else)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _names(value: Any) -> set[str]:
+    """The seat names of a published list (anything else: none)."""
+    return {s for s in value if isinstance(s, str)} if isinstance(value, list) else set()
+
+
+def _seat_key(seat: str) -> tuple[int, str]:
+    """Sort key of ``seat3``/``P3``: by the number in it, then the text."""
+    digits = "".join(ch for ch in seat if ch in "0123456789")
+    return (int(digits) if digits and len(digits) < 6 else 10**6, seat)
+
+
+def chips_text(amount: int) -> str:
+    """Chips as people read them (``12,500``)."""
+    return f"{amount:,}"
+
+
+def action_words(action: str, amount: int | None, to: int | None) -> str:
+    """A Hold'em action in words: ``check``, ``call 300``, ``bet 330``, ``raise to 990``.
+
+    Args:
+        action: The normalised action (``fold check call bet raise all_in``).
+        amount: The chips it put in.
+        to: The seat's bet on the street after it (what a raise is "to").
+    """
+    if action == "all_in":
+        return f"all-in {chips_text(amount)}" if amount else "all-in"
+    if action in ("call", "bet") and amount:
+        return f"{action} {chips_text(amount)}"
+    if action == "raise" and to:
+        return f"raise to {chips_text(to)}"
+    return action.replace("_", " ")
+
+
+@dataclass
+class HoldemSeat:
+    """One Hold'em seat as the overlay shows it.
+
+    Attributes:
+        stack: Chips behind (``None``: not known yet).
+        bet: Chips put in on this street.
+        action: The last action in words (``raise to 990``), this street's (a fold or an
+            all-in stays).
+        folded: Out of the hand.
+        all_in: No chips behind.
+    """
+
+    stack: int | None = None
+    bet: int = 0
+    action: str | None = None
+    folded: bool = False
+    all_in: bool = False
+
+
+@dataclass
+class HoldemSeats:
+    """The Hold'em table as a round goes, from public facts only (never a hole card).
+
+    An action window's ``info`` gives every seat's stack, street bet, folds, all-ins, the
+    pot and the button; each ``decision_applied`` then moves the acting seat's chips into
+    the pot and names its action; the result's ``details`` give the pots (main and side)
+    and the stacks after.
+
+    Attributes:
+        seats: By seat id (``seat3``), in seat order.
+        pot: Chips in the middle (``None``: not known yet).
+        pots: The result's pots, main first: ``amount``, ``winners``.
+        button: The button's seat.
+        street: The street of the last window.
+    """
+
+    seats: dict[str, HoldemSeat] = field(default_factory=dict)
+    pot: int | None = None
+    pots: list[dict[str, Any]] = field(default_factory=list)
+    button: str | None = None
+    street: str | None = None
+
+    @classmethod
+    def sitting(cls, seats: tuple[str, ...]) -> HoldemSeats:
+        """A table of these seats, nothing known of their chips yet."""
+        return cls(seats={seat: HoldemSeat() for seat in seats})
+
+    def window(self, info: Mapping[str, Any]) -> None:
+        """An action window's public ``info``: stacks, bets, folds, pot, button, street."""
+        street = info.get("street")
+        new_street = isinstance(street, str) and street != self.street
+        if isinstance(street, str):
+            self.street = street
+        stacks = info.get("stacks")
+        bets = info.get("street_bets")
+        folded = _names(info.get("folded"))
+        all_in = _names(info.get("all_in"))
+        if isinstance(stacks, Mapping):
+            for named in sorted((s for s in stacks if isinstance(s, str)), key=_seat_key):
+                self.seats.setdefault(named, HoldemSeat())
+        self.seats = dict(sorted(self.seats.items(), key=lambda item: _seat_key(item[0])))
+        for name, seat in self.seats.items():
+            if isinstance(stacks, Mapping) and _chips(stacks.get(name)) is not None:
+                seat.stack = _chips(stacks.get(name))
+            if isinstance(bets, Mapping):
+                seat.bet = _chips(bets.get(name)) or 0
+            seat.folded = seat.folded or name in folded
+            seat.all_in = name in all_in
+            if new_street and not seat.folded and not seat.all_in:
+                seat.action = None
+        pot = _chips(info.get("pot"))
+        if pot is not None:
+            self.pot = pot
+        if isinstance(info.get("button"), str):
+            self.button = info["button"]
+
+    def decided(self, decision: Mapping[str, Any]) -> None:
+        """A ``decision_applied``'s normalised decision: the seat's action and chips."""
+        name, action = decision.get("seat"), decision.get("action")
+        if not isinstance(name, str) or not isinstance(action, str):
+            return
+        seat = self.seats.setdefault(name, HoldemSeat())
+        amount = _chips(decision.get("amount")) or 0
+        if amount > 0:
+            seat.bet += amount
+            if seat.stack is not None:
+                seat.stack = max(0, seat.stack - amount)
+            if self.pot is not None:
+                self.pot += amount
+        seat.folded = seat.folded or action == "fold"
+        seat.all_in = seat.all_in or action == "all_in" or (seat.stack == 0 and amount > 0)
+        seat.action = action_words(action, amount, seat.bet)
+
+    def settled(self, details: Mapping[str, Any]) -> None:
+        """The result's details: the pots, the stacks after, the button."""
+        pots = details.get("pots")
+        if isinstance(pots, list):
+            self.pots = [
+                {
+                    "amount": _chips(p.get("amount")),
+                    "winners": sorted(_names(p.get("winners")), key=_seat_key),
+                }
+                for p in pots
+                if isinstance(p, Mapping)
+            ]
+            self.pot = sum(p["amount"] or 0 for p in self.pots)
+        after = details.get("stacks_after")
+        if isinstance(after, Mapping):
+            for name, chips in after.items():
+                if isinstance(name, str) and _chips(chips) is not None:
+                    self.seats.setdefault(name, HoldemSeat()).stack = _chips(chips)
+            self.seats = dict(sorted(self.seats.items(), key=lambda item: _seat_key(item[0])))
+        if isinstance(details.get("button"), str):
+            self.button = details["button"]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The seats as the pages get them (JSON-able)."""
+        return {
+            "seats": [
+                {
+                    "seat": name,
+                    "stack": seat.stack,
+                    "stack_text": None if seat.stack is None else chips_text(seat.stack),
+                    "bet": seat.bet,
+                    "action": seat.action,
+                    "folded": seat.folded,
+                    "all_in": seat.all_in,
+                }
+                for name, seat in self.seats.items()
+            ],
+            "pot": self.pot,
+            "pot_text": None if self.pot is None else chips_text(self.pot),
+            "pots": [
+                {**p, "amount_text": None if p["amount"] is None else chips_text(p["amount"])}
+                for p in self.pots
+            ],
+            "button": self.button,
+            "street": self.street,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +482,9 @@ class TableFold:
         devices: Each device's last state.
         gate: The last ``table_status``.
         pit_alerts: The last pit alerts' data (the latest last).
+        seats: The places of the table's game as last seen (Hold'em's seats from an action
+            window or a result, Mahjong's positions from the bank offers or a result): the
+            pages reserve them from a round's start (``()``: not seen yet).
         events: The ``seq`` values seen on ``events``.
         results: The ``seq`` values seen on ``results``.
         guard: What ``seq`` the table could have sent.
@@ -303,6 +500,7 @@ class TableFold:
     devices: dict[str, Device] = field(default_factory=dict)
     gate: Gate | None = None
     pit_alerts: list[dict[str, Any]] = field(default_factory=list)
+    seats: tuple[str, ...] = ()
     events: SeqWindow = field(default_factory=SeqWindow)
     results: SeqWindow = field(default_factory=SeqWindow)
     guard: SeqGuard = field(init=False)
@@ -333,7 +531,8 @@ class TableFold:
             status = parse_status(payload, table=self.table, bounds=self.bounds)
             if isinstance(status, Rejection):
                 return status
-            return self.on_status(status, now), status
+            step = self.on_status(status, now)
+            return step if isinstance(step, Rejection) else (step, status)
         if channel == "round":
             snapshot = parse_snapshot(payload, table=self.table, bounds=self.bounds)
             if isinstance(snapshot, Rejection):
@@ -352,15 +551,20 @@ class TableFold:
             step = self.on_secure(envelope)
         return step if isinstance(step, Rejection) else (step, envelope)
 
-    def on_status(self, status: StatusMessage, now: float) -> Step:
-        """The table's status (birth, clean stop, Last Will)."""
+    def on_status(self, status: StatusMessage, now: float) -> Step | Rejection:
+        """The table's status (birth, clean stop, Last Will), or why it is not taken.
+
+        A status whose chain head the table could not have reached (:class:`SeqGuard`) is a
+        rejection: it changes nothing.
+        """
+        refused = self.guard.on_status(status, now)
+        if refused is not None:
+            return refused
         if self.status is not None and status.session < self.status.session:
             # A lower session: a new journal for this table id; its seq starts over.
             self.last_seq = 0
             self.events.clear()
             self.results.clear()
-            self.guard.forget(self.table)
-        self.guard.on_status(status, now)
         limit = self.guard.limit(self.table, now)
         if limit is not None and self.last_seq > limit:
             # Taken before the status anchored the table (the first seq read anchors until
@@ -426,6 +630,8 @@ class TableFold:
             return Step(changed=False, new=True, data=data)  # a replayed result of an earlier round
         if isinstance(data, RoundResultData | RoundVoidedData):
             self.extras.settlement = envelope.data.get("bets")
+        if isinstance(data, RoundResultData) and self.extras.details is None:
+            self._round_result(envelope, data)
         return Step(changed=True, new=True, data=data)
 
     def on_secure(self, envelope: Envelope) -> Step:
@@ -467,8 +673,36 @@ class TableFold:
     def _resumed(self, _envelope: Envelope, _data: RoundResumedData) -> None:
         self.extras.halt_reason = self.extras.rescan = None
 
-    def _decision_applied(self, envelope: Envelope, _data: DecisionAppliedData) -> None:
+    def _decision_applied(self, envelope: Envelope, data: DecisionAppliedData) -> None:
         self.extras.decisions = [*self.extras.decisions, dict(envelope.data)][-KEEP_DECISIONS:]
+        if self.round.game == HOLDEM and data.decision.get("seat") is not None:
+            self._holdem().decided(data.decision)
+
+    def _decision_open(self, _envelope: Envelope, data: DecisionOpenData) -> None:
+        if self.round.game == HOLDEM and data.kind == "action":
+            holdem = self._holdem()
+            holdem.window(data.info)
+            self.seats = tuple(holdem.seats)
+        elif self.round.game == MAHJONG and data.kind == "bank":
+            order = data.info.get("order")
+            if isinstance(order, list) and all(isinstance(p, str) for p in order) and order:
+                self.seats = tuple(sorted(order, key=_seat_key))
+
+    def _round_result(self, _envelope: Envelope, data: RoundResultData) -> None:
+        self.extras.details = dict(data.details)
+        if data.game == HOLDEM:
+            holdem = self._holdem()
+            holdem.settled(data.details)
+            self.seats = tuple(holdem.seats)
+        elif data.game == MAHJONG:
+            order = data.details.get("dealing_order")
+            if isinstance(order, list) and all(isinstance(p, str) for p in order) and order:
+                self.seats = tuple(sorted(order, key=_seat_key))
+
+    def _holdem(self) -> HoldemSeats:
+        if self.extras.holdem is None:
+            self.extras.holdem = HoldemSeats.sitting(self.seats)
+        return self.extras.holdem
 
     def _table_info(self, _envelope: Envelope, data: TableInfoData) -> None:
         if data.secure or data.data is None:
@@ -502,6 +736,9 @@ _EXTRAS: dict[type[BaseModel], Callable[[TableFold, Envelope, Any], None]] = {
     RoundHaltedData: TableFold._halted,
     RoundResumedData: TableFold._resumed,
     DecisionAppliedData: TableFold._decision_applied,
+    DecisionOpenData: TableFold._decision_open,
+    RoundResultData: TableFold._round_result,
+    RoundResultPublicData: TableFold._round_result,
     TableInfoData: TableFold._table_info,
     DeviceStatusData: TableFold._device,
     TableStatusData: TableFold._table_status,

@@ -63,6 +63,67 @@ def parse_topic(topic: str, prefix: str) -> tuple[str, Channel] | None:
 
 
 @functools.lru_cache(maxsize=32)
+def game_name(game: str) -> str | None:
+    """A game's name for people (the registry's ``GameFacts.name``; ``None``: unknown game)."""
+    from controller.games.registry import game_spec
+
+    try:
+        return game_spec(game).name
+    except Exception:
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def _plan_hands(game: str) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """Every hand a table of ``game`` with default options can deal, with its slots, in order.
+
+    The plan of every slot such a table can deal (a Mulligan's ``PM`` and ``DM`` too), so a
+    page reserves room for each hand before its cards come. ``None``: an unknown game.
+    """
+    from controller.games.registry import game_spec
+
+    try:
+        spec = game_spec(game)
+        plan = spec.plan_for(spec.options.model_validate({}))
+    except Exception:
+        return None
+    hands: dict[str, list[str]] = {}
+    for slot in plan.slots:
+        hands.setdefault(slot.hand or "", []).append(slot.name)
+    return tuple((hand, tuple(slots)) for hand, slots in hands.items())
+
+
+def layout(game: str | None, seats: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The hands a page reserves room for, each with its slots, before any card is dealt.
+
+    The game's plan with default options; Hold'em's seats and Mahjong's positions are the
+    table's own once seen (:attr:`controller.tablefold.TableFold.seats`), since a table may
+    have other counts than the default. Burn cards are not a hand people see: left out.
+    """
+    if not game:
+        return []
+    plan = _plan_hands(game)
+    if plan is None:
+        return []
+    hands = [(hand, list(slots)) for hand, slots in plan if hand and hand != "burn"]
+    if seats and game == "texas-holdem":
+        board = [(hand, slots) for hand, slots in hands if not hand.startswith("seat")]
+        seat_hands = [
+            (seat, [f"S{seat.removeprefix('seat')}-1", f"S{seat.removeprefix('seat')}-2"])
+            for seat in seats
+        ]
+        hands = seat_hands + board
+    elif game == "three-card-mulligan":
+        # The mulligan hand and the dealer's redraw are dealt only when called for.
+        named = {hand for hand, _ in hands}
+        extra = [("PM", ["PM1", "PM2", "PM3"]), ("DM", ["DM1", "DM2", "DM3"])]
+        hands += [(hand, slots) for hand, slots in extra if hand not in named]
+    elif seats and game == "mahjong-pai-gow":
+        hands = [(pos, [f"{pos}a", f"{pos}b"]) for pos in seats] + [("B", ["Ba", "Bb"])]
+    return [{"hand": hand, "slots": slots} for hand, slots in hands]
+
+
+@functools.lru_cache(maxsize=32)
 def _plan_slots(game: str) -> tuple[str, ...] | None:
     """The slots of a game's default deal plan, in dealing order (``None``: unknown game)."""
     from controller.games.registry import game_spec
@@ -192,6 +253,8 @@ class TableView:
             "id": fold.round_id,
             "no": fold.round_no,
             "game": fold.game,
+            "game_name": game_name(fold.game) if fold.game else None,
+            "layout": layout(fold.game, self.state.seats),
             "state": fold.state,
             "halted": fold.halted,
             "halt_reason": extras.halt_reason if fold.halted else None,
@@ -207,6 +270,8 @@ class TableView:
             "info": extras.info,
             "result": fold.result,
             "settlement": extras.settlement,
+            "details": extras.details,
+            "holdem": extras.holdem.to_wire() if extras.holdem is not None else None,
         }
         if self.secure:
             round_view["secure_equity"] = extras.secure_equity
@@ -218,6 +283,7 @@ class TableView:
             "status": {
                 "state": status.state if status else None,
                 "game": status.game if status else None,
+                "game_name": game_name(status.game) if status and status.game else None,
                 "session": status.session if status else None,
                 "reason": status.reason if status else None,
                 "at": at_text(status.at) if status else None,
