@@ -445,7 +445,8 @@ class SeqGuard:
     A table's online status anchors it: ``chain_head.seq`` when it connected, at ``at``; until
     a reader has seen one, the first ``seq`` it reads. A ``seq`` is possible up to
     ``seq_slack`` past the anchor, plus what the table's maximum rate allows since; each
-    possible ``seq`` above the anchor moves it there.
+    possible ``seq`` above the anchor moves it there. A status is held to the same limit
+    (:meth:`on_status`), so a forged one cannot carry the guard away either.
 
     Attributes:
         bounds: The rate and slack.
@@ -453,6 +454,7 @@ class SeqGuard:
 
     bounds: Bounds = BOUNDS
     _anchors: dict[str, _Anchor] = field(default_factory=dict)
+    _sessions: dict[str, int] = field(default_factory=dict)
 
     def limit(self, table: str, now: float) -> int | None:
         """The highest ``seq`` table ``table`` could have sent by ``now`` (``None``: unknown)."""
@@ -462,12 +464,49 @@ class SeqGuard:
         grown = self.bounds.max_entries_per_second * max(0.0, now - anchor.at)
         return anchor.seq + self.bounds.seq_slack + int(grown)
 
-    def on_status(self, status: StatusMessage, now: float) -> None:
-        """Anchor ``status.table`` at an online status's chain head (its time, or ``now``)."""
+    def on_status(self, status: StatusMessage, now: float) -> Rejection | None:
+        """Anchor ``status.table`` at an online status's chain head, or say why not.
+
+        The chain head of a status from the journal the guard follows (its ``session`` not
+        lower than the last one's) may not be beyond :meth:`limit` (a forged status must not
+        carry the guard away); below the anchor it leaves the anchor where it is (an older
+        birth, retained). A lower ``session`` is a new journal, whose first birth cannot hold
+        more than ``seq_slack`` entries: it anchors the guard afresh.
+        """
         if status.state != "online" or status.chain_head is None:
-            return
-        at = _epoch(status.at, now)
-        self._anchors[status.table] = _Anchor(status.chain_head.seq, min(at, now))
+            return None
+        table, head = status.table, status.chain_head.seq
+        at = min(_epoch(status.at, now), now)
+        anchor, session = self._anchors.get(table), self._sessions.get(table)
+        if anchor is None or session is None:
+            # Nothing yet, or only a seq read before any status (nothing to judge that seq
+            # by): the status anchors.
+            self._anchors[table], self._sessions[table] = _Anchor(head, at), status.session
+            return None
+        if status.session < session:
+            if head > self.bounds.seq_slack:
+                return Rejection(
+                    "seq_ahead",
+                    f"status of session {status.session} (a new journal: the last was "
+                    f"{session}) already at seq {head}: not taken as the table's position",
+                    table=table,
+                    seq=head,
+                )
+            self._anchors[table], self._sessions[table] = _Anchor(head, at), status.session
+            return None
+        limit = self.limit(table, now)
+        if limit is not None and head > limit:
+            return Rejection(
+                "seq_ahead",
+                f"status chain head {head} is beyond what table {table!r} could have sent "
+                f"(at most {limit} by now): not taken as its position",
+                table=table,
+                seq=head,
+            )
+        if head >= anchor.seq:
+            anchor.seq, anchor.at = head, max(at, anchor.at) if head == anchor.seq else at
+        self._sessions[table] = status.session
+        return None
 
     def admit(self, table: str, seq: int, now: float) -> Rejection | None:
         """``None`` when ``seq`` is possible (it then anchors a table not anchored yet)."""
@@ -491,6 +530,7 @@ class SeqGuard:
     def forget(self, table: str) -> None:
         """Drop ``table``'s anchor (a new journal: its ``seq`` starts over)."""
         self._anchors.pop(table, None)
+        self._sessions.pop(table, None)
 
 
 def _epoch(moment: datetime | None, default: float) -> float:

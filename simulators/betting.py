@@ -276,7 +276,9 @@ class _Session:
         if isinstance(status, Rejection):
             self._reject(status, self.table_status)
             return
-        self.guard.on_status(status, time.time())
+        refused = self.guard.on_status(status, time.time())
+        if refused is not None:
+            self._reject(refused, self.table_status)
 
     def _on_event(self, client: Any, group: asyncio.TaskGroup, payload: bytes) -> None:
         envelope = parse_envelope(payload, table=self.table)

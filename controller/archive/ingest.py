@@ -409,7 +409,7 @@ def classify_batch(
             continue
         found = classify(topic, payload, keys)
         if guard is not None:
-            found = _guarded(found, guard, now)
+            found = _guarded(found, guard, now, topic, payload)
         if isinstance(found, Entry):
             seen[payload] = found
         out.append(found)
@@ -417,14 +417,19 @@ def classify_batch(
 
 
 def _guarded(
-    found: Entry | Status | Rejected, guard: SeqGuard, now: float
+    found: Entry | Status | Rejected, guard: SeqGuard, now: float, topic: str, payload: bytes
 ) -> Entry | Status | Rejected:
-    """``found`` past ``guard``: a status anchors it, an entry beyond it is rejected."""
+    """``found`` past ``guard``: a status anchors it, an entry beyond it is rejected.
+
+    A status whose chain head the table could not have reached is rejected too
+    (:meth:`controller.inbound.SeqGuard.on_status`): a forged one must not move the guard.
+    """
     if isinstance(found, Status):
         status = validate(StatusMessage, found.envelope, "status")
-        if isinstance(status, StatusMessage):
-            guard.on_status(status, now)
-        return found
+        refused = guard.on_status(status, now) if isinstance(status, StatusMessage) else None
+        if refused is None:
+            return found
+        return Rejected(topic, found.table, refused.seq, "seq_ahead", refused.reason, payload)
     if not isinstance(found, Entry):
         return found
     ahead = guard.admit(found.table, found.seq, now)

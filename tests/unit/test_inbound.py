@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -250,13 +249,6 @@ def test_check_payload_never_raises_and_agrees_with_parse_json(payload: bytes):
         assert isinstance(parsed, Rejection) and parsed.code == early.code
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SeqGuard.on_status trusts any online status: a forged one (the table's credential) "
-    "with chain_head.seq 10**9 re-anchors the guard, and a forged event at seq 10**9 is then "
-    "admitted (seen end to end: the studio's view stays at 10**9; "
-    "tests/integration/test_hostile_input.py)",
-)
 def test_a_forged_status_does_not_move_the_seq_watermark():
     now = AT.timestamp()
     guard = SeqGuard()
@@ -267,6 +259,46 @@ def test_a_forged_status_does_not_move_the_seq_watermark():
             chain_head={"seq": seq, "hash": "0" * 64},
         )  # fmt: skip
 
-    guard.on_status(status(40), now)
-    guard.on_status(status(10**9), now + 1)  # forged: 10**9 entries in a second
+    assert guard.on_status(status(40), now) is None
+    forged = guard.on_status(status(10**9), now + 1)  # 10**9 entries in a second
+    assert isinstance(forged, Rejection) and forged.code == "seq_ahead" and forged.seq == 10**9
     assert guard.admit("tp-01", 10**9, now + 2) is not None
+    assert guard.admit("tp-01", 41, now + 2) is None  # the real table goes on
+
+
+def _status(seq: int, session: int) -> StatusMessage:
+    return StatusMessage(
+        state="online", table="tp-01", session=session, game="g", version="1", at=AT,
+        chain_head={"seq": seq, "hash": "0" * 64},
+    )  # fmt: skip
+
+
+def test_an_older_birth_leaves_the_guard_where_the_table_is():
+    now = AT.timestamp()
+    guard = SeqGuard(Bounds(max_entries_per_second=1, seq_slack=10))
+    assert guard.on_status(_status(500, 3), now) is None
+    assert guard.admit("tp-01", 505, now) is None
+    assert guard.on_status(_status(100, 3), now) is None  # a retained birth, read again
+    assert guard.admit("tp-01", 516, now) is not None  # still anchored at 505 (limit 515)
+    assert guard.admit("tp-01", 515, now) is None
+
+
+def test_a_new_journal_anchors_afresh_only_from_its_start():
+    now = AT.timestamp()
+    guard = SeqGuard(Bounds(max_entries_per_second=1, seq_slack=10))
+    assert guard.on_status(_status(500, 7), now) is None
+    claimed = guard.on_status(_status(400, 1), now)  # a "new journal" already 400 in
+    assert isinstance(claimed, Rejection) and claimed.code == "seq_ahead"
+    assert guard.admit("tp-01", 505, now) is None  # still following the old journal
+    assert guard.on_status(_status(3, 1), now) is None  # a new journal from its start
+    assert guard.admit("tp-01", 4, now) is None
+    assert guard.admit("tp-01", 505, now) is not None
+
+
+def test_a_status_after_a_forged_first_seq_anchors_at_the_table():
+    now = AT.timestamp()
+    guard = SeqGuard(Bounds(max_entries_per_second=1, seq_slack=10))
+    assert guard.admit("tp-01", 10**6, now) is None  # nothing to judge the first one by
+    assert guard.on_status(_status(40, 1), now) is None
+    assert guard.admit("tp-01", 41, now) is None
+    assert guard.admit("tp-01", 10**6 + 1, now) is not None
