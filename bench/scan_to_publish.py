@@ -1,6 +1,6 @@
 """Scan-to-publish latency of a whole table, against the floor of the same work done bare.
 
-    .venv/bin/python bench/scan_to_publish.py [--cards 1020] [--burst]
+    .venv/bin/python bench/scan_to_publish.py [--cards 6000] [--burst]
 
 The bench plays the scanner: it holds the master side of a real pseudo-terminal and writes a
 CARD frame (our wire protocol) whenever the controller cues a slot. The controller runs as a
@@ -17,6 +17,11 @@ the same conditions.
 Also printed: the controller's peak RSS, and its CPU seconds per 100 rounds while it plays
 (from the first cue to the last card; the whole process's, start-up included, beside it).
 Targets: p99 within 1.5x of the floor's p99; under 80 MB; under 2 CPU seconds per 100 rounds.
+
+The p99's spread is printed with it: a 95 % bootstrap interval (the spread that comes from the
+number of cards; the run says whether it is within +/-5 %) and the p99 of each fifth of the run
+(the spread in time, the machine's load changing). 1,020 cards made p99 the 11th slowest card,
+which swung 0.73-1.18x run to run; 6,000 (the default) make it the 60th (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -70,6 +75,55 @@ def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
     return ordered[index]
+
+
+SEGMENTS = 5
+"""The run's cards in this many consecutive parts, each with its own p99 (the spread in time)."""
+BOOTSTRAP = 400
+"""Resamples for the p99's 95 % interval (the spread from the number of cards)."""
+STABLE_SHARE = 0.05
+"""p99 counts as stable run to run when its 95 % interval is within +/- 5 % of it."""
+
+
+def p99_spread(latencies: list[float]) -> tuple[list[float], float, float]:
+    """p99 of each consecutive segment, and the 2.5 % and 97.5 % bootstrap bounds of p99."""
+    size = len(latencies) // SEGMENTS
+    segments = [percentile(latencies[i * size : (i + 1) * size], 0.99) for i in range(SEGMENTS)]
+    rng = random.Random(0)
+    resampled = sorted(
+        percentile(rng.choices(latencies, k=len(latencies)), 0.99) for _ in range(BOOTSTRAP)
+    )
+    return segments, percentile(resampled, 0.025), percentile(resampled, 0.975)
+
+
+def ratio_interval(table: list[float], floor: list[float]) -> tuple[float, float]:
+    """2.5 % and 97.5 % bootstrap bounds of p99(table) / p99(floor), cards resampled in pairs.
+
+    The two were measured turn about, card by card: card ``i`` of each saw the same moment of
+    the machine, so a resample keeps the pairs together.
+    """
+    rng = random.Random(1)
+    pairs = list(zip(table, floor, strict=False))
+    ratios = []
+    for _ in range(BOOTSTRAP):
+        sample = rng.choices(pairs, k=len(pairs))
+        ratios.append(
+            percentile([t for t, _ in sample], 0.99) / percentile([f for _, f in sample], 0.99)
+        )
+    ratios.sort()
+    return percentile(ratios, 0.025), percentile(ratios, 0.975)
+
+
+def describe_spread(name: str, latencies: list[float]) -> str:
+    """The p99's spread: its bootstrap interval and the p99 of each fifth of the run."""
+    p99 = percentile(latencies, 0.99)
+    segments, low, high = p99_spread(latencies)
+    half = max(p99 - low, high - p99) / p99
+    parts = " ".join(f"{value * 1000:.2f}" for value in segments)
+    return (
+        f"{name:<28} p99 95 % interval {low * 1000:.3f}-{high * 1000:.3f} ms "
+        f"(+/-{half * 100:.0f} %); p99 of each fifth: {parts} ms"
+    )
 
 
 def describe(name: str, latencies: list[float]) -> str:
@@ -419,6 +473,18 @@ async def main(cards: int, burst: bool) -> int:
     print(describe("tablectl", table.latencies))
     ratio = percentile(table.latencies, 0.99) / percentile(floor.latencies, 0.99)
     print(f"p99 ratio tablectl/floor: {ratio:.2f}x   (target <= 1.5x)")
+    for name, latencies in (("floor", floor.latencies), ("tablectl", table.latencies)):
+        print(describe_spread(name, latencies))
+    floor_parts, _, _ = p99_spread(floor.latencies)
+    table_parts, _, _ = p99_spread(table.latencies)
+    low, high = ratio_interval(table.latencies, floor.latencies)
+    half = max(ratio - low, high - ratio) / ratio
+    print(
+        f"p99 ratio 95 % interval {low:.2f}-{high:.2f}x (+/-{half * 100:.0f} %); of each fifth: "
+        f"{' '.join(f'{t / f:.2f}' for t, f in zip(table_parts, floor_parts, strict=True))}x; "
+        f"stable to +/-{STABLE_SHARE * 100:.0f} %: "
+        f"{'yes' if half <= STABLE_SHARE else 'NO (more --cards, or a quieter machine)'}"
+    )
     per_100 = usage["cpu_s"] / rounds * 100
     assert table.cpu_at_first_cue is not None
     playing = table.cpu_at_last_card - table.cpu_at_first_cue
@@ -440,7 +506,12 @@ if __name__ == "__main__":
         asyncio.run(floor_worker(sys.argv[2], sys.argv[3], sys.argv[4]))
         raise SystemExit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cards", type=int, default=1020, help="cards to measure (>= 1000)")
+    parser.add_argument(
+        "--cards",
+        type=int,
+        default=6000,
+        help="cards to measure (default 6,000: the p99 within +/-5 %% run to run)",
+    )
     parser.add_argument(
         "--betting-seconds",
         type=float,
