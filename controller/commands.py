@@ -10,7 +10,7 @@ topic                        role     name       body (besides ``command_id`` an
 ``cmd/pit/resume``           pit      resume     (nothing)
 ``cmd/pit/void``             pit      void       ``reason`` (str)
 ``cmd/pit/replay``           pit      replay     ``from_seq``, ``to_seq``
-``cmd/pit/ack``              pit      ack        ``alert_seq`` (int >= 1), ``note`` (str|null)
+``cmd/pit/ack``              pit      ack        ``alert_seq`` (int >= 1)
 ===========================  =======  =========  ==============================================
 
 The role comes from the topic, which the broker's ACL ties to a credential (docs/security.md):
@@ -136,7 +136,6 @@ class AckCommand(_CommandBody):
     """``cmd/pit/ack``: the pit boss acknowledges an alert (journalled; changes nothing else)."""
 
     alert_seq: int = Field(ge=1, description="the seq of the alert's entry (pit_alert, ...)")
-    note: str | None = Field(default=None, max_length=500, description="what the pit boss did")
     operator: str | None = OPERATOR_FIELD
 
 

@@ -6,7 +6,9 @@ beside a live controller (no lock, no new session, nothing written).
 ``tablectl recall ROUND_ID --journal PATH [--json]`` prints one round as the journal holds
 it: every entry with its ``seq`` and time, the cards by slot, misreads and rescans, refusals,
 decisions, pit alerts, the result and the settlement of every bet (or the void and its
-refunds), and the timing (betting window, deal, time to result). ``tablectl journal verify
+refunds), the pit's actions on the round (void, resume, replay and alert acknowledgements:
+the pit role's ``command_received`` entries naming the round, with the operator and the
+table's verdict), and the timing (betting window, deal, time to result). ``tablectl journal verify
 --journal PATH [--json]`` runs :meth:`~controller.journal.Journal.verify`: exit 0 when the
 journal is sound, 1 with every problem listed (seq, round, what).
 
@@ -68,6 +70,91 @@ class Timing:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class PitAction:
+    """A pit command about a round, as the table journalled it.
+
+    Attributes:
+        seq: The ``command_received`` entry's seq.
+        at: When the table received it.
+        name: ``void``, ``resume``, ``replay`` or ``ack``.
+        operator: Who sent it (the pit console's signed-in user), if named.
+        data: The command's fields (``reason``, ``from_seq``, ``alert_seq``...).
+        accepted: The table's verdict (``None``: no answer journalled).
+        reason: The table's reason, when it refused.
+    """
+
+    seq: int
+    at: datetime
+    name: str
+    operator: str | None
+    data: dict[str, Any]
+    accepted: bool | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form."""
+        return {
+            "seq": self.seq,
+            "at": format_time(self.at),
+            "name": self.name,
+            "operator": self.operator,
+            "data": self.data,
+            "accepted": self.accepted,
+            "reason": self.reason,
+        }
+
+    def to_text(self) -> str:
+        """One line for people."""
+        who = f" by {self.operator}" if self.operator else ""
+        fields = {k: v for k, v in self.data.items() if k != "operator"}
+        what = " ".join(f"{k}={v}" for k, v in fields.items())
+        if self.accepted is None:
+            verdict = "no answer journalled"
+        else:
+            verdict = "accepted" if self.accepted else f"refused: {self.reason}"
+        return f"{self.name}{who}{(' ' + what) if what else ''} -> {verdict}"
+
+
+def pit_actions(journal: Journal, round_id: str) -> list[PitAction]:
+    """The pit's commands naming ``round_id`` and their answers (read through the kind index).
+
+    Command entries are table-level (no ``round_id`` column): the round is the command's own
+    ``round`` field (void and resume name the round shown, a replay by round and an alert's
+    acknowledgement the round concerned).
+    """
+    received: dict[str, JournalEntry] = {}
+    answers: dict[str, dict[str, Any]] = {}
+    for entry in journal.entries_of_kinds(["command_received", "command_answered"]):
+        body = entry.body
+        if body.get("role") != "pit":
+            continue
+        command_id = str(body.get("command_id"))
+        if entry.kind == "command_received":
+            if body.get("round") == round_id and command_id not in received:
+                received[command_id] = entry
+        elif command_id in received and not body.get("duplicate"):
+            answers.setdefault(command_id, body)
+    actions = []
+    for command_id, entry in received.items():
+        data = entry.body.get("data")
+        fields = dict(data) if isinstance(data, dict) else {}
+        answer = answers.get(command_id)
+        operator = fields.get("operator")
+        actions.append(
+            PitAction(
+                seq=entry.seq,
+                at=entry.happened_at,
+                name=str(entry.body.get("name")),
+                operator=operator if isinstance(operator, str) else None,
+                data=fields,
+                accepted=None if answer is None else bool(answer.get("accepted")),
+                reason=str(answer.get("reason") or "") if answer is not None else "",
+            )
+        )
+    return actions
+
+
 @dataclass(slots=True)
 class RoundRecord:
     """One round as the journal recorded it.
@@ -83,6 +170,8 @@ class RoundRecord:
         verification: How far the record can be trusted, when read from the archive
             (``unsigned: not verifiable``, ``provisional: ...``, ``verified: ...``); empty
             from a journal (``journal verify`` checks one).
+        pit_actions: The pit's commands naming the round (:func:`pit_actions`; from a
+            journal only: the public feed carries no operator).
     """
 
     round_id: str
@@ -91,6 +180,7 @@ class RoundRecord:
     sessions: list[int] = field(default_factory=list)
     fold: RoundFold = field(default_factory=RoundFold)
     verification: str = ""
+    pit_actions: list[PitAction] = field(default_factory=list)
 
     # -- views ---------------------------------------------------------------------------------
 
@@ -200,6 +290,7 @@ class RoundRecord:
             "refusals": [_entry_dict(entry) for entry in self.refusals],
             "decisions": [_entry_dict(entry) for entry in self.decisions],
             "alerts": [_entry_dict(entry) for entry in self.alerts],
+            "pit_actions": [action.to_dict() for action in self.pit_actions],
             "result": None
             if result is None
             else {
@@ -232,6 +323,13 @@ class RoundRecord:
                 lines.append("")
                 lines.append(title)
                 lines.extend(f"  seq {entry.seq}  {_brief(entry)}" for entry in items)
+        if self.pit_actions:
+            lines.append("")
+            lines.append("pit actions")
+            lines.extend(
+                f"  seq {action.seq}  {_when(action.at)}  {action.to_text()}"
+                for action in self.pit_actions
+            )
         lines.append("")
         self._text_outcome(lines)
         self._text_settlement(lines)
@@ -380,11 +478,19 @@ def recall_round(journal: Journal, round_id: str) -> RoundRecord:
         raise RoundNotFound(
             "no such round in the journal", path=str(journal.path), round_id=round_id
         )
-    return round_record(round_id, entries)
+    return round_record(round_id, entries, pit_actions(journal, round_id))
 
 
-def round_record(round_id: str, entries: list[JournalEntry]) -> RoundRecord:
-    """A round's record from its entries in ``seq`` order (the journal's, or the archive's)."""
+def round_record(
+    round_id: str, entries: list[JournalEntry], actions: list[PitAction] | None = None
+) -> RoundRecord:
+    """A round's record from its entries in ``seq`` order (the journal's, or the archive's).
+
+    Args:
+        round_id: The round.
+        entries: Its entries.
+        actions: The pit's actions on it (a journal's :func:`pit_actions`), if known.
+    """
     fold = RoundFold.replay(round_id, ((entry.kind, entry.body) for entry in entries))
     return RoundRecord(
         round_id=round_id,
@@ -392,6 +498,7 @@ def round_record(round_id: str, entries: list[JournalEntry]) -> RoundRecord:
         status=_STATUS.get(fold.outcome, "dealing" if fold.betting_closed else "betting_open"),
         sessions=sorted({entry.session for entry in entries}),
         fold=fold,
+        pit_actions=list(actions or []),
     )
 
 

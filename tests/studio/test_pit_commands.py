@@ -67,11 +67,18 @@ def test_the_page_request_becomes_a_command_body_naming_the_user():
         "reason": "cable",
     }
     replay = ActionRequest("tp-01", "replay", "abcdefgh", round_id="tp-01-000001", from_seq=5)
+    # A replay asked by round names the round (so recall lists it); its range is the round's.
     assert check_action(ALICE, replay, tables) == {
-        "round": None,
+        "round": "tp-01-000001",
         "operator": "alice",
         "from_seq": 5,
         "to_seq": None,
+    }
+    ack = ActionRequest("tp-01", "ack", "abcdefgh", round_id="tp-01-000001", alert_seq=9)
+    assert check_action(ALICE, ack, tables) == {
+        "round": "tp-01-000001",
+        "operator": "alice",
+        "alert_seq": 9,
     }
     for user, request, says in [
         (SAM, void, "may not send pit actions"),
@@ -80,6 +87,23 @@ def test_the_page_request_becomes_a_command_body_naming_the_user():
         (ALICE, ActionRequest("tp-01", "replay", "abcdefgh", from_seq=0), "1 or more"),
         (ALICE, ActionRequest("tp-01", "replay", "abcdefgh", from_seq=5, to_seq=4), "below"),
         (ALICE, ActionRequest("tp-01", "void", "abcdefgh", reason="x" * 501), "500"),
+        (ALICE, ActionRequest("tp-01", "ack", "abcdefgh"), "alert's seq"),
+        (ALICE, ActionRequest("tp-01", "replay", "abcdefgh", round_id="r-9"), "not seen"),
     ]:
         with pytest.raises(ActionInvalid, match=says):
             check_action(user, request, tables)
+
+
+def test_an_ack_is_a_pit_command_journalled_with_its_operator():
+    payload = json.dumps({"command_id": "ack-alice-1", "alert_seq": 12, "operator": "alice"})
+    command = parse_command(TOPICS, "tables/tp-01/cmd/pit/ack", payload.encode())
+    assert isinstance(command, Command)
+    assert (command.role, command.name, command.data) == (
+        "pit",
+        "ack",
+        {"alert_seq": 12, "operator": "alice"},
+    )
+    refused = parse_command(
+        TOPICS, "tables/tp-01/cmd/pit/ack", b'{"command_id": "a", "alert_seq": 0}'
+    )
+    assert isinstance(refused, Refusal) and "alert_seq" in refused.reason

@@ -88,7 +88,13 @@ def test_a_round_halts_with_its_alerts_and_the_void_ends_it():
     assert view["round"] == "tp-01-000001" and view["state"] == "dealing" and view["halted"]
     assert view["devices"]["scanner"]["state"] == "lost"
     assert [a["kind"] for a in view["alerts"]] == ["device_status", "round_halted", "pit_alert"]
-    assert "PIT ALERT at B2: round halted" in [a["text"] for a in view["alerts"]]
+    assert [a["text"] for a in view["alerts"]] == [
+        "card reader scanner disconnected",
+        "Round halted: device lost for 0.5 s",
+        "The pit boss is needed at B2: round halted",
+    ]
+    assert view["alerts"][0]["detail"] == "scanner: lost"
+    assert [a["resolved"] for a in view["alerts"]] == [None, None, None]
     floor.apply(
         f"{T}/events", env("round_voided", 8, {"reason": "voided by the pit boss: x", "bets": {}})
     )
@@ -97,6 +103,74 @@ def test_a_round_halts_with_its_alerts_and_the_void_ends_it():
     assert view["result"] == "voided: voided by the pit boss: x"
     assert view["last_seq"] == 8
     assert any("VOIDED" in line for line in view["lines"])
+    # The void ends the halt and the pit alert of its round; the scanner is still away.
+    resolved = {a["kind"]: a["resolved"] for a in view["alerts"]}
+    assert resolved == {
+        "device_status": None,
+        "round_halted": {"at": "2026-11-25T08:00:08.000000Z", "why": "round voided"},
+        "pit_alert": {"at": "2026-11-25T08:00:08.000000Z", "why": "round voided"},
+    }
+
+
+def test_a_device_alert_clears_when_the_device_is_back_and_says_so_in_words():
+    floor = Floor()
+    lost = {"device": "serial:///tmp/x", "state": "lost", "detail": "the connection failed"}
+    floor.apply(f"{T}/events", env("device_status", 3, lost, round=None))
+    device = floor.table_view("tp-01")["devices"]["serial:///tmp/x"]
+    assert (device["headline"], device["age_at"], device["tail"], device["ok"]) == (
+        "card scanner disconnected",
+        "2026-11-25T08:00:03.000000Z",
+        "",
+        False,
+    )
+    assert device["detail"] == "the connection failed"
+    back = {"device": "serial:///tmp/x", "state": "recovered", "detail": "back after 2.5s"}
+    floor.apply(f"{T}/events", env("device_status", 13, back, round=None))
+    view = floor.table_view("tp-01")
+    device = view["devices"]["serial:///tmp/x"]
+    assert (device["headline"], device["age_at"], device["tail"], device["ok"]) == (
+        "card scanner disconnected",
+        "2026-11-25T08:00:03.000000Z",
+        ", reconnected after 10 s",
+        True,
+    )
+    (alert,) = view["alerts"]
+    assert alert["text"] == "card scanner disconnected"
+    assert alert["resolved"] == {
+        "at": "2026-11-25T08:00:13.000000Z",
+        "why": "card scanner reconnected",
+    }
+
+
+def test_a_halt_clears_on_resume_and_a_gate_alert_when_the_table_is_ready():
+    floor = Floor()
+    floor.apply(f"{T}/events", env("round_halted", 6, {"reason": "card reader lost"}))
+    floor.apply(f"{T}/events", env("round_resumed", 7, {"by": "pit"}))
+    waiting = {"state": "waiting", "detail": "betting system offline"}
+    floor.apply(f"{T}/events", env("table_status", 8, waiting, round=None))
+    ready = {"state": "ready", "detail": "betting system is back"}
+    floor.apply(f"{T}/events", env("table_status", 9, ready, round=None))
+    view = floor.table_view("tp-01")
+    assert [(a["text"], a["resolved"]["why"]) for a in view["alerts"]] == [
+        ("Round halted: card reader lost", "round resumed by pit"),
+        ("Table waiting: betting system offline", "table ready"),
+    ]
+
+
+def test_an_acknowledged_alert_names_who_and_when_and_a_round_span_is_kept():
+    floor = Floor()
+    floor.apply(f"{T}/events", env("round_opened", 4, OPENED))
+    floor.apply(f"{T}/events", env("pit_alert", 5, {"slot": "A1", "reason": "misreads"}))
+    floor.apply(f"{T}/results", env("round_result", 9, result_data("A")))
+    assert floor.acknowledge("tp-01", 5, by="alice", at="2026-11-25T08:01:00Z")
+    assert not floor.acknowledge("tp-01", 5, by="bob", at="2026-11-25T08:02:00Z"), "first stays"
+    assert not floor.acknowledge("tp-09", 5, by="bob", at="2026-11-25T08:02:00Z")
+    (alert,) = floor.table_view("tp-01")["alerts"]
+    assert alert["ack"] == {"by": "alice", "at": "2026-11-25T08:01:00Z"}
+    assert alert["resolved"]["why"] == "round finished"
+    assert floor.alert("tp-01", 5) is not None and floor.alert("tp-01", 4) is None
+    assert floor.round_span("tp-01", "tp-01-000001") == (4, 9)
+    assert floor.round_span("tp-01", "tp-01-000002") is None
 
 
 def test_alerts_of_every_table_oldest_first():

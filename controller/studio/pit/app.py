@@ -12,6 +12,8 @@ path           method  what
 ``/ws``        WS      the floor pushed to the page; pit actions and recalls from it
 ``/pit.js``    GET     the page's script
 ``/pit.css``   GET     its style
+``/static/``   GET     the studio's shared page files (``studio.js``: the card drawing the
+                       recall view imports; ``studio.css``)
 =============  ======  ==================================================================
 
 Sessions are a signed cookie (Starlette's ``SessionMiddleware``: itsdangerous, the configured
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import secrets
 import time
@@ -46,7 +49,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -57,6 +61,8 @@ from controller.studio.pit.page import SCRIPT, STYLE, floor_page, login_page
 from controller.studio.pit.passwords import hash_password, parse_hash, verify_password
 from controller.studio.pit.recall import Recalled, recall_archived, recall_seen
 from controller.studio.pit.settings import ACTING_ROLES, PitSettings, PitUser
+from controller.studio.pit.words import action_sentence
+from controller.studio.web import STATIC, CleanPaths
 
 SESSION_COOKIE = "tablectl_pit"
 MAX_FORM_BYTES = 4096
@@ -142,6 +148,7 @@ def _action_request(message: dict[str, Any]) -> ActionRequest:
         reason=text("reason"),
         from_seq=_int_or_none(message.get("from_seq")),
         to_seq=_int_or_none(message.get("to_seq")),
+        alert_seq=_int_or_none(message.get("alert_seq")),
     )
 
 
@@ -499,19 +506,53 @@ class PitHandlers:
             "table": request.table,
             "name": request.name,
             "nonce": request.nonce,
+            "round": request.round_id,
+            "alert_seq": request.alert_seq,
             "status": status,
             "text": text,
+            "sentence": action_sentence(
+                request.name,
+                table=request.table,
+                round_id=request.round_id,
+                status=status,
+                reason=text,
+            ),
             "command_id": None,
             "repeated": False,
         }
+
+    async def _replay_span(self, request: ActionRequest) -> ActionRequest:
+        """A replay asked by round, with the round's ``seq`` range (seen, else archived)."""
+        if request.name != "replay" or request.from_seq is not None or not request.round_id:
+            return request
+        span = self.console.round_span(request.table, request.round_id)
+        if span is None and self.settings.archive_url is not None:
+            with contextlib.suppress(RecallError):
+                recalled = await self.recall(request.round_id)
+                seqs = [
+                    entry["seq"]
+                    for entry in recalled.record.get("entries", [])
+                    if isinstance(entry.get("seq"), int)
+                ]
+                span = (min(seqs), max(seqs)) if seqs else None
+        if span is None:
+            return request  # refused by the console: the range is unknown
+        return dataclasses.replace(request, from_seq=span[0], to_seq=span[1])
 
     async def _act(self, user: PitUser, request: ActionRequest, send: Send_) -> None:
         if user.role not in ACTING_ROLES:
             await send(self._answer(request, "invalid", f"{user.role} may not send pit actions"))
             return
+        request = await self._replay_span(request)
         result = await self.console.act(user, request)
         answer = self._answer(request, result.status, result.text)
-        answer.update(command_id=result.command_id, repeated=result.repeated)
+        answer.update(
+            command_id=result.command_id,
+            repeated=result.repeated,
+            sentence=result.sentence or answer["sentence"],
+            from_seq=request.from_seq,
+            to_seq=request.to_seq,
+        )
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
             await send(answer)
 
@@ -525,7 +566,8 @@ class PitHandlers:
         except RecallError as exc:
             await send({"type": "recall_error", "round": round_id, "text": str(exc)})
             return
-        await send({"type": "recall", **recalled.to_json()})
+        actions = list(self.console.actions.get(round_id, ()))
+        await send({"type": "recall", **dataclasses.replace(recalled, actions=actions).to_json()})
 
     async def recall(self, round_id: str) -> Recalled:
         """A round from the archive, or from what the console saw.
@@ -578,8 +620,10 @@ def build_pit_app(
             Route("/pit.js", handlers.script, methods=["GET"], name="pit-script"),
             Route("/pit.css", handlers.style, methods=["GET"], name="pit-style"),
             WebSocketRoute("/ws", handlers.socket, name="pit-ws"),
+            Mount("/static", app=StaticFiles(directory=STATIC), name="pit-static"),
         ],
         middleware=[
+            Middleware(CleanPaths),
             Middleware(_SecurityHeaders),
             Middleware(
                 SessionMiddleware,

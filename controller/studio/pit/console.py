@@ -15,17 +15,26 @@ publish_command`, :func:`~controller.pitcli.match_answer`) with the user's name 
 one command: a second click while the first waits shares its answer, a click after the answer
 gets the same answer again, and after "no answer" the same id is sent again (the table answers
 a repeated id with its first answer).
+
+The answer is shown as a sentence (:func:`controller.studio.pit.words.action_sentence`), the
+technical text (command id, the answer's data) behind it. A replay is asked by round: the
+console maps the round to the ``seq`` range it saw (:meth:`PitConsole.round_span`; the app
+asks the archive otherwise); an alert is acknowledged with ``cmd/pit/ack`` and, once the table
+accepted it, shown acknowledged (who, when) on every page. Every final answer is kept per round
+(:attr:`PitConsole.actions`) for the recall view.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -49,6 +58,8 @@ from controller.pitcli import (
 from controller.studio.pit.floor import Floor
 from controller.studio.pit.recall import SeenRounds
 from controller.studio.pit.settings import ACTING_ROLES, PitSettings, PitUser
+from controller.studio.pit.words import action_sentence
+from controller.tablefold import at_text
 
 if TYPE_CHECKING:
     import aiomqtt
@@ -56,11 +67,13 @@ if TYPE_CHECKING:
 ConnectorFactory = Callable[[MqttSettings], Connector]
 """Builds the console's broker connection from its settings (tests may pass their own)."""
 
-ACTIONS = ("resume", "void", "replay")
+ACTIONS = ("resume", "void", "replay", "ack")
 NONCE = re.compile(r"^[A-Za-z0-9_-]{8,40}$")
 UPDATES_QUEUE = 1000
 """Updates a page may fall behind by before it is dropped (it reconnects and re-reads)."""
 ANSWERS_KEPT = 1000
+ACTIONS_PER_ROUND = 50
+"""Pit actions kept per round for the recall view (the table's journal keeps them all)."""
 
 
 def default_connector(settings: MqttSettings) -> Connector:
@@ -75,12 +88,14 @@ class ActionRequest:
 
     Attributes:
         table: The table.
-        name: ``resume``, ``void`` or ``replay``.
+        name: ``resume``, ``void``, ``replay`` or ``ack``.
         nonce: The page's id for this action (the same on a second click or a retry).
-        round_id: The round the page shows (the table refuses it if it is not current).
+        round_id: The round the page shows (the table refuses it if it is not current); for
+            a replay, the round to re-send (mapped to its ``seq`` range).
         reason: Why (``void`` only).
         from_seq: First ``seq`` to re-send (``replay`` only).
         to_seq: Last ``seq`` (``replay``; ``None``: up to the last).
+        alert_seq: The alert's ``seq`` (``ack`` only).
     """
 
     table: str
@@ -90,6 +105,7 @@ class ActionRequest:
     reason: str | None = None
     from_seq: int | None = None
     to_seq: int | None = None
+    alert_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,29 +114,67 @@ class ActionResult:
 
     Attributes:
         status: ``accepted``, ``refused``, ``no_answer`` or ``invalid`` (not sent).
-        text: What to show.
+        text: The technical answer (``tablectl pit``'s text: command id, the answer's data),
+            shown behind a click.
         command_id: The command's id, once one was made.
         repeated: The answer is the one a first click got.
+        sentence: The answer in words (what the page shows).
     """
 
     status: str
     text: str
     command_id: str | None = None
     repeated: bool = False
+    sentence: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The page's form."""
         return {
             "status": self.status,
             "text": self.text,
+            "sentence": self.sentence or self.text,
             "command_id": self.command_id,
             "repeated": self.repeated,
         }
 
 
-def _result(outcome: Outcome, command_id: str, *, repeated: bool = False) -> ActionResult:
+def _result(
+    outcome: Outcome,
+    command_id: str,
+    request: ActionRequest,
+    *,
+    timeout: float,
+    repeated: bool = False,
+) -> ActionResult:
     status = {EXIT_ACCEPTED: "accepted", EXIT_REFUSED: "refused"}.get(outcome.code, "no_answer")
-    return ActionResult(status, outcome.text, command_id, repeated)
+    answer = outcome.answer.get("data") if outcome.answer is not None else None
+    body: dict[str, Any] = answer if isinstance(answer, dict) else {}
+    data = body.get("data")
+    reason = str(body.get("reason") or "")
+    not_sent = outcome.text.startswith("NOT SENT")
+    by_broker = status == "refused" and outcome.answer is None
+    if by_broker:
+        reason = outcome.text.split(": ", 1)[-1].split(" (reason code", 1)[0]
+    elif not_sent:
+        reason = outcome.text.split("(", 1)[-1].split(")", 1)[0] if "(" in outcome.text else ""
+    sentence = action_sentence(
+        request.name,
+        table=request.table,
+        round_id=request.round_id,
+        status="not_sent" if not_sent else status,
+        reason=reason,
+        data=data if isinstance(data, dict) else None,
+        timeout=timeout,
+        by_broker=by_broker,
+    )
+    return ActionResult(status, outcome.text, command_id, repeated, sentence)
+
+
+def _invalid(request: ActionRequest, text: str) -> ActionResult:
+    sentence = action_sentence(
+        request.name, table=request.table, round_id=request.round_id, status="invalid", reason=text
+    )
+    return ActionResult("invalid", text, sentence=sentence)
 
 
 class ActionInvalid(ValueError):
@@ -148,7 +202,11 @@ def check_action(user: PitUser, request: ActionRequest, known_tables: set[str]) 
     if request.name == "void":
         body["reason"] = _void_reason(request)
     elif request.name == "replay":
-        body.update(_replay_range(request), round=None)
+        body.update(_replay_range(request))
+    elif request.name == "ack":
+        if request.alert_seq is None or request.alert_seq < 1:
+            raise ActionInvalid("an acknowledgement needs the alert's seq (1 or more)")
+        body["alert_seq"] = request.alert_seq
     return body
 
 
@@ -163,7 +221,12 @@ def _void_reason(request: ActionRequest) -> str:
 
 def _replay_range(request: ActionRequest) -> dict[str, int | None]:
     if request.from_seq is None or request.from_seq < 1:
-        raise ActionInvalid("replay needs a sequence number of 1 or more (from seq)")
+        if request.round_id:
+            raise ActionInvalid(
+                f"round {request.round_id} was not seen by this console (nor found in the "
+                "archive): its entries' range is unknown"
+            )
+        raise ActionInvalid("replay needs a round (or a sequence number of 1 or more)")
     if request.to_seq is not None and request.to_seq < request.from_seq:
         raise ActionInvalid("the last seq is below the first")
     return {"from_seq": request.from_seq, "to_seq": request.to_seq}
@@ -208,6 +271,8 @@ class PitConsole:
         self._pending: dict[str, tuple[PreparedCommand, asyncio.Future[Outcome]]] = {}
         self._answers: OrderedDict[str, ActionResult] = OrderedDict()
         self._pages: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self.actions: OrderedDict[str, deque[dict[str, Any]]] = OrderedDict()
+        """Final answers to pit actions, by round (the last ``recent_rounds`` rounds)."""
         self.connected = asyncio.Event()
         self._stop = asyncio.Event()
 
@@ -299,26 +364,83 @@ class PitConsole:
 
     # -- pit actions ---------------------------------------------------------------------------
 
+    def round_span(self, table: str, round_id: str) -> tuple[int, int] | None:
+        """The ``seq`` range of a round this console saw (the floor's, else the seen rounds')."""
+        span = self.floor.round_span(table, round_id)
+        if span is not None:
+            return span
+        found = self.seen.find(round_id)
+        if found is None or found[0] != table:
+            return None
+        seqs = [entry.seq for entry in found[1]] + [
+            int(envelope["seq"]) for envelope in found[2] if isinstance(envelope.get("seq"), int)
+        ]
+        return (min(seqs), max(seqs)) if seqs else None
+
+    def _with_alert(self, request: ActionRequest) -> ActionRequest | ActionResult:
+        """An ack names its alert's round (for the journal and recall); unknown: invalid."""
+        if request.name != "ack":
+            return request
+        alert = self.floor.alert(request.table, request.alert_seq or 0)
+        if alert is None:
+            return _invalid(
+                request, f"no alert at seq {request.alert_seq} is listed for {request.table}"
+            )
+        return dataclasses.replace(request, round_id=alert.round_id)
+
     async def act(self, user: PitUser, request: ActionRequest) -> ActionResult:
         """Send a pit action as ``user`` and wait (bounded) for the table's answer."""
+        named = self._with_alert(request)
+        if isinstance(named, ActionResult):
+            return named
+        request = named
         try:
             body = check_action(user, request, set(self.floor.tables))
         except ActionInvalid as exc:
-            return ActionResult("invalid", str(exc))
+            return _invalid(request, str(exc))
         command_id = f"{request.name}-{user.name}-{request.nonce}"[:128]
         answered = self._answers.get(command_id)
         if answered is not None:
-            return ActionResult(answered.status, answered.text, command_id, repeated=True)
+            return dataclasses.replace(answered, repeated=True)
         pending = self._pending.get(command_id)
         if pending is not None:
             outcome = await asyncio.shield(pending[1])
-            return _result(outcome, command_id, repeated=True)
+            timeout = self.settings.command_timeout
+            return _result(outcome, command_id, request, timeout=timeout, repeated=True)
         result = await self._send(request, {"command_id": command_id, **body}, command_id)
         if result.status in ("accepted", "refused"):
             self._answers[command_id] = result
             while len(self._answers) > ANSWERS_KEPT:
                 self._answers.popitem(last=False)
+            self._note(user, request, result)
         return result
+
+    def _note(self, user: PitUser, request: ActionRequest, result: ActionResult) -> None:
+        """Keep a final answer for recall; an accepted ack marks its alert on every page."""
+        now = at_text(datetime.now(UTC)) or ""
+        acked = request.name == "ack" and result.status == "accepted" and request.alert_seq
+        if acked and self.floor.acknowledge(request.table, acked, by=user.name, at=now):
+            self._broadcast({"type": "table", "table": self.floor.table_view(request.table)})
+        if request.round_id is None:
+            return
+        kept = self.actions.get(request.round_id)
+        if kept is None:
+            kept = self.actions[request.round_id] = deque(maxlen=ACTIONS_PER_ROUND)
+            while len(self.actions) > max(1, self.settings.recent_rounds):
+                self.actions.popitem(last=False)
+        kept.append(
+            {
+                "at": now,
+                "table": request.table,
+                "by": user.name,
+                "action": request.name,
+                "status": result.status,
+                "sentence": result.sentence,
+                "command_id": result.command_id,
+                "reason": request.reason if request.name == "void" else None,
+                "alert_seq": request.alert_seq,
+            }
+        )
 
     async def _send(
         self, request: ActionRequest, body: dict[str, Any], command_id: str
@@ -338,12 +460,12 @@ class PitConsole:
         try:
             client = self._client
             if client is None:
-                return ActionResult(
-                    "no_answer",
+                outcome = Outcome(
+                    2,
                     "NOT SENT: the console is not connected to the broker "
                     f"({self.floor.broker_detail}); try again once it is",
-                    command_id,
                 )
+                return _result(outcome, command_id, request, timeout=timeout)
             async with asyncio.timeout(timeout):
                 await publish_command(client, prepared, timeout=self.settings.mqtt.publish_timeout)
                 outcome = await asyncio.shield(future)
@@ -365,4 +487,4 @@ class PitConsole:
             operator=body.get("operator"),
             outcome=outcome.code,
         )
-        return _result(outcome, command_id)
+        return _result(outcome, command_id, request, timeout=timeout)

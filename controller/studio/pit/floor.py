@@ -11,6 +11,12 @@ it the floor keeps what only the console lists: the alerts (``pit_alert``, ``rou
 ``results``) and the last lines of its feed (:func:`controller.watch.describe`). The betting
 system's retained presence is kept for the whole floor.
 
+An alert is **resolved** when its cause ends (:meth:`Floor.apply` sees it): a halt when the
+round resumes or ends, a pit alert when its round ends, a device's alert when the device is
+back, a table's ``table_status`` alert when the table says ``ready``. It is **acknowledged**
+when the table accepted a pit boss's ``cmd/pit/ack`` for it (:meth:`Floor.acknowledge`, who
+and when). Device states are kept in words (:mod:`.words`), the raw detail beside them.
+
 Every payload is read with the one hardened parse (:mod:`controller.inbound`): one that
 cannot be read, or whose ``seq`` is beyond what the table could have sent, is a rejection,
 logged once and counted (reader ``pit``, :attr:`Floor.rejections`) and shown as the floor's
@@ -41,6 +47,7 @@ from controller.journal.entries import (
     TableStatusData,
 )
 from controller.messages import Envelope, StatusMessage
+from controller.studio.pit.words import device_label, device_words, state_words
 from controller.tablefold import Channel, TableFold, at_text, wire
 from controller.watch import describe
 
@@ -49,6 +56,12 @@ ALERT_KINDS = frozenset({"pit_alert", "round_halted", "table_status", "device_st
 
 QUIET_DEVICE_STATES = frozenset({"connected", "recovered", "boot", "ready"})
 """Device states that are good news: shown in the table's devices, not listed as alerts."""
+
+QUIET_TABLE_STATES = frozenset({"ready"})
+"""``table_status`` states that are good news: they resolve the table's earlier alerts."""
+
+RESOLVED_KEPT = 20
+"""Resolved alerts kept per table (shown dimmed, newest first, under the active ones)."""
 
 FEED_LEAVES: dict[str, Channel] = {
     "status": "status",
@@ -71,6 +84,8 @@ class Alert:
         text: What happened, for people.
         round_id: The round, if any.
         delayed: Published late.
+        detail: The raw detail behind the words (a device's error, a gate's detail).
+        device: The device a ``device_status`` alert is about.
     """
 
     table: str
@@ -80,9 +95,11 @@ class Alert:
     text: str
     round_id: str | None
     delayed: bool
+    detail: str | None = None
+    device: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The page's form."""
+        """The page's form (without its acknowledgement and resolution: see ``TableState``)."""
         return {
             "table": self.table,
             "seq": self.seq,
@@ -91,6 +108,7 @@ class Alert:
             "text": self.text,
             "round": self.round_id,
             "delayed": self.delayed,
+            "detail": self.detail,
         }
 
 
@@ -104,6 +122,11 @@ class TableState:
         alerts: The alerts, oldest first.
         delayed: Results published late: ``{seq, round, kind, at, replayed, text}``.
         lines: The last lines of the feed.
+        acks: Acknowledged alerts, by the alert's ``seq``: ``{by, at}``.
+        resolved: Resolved alerts, by the alert's ``seq``: ``{at, why}``.
+        losses: When each device was last lost (UTC ISO), while it is lost and after.
+        rounds: The ``seq`` range of each round seen on ``events``/``results``
+            (``[first, last]``, the last rounds only): what a replay of a round asks for.
     """
 
     table: str
@@ -111,6 +134,10 @@ class TableState:
     alerts: deque[Alert] = field(default_factory=deque)
     delayed: deque[dict[str, Any]] = field(default_factory=deque)
     lines: deque[str] = field(default_factory=deque)
+    acks: dict[int, dict[str, str]] = field(default_factory=dict)
+    resolved: dict[int, dict[str, str | None]] = field(default_factory=dict)
+    losses: dict[str, str | None] = field(default_factory=dict)
+    rounds: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def online(self) -> bool | None:
@@ -217,21 +244,23 @@ def _data_result_text(data: BaseModel | None) -> str | None:
     return None
 
 
-def _alert_text(data: BaseModel | None) -> str | None:
-    """The alert an event raises, for people (``None``: not an alert)."""
+def _alert_text(data: BaseModel | None) -> tuple[str, str | None] | None:
+    """The alert an event raises, in words, and its raw detail (``None``: not an alert)."""
     if isinstance(data, DeviceStatusData):
         if data.state in QUIET_DEVICE_STATES:
             return None  # a device coming back is no alert
-        detail = f" ({data.detail})" if data.detail else ""
-        return f"device {data.device}: {data.state}{detail}"
+        detail = f"{data.device}: {data.state}" + (f" ({data.detail})" if data.detail else "")
+        return f"{device_label(data.device)} {state_words(data.state)}", detail
     if isinstance(data, TableStatusData):
-        detail = f" ({data.detail})" if data.detail else ""
-        return f"table {data.state}{detail}"
+        if data.state in QUIET_TABLE_STATES:
+            return None
+        words = data.state.replace("_", " ")
+        return f"Table {words}" + (f": {data.detail}" if data.detail else ""), data.detail
     if isinstance(data, RoundHaltedData):
-        return f"round HALTED: {data.reason}"
+        return f"Round halted: {data.reason}", data.reason
     if isinstance(data, PitAlertData):
         where = f" at {data.slot}" if data.slot else ""
-        return f"PIT ALERT{where}: {data.reason or 'the pit boss is needed'}"
+        return f"The pit boss is needed{where}: {data.reason or 'the dealer asked'}", data.reason
     return None
 
 
@@ -330,6 +359,9 @@ class Floor:
         self.last_message = Message(table, channel, topic, _as_received(payload, message))
         if step.gap_text:
             self._line(state, step.gap_text)
+        if isinstance(message, Envelope) and channel in ("events", "results"):
+            self._span(state, message)
+            self._resolve(state, message, step.data)
         if channel == "events" and isinstance(message, Envelope):
             self._alert(state, message, step.data)
         elif channel == "results" and isinstance(message, Envelope):
@@ -367,13 +399,23 @@ class Floor:
             "result": state.result,
             "last_seq": state.last_seq,
             "devices": {
-                name: {"state": device.state, "detail": device.detail, "at": device.at}
+                name: {
+                    **device_words(
+                        name,
+                        device.state,
+                        at=device.at,
+                        detail=device.detail,
+                        lost_at=state.losses.get(name),
+                    ).to_json(),
+                    "state": device.state,
+                }
                 for name, device in fold.devices.items()
             },
             "gate": None
             if gate is None
             else {"state": gate.state, "detail": gate.detail, "at": gate.at},
-            "alerts": [alert.to_json() for alert in state.alerts],
+            "alerts": [self._alert_view(state, alert) for alert in state.alerts],
+            "rounds": {round_id: list(span) for round_id, span in state.rounds.items()},
             "delayed": list(state.delayed),
             "lines": list(state.lines),
         }
@@ -394,6 +436,42 @@ class Floor:
             **self.floor_view(),
             "tables": [self.table_view(table) for table in sorted(self.tables)],
         }
+
+    @staticmethod
+    def _alert_view(state: TableState, alert: Alert) -> dict[str, Any]:
+        seq = alert.seq if alert.seq is not None else -1
+        return {
+            **alert.to_json(),
+            "ack": state.acks.get(seq),
+            "resolved": state.resolved.get(seq),
+        }
+
+    def acknowledge(self, table: str, seq: int, *, by: str, at: str) -> bool:
+        """Note an alert acknowledged (the table accepted the ack).
+
+        Returns:
+            Whether the table's view changed (a known table, not acknowledged before).
+        """
+        state = self.tables.get(table)
+        if state is None or seq in state.acks:
+            return False
+        state.acks[seq] = {"by": by, "at": at}
+        while len(state.acks) > 4 * max(1, self._alerts_per_table):
+            del state.acks[next(iter(state.acks))]
+        return True
+
+    def alert(self, table: str, seq: int) -> Alert | None:
+        """A table's listed alert by its ``seq``."""
+        state = self.tables.get(table)
+        if state is None:
+            return None
+        return next((alert for alert in state.alerts if alert.seq == seq), None)
+
+    def round_span(self, table: str, round_id: str) -> tuple[int, int] | None:
+        """The ``seq`` range the floor saw of a round (``None``: not seen)."""
+        state = self.tables.get(table)
+        span = state.rounds.get(round_id) if state is not None else None
+        return (span[0], span[1]) if span else None
 
     def alerts(self) -> list[Alert]:
         """Every table's alerts, oldest first (``at``; those without a time last)."""
@@ -445,9 +523,10 @@ class Floor:
         return ""
 
     def _alert(self, state: TableState, envelope: Envelope, data: BaseModel | None) -> None:
-        text = _alert_text(data) if envelope.kind in ALERT_KINDS else None
-        if text is None:
+        said = _alert_text(data) if envelope.kind in ALERT_KINDS else None
+        if said is None:
             return
+        text, detail = said
         state.alerts.append(
             Alert(
                 table=state.table,
@@ -457,8 +536,65 @@ class Floor:
                 text=text,
                 round_id=envelope.round,
                 delayed=envelope.delayed,
+                detail=detail,
+                device=data.device if isinstance(data, DeviceStatusData) else None,
             )
         )
+        listed = {alert.seq for alert in state.alerts}
+        for gone in [seq for seq in state.resolved if seq not in listed]:
+            del state.resolved[gone]
+
+    def _span(self, state: TableState, envelope: Envelope) -> None:
+        """Widen the ``seq`` range of the envelope's round (the last rounds only)."""
+        if envelope.round is None:
+            return
+        span = state.rounds.get(envelope.round)
+        if span is None:
+            state.rounds[envelope.round] = [envelope.seq, envelope.seq]
+            while len(state.rounds) > max(1, self._alerts_per_table):
+                del state.rounds[next(iter(state.rounds))]
+        else:
+            span[0], span[1] = min(span[0], envelope.seq), max(span[1], envelope.seq)
+
+    def _resolve(self, state: TableState, envelope: Envelope, data: BaseModel | None) -> None:
+        """Resolve the alerts whose cause this entry ends (and note a device's loss)."""
+        at = at_text(envelope.at)
+        if isinstance(data, DeviceStatusData):
+            if data.state == "lost":
+                state.losses[data.device] = at
+                return
+            if data.state not in QUIET_DEVICE_STATES:
+                return
+            why = f"{device_label(data.device)} {state_words(data.state)}"
+            self._close(state, at, why, lambda a: a.device == data.device)
+        elif isinstance(data, TableStatusData) and data.state in QUIET_TABLE_STATES:
+            self._close(state, at, f"table {data.state}", lambda a: a.kind == "table_status")
+        elif envelope.kind == "round_resumed":
+            by = getattr(data, "by", None)
+            why = f"round resumed by {by}" if by else "round resumed"
+            self._close(
+                state,
+                at,
+                why,
+                lambda a: a.kind == "round_halted" and a.round_id == envelope.round,
+            )
+        elif envelope.kind in ("round_result", "round_voided"):
+            why = "round voided" if envelope.kind == "round_voided" else "round finished"
+            self._close(
+                state,
+                at,
+                why,
+                lambda a: a.kind in ("round_halted", "pit_alert") and a.round_id == envelope.round,
+            )
+
+    @staticmethod
+    def _close(
+        state: TableState, at: str | None, why: str, matches: Callable[[Alert], bool]
+    ) -> None:
+        for alert in state.alerts:
+            if alert.seq is None or alert.seq in state.resolved or not matches(alert):
+                continue
+            state.resolved[alert.seq] = {"at": at, "why": why}
 
     def _delayed(self, state: TableState, envelope: Envelope, data: BaseModel | None) -> None:
         if not envelope.delayed:

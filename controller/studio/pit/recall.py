@@ -7,7 +7,11 @@
   against the table's public key when ``public_keys`` names one. A round the console did not
   see is answered plainly: recall of older rounds needs the archive.
 
-Both render with :class:`controller.recall.RoundRecord` (``tablectl recall``'s own view).
+Both render with :class:`controller.recall.RoundRecord` (``tablectl recall``'s own view). The
+page draws the round from :meth:`Recalled.to_json` (``record``'s cards, hands and result,
+``bet_lines``: every settlement line in words) and lists the pit's actions on it
+(``actions``: those this console sent, with who, when and the table's answer; the table's
+journal holds every one, ``tablectl recall --journal``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import TablectlError
-from controller.journal import JournalEntry
+from controller.journal import JournalEntry, settlement_rows
 from controller.recall import RoundRecord, round_record
 from controller.studio.pit.errors import RecallError
 
@@ -45,6 +49,8 @@ class Recalled:
         record: Its JSON view.
         signatures: One line per result: ``seq``, kind, and whether its signature verified.
         note: What the source means (public view, since when...).
+        actions: The pit's actions on the round that this console sent (``{at, table, by,
+            action, status, sentence, ...}``), oldest first.
     """
 
     round_id: str
@@ -53,6 +59,7 @@ class Recalled:
     record: dict[str, Any]
     signatures: list[dict[str, Any]]
     note: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The page's form."""
@@ -63,7 +70,27 @@ class Recalled:
             "record": self.record,
             "signatures": self.signatures,
             "note": self.note,
+            "bet_lines": bet_lines(self.record.get("settlement")),
+            "actions": self.actions,
         }
+
+
+def bet_lines(settlement: Any) -> list[dict[str, str]]:
+    """Every settlement line (a result's, or a void's refunds) as the page lists it.
+
+    Returns:
+        ``{bet, outcome, payout, reason}`` per line, as text (``payout``: the exact decimal
+        returned per unit staked, stake included).
+    """
+    return [
+        {
+            "bet": label,
+            "outcome": str(line.get("outcome") or ""),
+            "payout": str(line.get("payout") or ""),
+            "reason": str(line.get("reason") or ""),
+        }
+        for label, line in settlement_rows(settlement).items()
+    ]
 
 
 def _time(text: Any) -> datetime:
