@@ -34,8 +34,6 @@ import hmac
 import html
 from collections import Counter
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -46,16 +44,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from controller.studio.config import StudioSettings, is_loopback
 from controller.studio.feed import Floor, Mailbox
+from controller.studio.paths import STATIC, CleanPaths
 
 log = structlog.get_logger("studio")
 
-STATIC = Path(str(resources.files("controller.studio") / "static"))
-"""The pages, scripts and styles (package data)."""
 
 SECURE_MODE = "secure-delay"
 
@@ -143,41 +139,6 @@ def build_studio_app(
     # The pit-boss console's /pit mount comes in ``extra_routes`` (``run_studio``).
     routes.extend(extra_routes or [])
     return Starlette(routes=routes, middleware=[Middleware(CleanPaths)])
-
-
-def bad_path(path: str) -> str | None:
-    """What is wrong with a request's (decoded) path, or ``None``: control characters."""
-    for index, char in enumerate(path):
-        if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 or 0xD800 <= ord(char) <= 0xDFFF:
-            return f"the path holds a control character (U+{ord(char):04X} at {index})"
-    return None
-
-
-class CleanPaths:
-    """Answers 400 (a socket: refuses it) for a path with a control character, on any route.
-
-    A ``%00`` reached the static files' ``os.stat`` and gave a 500 with a traceback; no route
-    of the studio (nor the pit console) has a use for such a path.
-
-    Args:
-        app: The app behind.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse the request when its path is bad, else hand it on."""
-        if scope["type"] in ("http", "websocket"):
-            wrong = bad_path(str(scope.get("path", "")))
-            if wrong is not None:
-                log.info("request refused", reason=wrong, kind=scope["type"])
-                if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 1008, "reason": wrong})
-                else:
-                    await PlainTextResponse(wrong, status_code=400)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class _Pages:

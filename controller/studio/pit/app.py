@@ -54,6 +54,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from controller.studio.paths import STATIC, CleanPaths
 from controller.studio.pit.console import ActionRequest, ConnectorFactory, PitConsole
 from controller.studio.pit.errors import RecallError
 from controller.studio.pit.login import LoginThrottle, Refused, client_address
@@ -62,7 +63,6 @@ from controller.studio.pit.passwords import hash_password, parse_hash, verify_pa
 from controller.studio.pit.recall import Recalled, recall_archived, recall_seen
 from controller.studio.pit.settings import ACTING_ROLES, PitSettings, PitUser
 from controller.studio.pit.words import action_sentence
-from controller.studio.web import STATIC, CleanPaths
 
 SESSION_COOKIE = "tablectl_pit"
 MAX_FORM_BYTES = 4096
