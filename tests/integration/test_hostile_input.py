@@ -18,11 +18,10 @@ real table: the table settles new rounds, the studio's view shows the journal's 
 (not 10^9), the archive holds the rounds settled after the flood, ``watch`` printed them, and
 each reader logged what it rejected (``message rejected`` with its code and reason).
 
-Not in the corpus: an online ``status`` whose ``chain_head.seq`` is 10^9. It re-anchors every
-reader's :class:`~controller.inbound.SeqGuard` (``on_status`` trusts a status), after which a
-forged event at ``seq`` 10^9 is admitted and the studio's view stays at 10^9 while the real
-table goes on (``tests/unit/test_inbound.py``,
-``test_a_forged_status_does_not_move_the_seq_watermark``, strict xfail, says it).
+The corpus starts with forged online statuses whose ``chain_head.seq`` is 10^9 (same session,
+a later one, a "new journal"): a reader's :class:`~controller.inbound.SeqGuard` holds a status
+to what the table could have sent, so the forged event at ``seq`` 10^9 after them is still a
+rejection and the studio's view follows the real table.
 
 Three Card Mulligan is the decision game here (one window a round, a round in about a
 second); Hold'em's hands take 30 s each, too long for one test.
@@ -99,9 +98,26 @@ def _envelope(**changes: Any) -> bytes:
     return json.dumps(body).encode()
 
 
+def _status(session: int, head: int) -> bytes:
+    body = {
+        "schema_version": "2",
+        "state": "online",
+        "table": TABLE,
+        "session": session,
+        "game": "three-card-mulligan",
+        "version": "0",
+        "at": NOW,
+        "chain_head": {"seq": head, "hash": "0" * 64},
+    }
+    return json.dumps(body).encode()
+
+
 CORPUS: dict[str, bytes] = {
     # First the probe's findings: a reader logs 20 rejections a minute one by one.
     "deep array": b"[" * 3000 + b"]" * 3000,
+    **{
+        f"forged status, session {session}": _status(session, 10**9) for session in (1, 2, 10**6, 0)
+    },
     "seq 10^9": _envelope(seq=10**9),
     "empty": b"",
     "null": b"null",
