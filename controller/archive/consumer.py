@@ -473,12 +473,18 @@ class ArchiveConsumer:
 
     async def _alert_tracked(self, gap: TrackedGap, after_seconds: float) -> None:
         missing = gap.missing()
+        listed = "" if len(missing) == gap.missing_count else f", the first {len(missing)}"
         detail = (
             f"seq {gap.lo}..{gap.hi} of table {gap.table} not filled within {after_seconds} s: "
-            f"{len(missing)} missing ({ranges(missing)}); a replay re-sends results only"
+            f"{gap.missing_count} missing ({ranges(missing)}{listed}); a replay re-sends "
+            "results only"
         )
         log.error(
-            "gap not filled", table=gap.table, from_seq=gap.lo, to_seq=gap.hi, missing=len(missing)
+            "gap not filled",
+            table=gap.table,
+            from_seq=gap.lo,
+            to_seq=gap.hi,
+            missing=gap.missing_count,
         )
         await self.store.raise_alert(gap.table, "gap", detail, gap_id=gap.gap_id, missing=missing)
 

@@ -10,7 +10,11 @@ the database instead (:class:`controller.archive.gaps.GapBook`; docs/archive.md,
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
+
+MAX_LISTED = 10_000
+"""The most missing ``seq`` values a gap lists (in its row and its alert)."""
 
 
 @dataclass(slots=True)
@@ -42,9 +46,21 @@ class TrackedGap:
         """Every missing ``seq`` arrived."""
         return len(self.got) == self.hi - self.lo + 1
 
-    def missing(self) -> list[int]:
-        """The ``seq`` values still absent, in order."""
-        return [seq for seq in range(self.lo, self.hi + 1) if seq not in self.got]
+    @property
+    def missing_count(self) -> int:
+        """How many ``seq`` values are still absent."""
+        return self.hi - self.lo + 1 - len(self.got)
+
+    def missing(self, limit: int = MAX_LISTED) -> list[int]:
+        """The first ``limit`` ``seq`` values still absent, in order.
+
+        Bounded: what is listed is stored with the gap and named in its alert; a gap is as
+        wide as what its table could have sent (:class:`controller.inbound.SeqGuard`), which
+        over a long outage is more than is worth listing.
+        """
+        return list(itertools.islice(
+            (seq for seq in range(self.lo, self.hi + 1) if seq not in self.got), limit
+        ))  # fmt: skip
 
 
 class GapTracker:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from controller.archive import ingest
 from controller.archive.batch import WALK_WINDOW, ChainWalks, Copy, Linked, walk_chain
 from controller.archive.config import ConsumerSettings, load_archive_settings
-from controller.archive.gap_tracker import GapTracker
+from controller.archive.gap_tracker import MAX_LISTED, GapTracker
 from controller.archive.gaps import Hole, advance
 from controller.archive.ingest import (
     Entry,
@@ -616,3 +616,15 @@ def test_a_walk_verifies_only_the_chain_and_forges_only_what_is_off_it(n, forger
     assert all((seq, hashes[(seq, session)]) in true for seq, session in walk.verified)
     assert all((seq, hashes[(seq, session)]) not in true for seq, session in walk.forged)
     assert all((c.seq, c.hash) in true for c in walk.promoted)
+
+
+def test_a_wide_gap_lists_a_bounded_number_of_missing_seqs():
+    """A gap as wide as a day's entries is counted whole but listed only so far (no hang)."""
+    tracker = GapTracker({"tp-01": 10})
+    gap = tracker.seen("tp-01", 10**9, 0.0, in_order_topic=True)
+    assert gap is not None
+    tracker.seen("tp-01", 12, 0.0, in_order_topic=True)
+    assert gap.missing_count == 10**9 - 11 - 1
+    missing = gap.missing()
+    assert len(missing) == MAX_LISTED
+    assert missing[:2] == [11, 13]
