@@ -175,20 +175,12 @@ class TableKeys:
 
 
 class _FloatWatch(threading.local):
-    """What the payload being parsed (in this thread) held that the quick checks cannot pass.
-
-    Attributes:
-        seen: A float, NaN or Infinity.
-        wide: An integer of as many characters as the largest one the bounds allow.
-    """
+    """Whether the payload being parsed (in this thread) held a float, NaN or Infinity."""
 
     seen = False
-    wide = False
 
 
 _WATCH = _FloatWatch()
-_WIDE = len(str(BOUNDS.max_int))
-"""Characters of the largest integer within the bounds: a shorter one is within them."""
 
 
 def _float(text: str) -> float:
@@ -196,14 +188,14 @@ def _float(text: str) -> float:
     return float(text)
 
 
-def _int(text: str) -> int:
-    if len(text) >= _WIDE:
-        _WATCH.wide = True
-    return int(text)
+_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_float)
+"""The standard library's parser (its values exactly), noting any float on the way."""
 
-
-_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_float, parse_int=_int)
-"""The standard library's parser (its values exactly), noting any float or wide integer."""
+_DIGITS = bytes(0x31 if 0x30 <= byte <= 0x39 else 0x30 for byte in range(256))
+"""A byte table: a digit becomes ``1``, anything else ``0`` (runs of digits, found in C)."""
+_WIDE_RUN = b"1" * len(str(BOUNDS.max_int))
+"""As many digits in a row as the largest integer within the bounds: a shorter integer is
+within them, so only a payload with such a run (an integer, or digits in a hash) is walked."""
 
 
 def loads(payload: bytes) -> tuple[Any, bool, bool]:
@@ -219,7 +211,7 @@ def loads(payload: bytes) -> tuple[Any, bool, bool]:
     """
     try:
         text = payload.decode("utf-8")
-        _WATCH.seen = _WATCH.wide = False
+        _WATCH.seen = False
         value = _DECODER.decode(text)
     except ValueError:
         return json.loads(payload), False, False
@@ -346,13 +338,14 @@ def _needs_walk(payload: bytes, bounds: Bounds) -> bool:
     """Whether the parsed payload may hold a value beyond ``bounds`` (else it cannot).
 
     No string is longer than the payload, no container has more members than its commas plus
-    one, no integer shorter than the largest allowed is beyond it, and a lone surrogate needs a
-    ``u`` escape after a backslash (the payload is strict UTF-8): only a payload past one of
-    these (or with a float, NaN or Infinity) is walked by :func:`controller.inbound.check_value`.
+    one, no integer with fewer digits than the largest allowed is beyond it, and a lone
+    surrogate needs a ``u`` escape after a backslash (the payload is strict UTF-8): only a
+    payload past one of these (or with a float, NaN or Infinity) is walked by
+    :func:`controller.inbound.check_value`.
     """
     return (
         _WATCH.seen
-        or _WATCH.wide
+        or _WIDE_RUN in payload.translate(_DIGITS)
         or len(payload) > bounds.max_string
         or payload.count(b",") >= bounds.max_items
         or b"\\u" in payload
