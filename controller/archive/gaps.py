@@ -146,9 +146,11 @@ _CLAIM = (
     " WHERE g.id = due.id RETURNING g.id, g.table_id, g.from_seq, g.to_seq"
 )
 _ALERT = (
+    # The first 10,000 missing (gap_tracker.MAX_LISTED), looked for in the first million.
     "UPDATE gaps g SET alerted_at = now(), missing = ARRAY(SELECT s FROM"
-    "  generate_series(g.from_seq, g.to_seq) AS s WHERE NOT EXISTS (SELECT 1 FROM entry_keys k"
-    "  WHERE k.table_id = g.table_id AND k.seq = s))"
+    "  generate_series(g.from_seq, LEAST(g.to_seq, g.from_seq + 999999)) AS s"
+    "  WHERE NOT EXISTS (SELECT 1 FROM entry_keys k"
+    "  WHERE k.table_id = g.table_id AND k.seq = s) ORDER BY s LIMIT 10000)"
     " FROM (SELECT id FROM gaps WHERE filled_at IS NULL AND alerted_at IS NULL"
     "  AND detected_at <= now() - make_interval(secs => %s) AND table_id = ANY(%s)"
     "  FOR UPDATE SKIP LOCKED) due"
