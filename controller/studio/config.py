@@ -154,6 +154,59 @@ class SecureSettings(BaseModel):
         return checked
 
 
+LOGO_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg",
+              ".jpeg": "image/jpeg", ".webp": "image/webp"}  # fmt: skip
+"""The logo files the overlay shows, by suffix, with the type they are served as."""
+
+MAX_LOGO_BYTES = 2_000_000
+"""The largest logo file taken (a title bar's logo, not a video)."""
+
+
+class BrandingSettings(BaseModel):
+    """The table's branding on the stream overlay's title bar.
+
+    Attributes:
+        name: The studio's or table's name shown before the game's (empty: none).
+        colour: The brand colour, ``#rgb`` or ``#rrggbb``: the title bar's chip, the card
+            backs, the accents.
+        logo: A logo file (PNG, SVG, JPEG or WebP, at most 2 MB) shown in the title bar,
+            served at ``/branding/logo``; read when the studio starts.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(default="", max_length=40)
+    colour: str = Field(default="#1a4d8f", pattern=r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")
+    logo: Path | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+            raise ValueError("the name holds a control character")
+        return name.strip()
+
+    @field_validator("logo")
+    @classmethod
+    def _check_logo(cls, logo: Path | None) -> Path | None:
+        if logo is None:
+            return None
+        if logo.suffix.lower() not in LOGO_TYPES:
+            raise ValueError(
+                f"logo {str(logo)!r}: a {', '.join(sorted(LOGO_TYPES))} file is needed"
+            )
+        try:
+            size = logo.stat().st_size
+        except OSError as exc:
+            raise ValueError(f"logo {str(logo)!r} cannot be read: {exc.strerror}") from None
+        if not logo.is_file() or size > MAX_LOGO_BYTES:
+            raise ValueError(f"logo {str(logo)!r} must be a file of at most 2 MB")
+        return logo
+
+    def page_data(self) -> dict[str, Any]:
+        """What the overlay page is given: ``name``, ``colour``, ``logo`` (whether one)."""
+        return {"name": self.name, "colour": self.colour, "logo": self.logo is not None}
+
+
 class StudioSettings(BaseModel):
     """The whole studio config.
 
@@ -166,6 +219,7 @@ class StudioSettings(BaseModel):
             ``?mode=secure-delay``).
         pit: The pit-boss console (``controller.studio.pit``, docs/studio-pit.md), mounted at
             ``/pit`` when the section is present; it connects with its own (pit) role.
+        branding: The overlay's branding (name, colour, logo).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -174,6 +228,7 @@ class StudioSettings(BaseModel):
     tables: list[str] = Field(default_factory=list)
     secure: SecureSettings | None = None
     pit: PitSettings | None = None
+    branding: BrandingSettings = Field(default_factory=BrandingSettings)
 
     @field_validator("tables")
     @classmethod

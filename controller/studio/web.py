@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import hmac
 import html
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,12 +42,18 @@ import structlog
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+)
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from controller.studio.config import StudioSettings, is_loopback
+from controller.studio.config import LOGO_TYPES, StudioSettings, is_loopback
 from controller.studio.feed import Floor, Mailbox
 from controller.studio.paths import STATIC, CleanPaths
 
@@ -132,6 +139,7 @@ def build_studio_app(
         Route("/healthz", pages.health),
         Route("/tables/{table}/dealer", pages.dealer),
         Route("/tables/{table}/overlay", pages.overlay),
+        Route("/branding/logo", pages.logo),
         WebSocketRoute("/ws/tables/{table}/public", pages.public_socket),
         WebSocketRoute(f"/ws/tables/{{table}}/{SECURE_MODE}", pages.secure_socket),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
@@ -149,6 +157,16 @@ class _Pages:
         self.floors = floors
         self.sockets = SocketCount(settings.http.max_sockets, settings.http.max_sockets_per_client)
         self._refusals_logged = 0
+        # The overlay's branding, as JSON inside a <script type="application/json">: "<" is
+        # escaped so no name can close the element.
+        self._branding = json.dumps(settings.branding.page_data()).replace("<", "\\u003c")
+
+    async def logo(self, request: Request) -> Response:
+        """The branding's logo file (404 when none is configured)."""
+        logo = self.settings.branding.logo
+        if logo is None or not logo.is_file():
+            return PlainTextResponse("no logo configured (branding.logo)", status_code=404)
+        return FileResponse(logo, media_type=LOGO_TYPES[logo.suffix.lower()])
 
     def _table(self, request: Request | WebSocket) -> str | None:
         """The table of a page's path, if it is one of the studio's (listed, or any)."""
@@ -234,7 +252,7 @@ class _Pages:
                 "secure-delay mode is not configured on this studio ([secure] in studio.toml)",
                 status_code=404,
             )
-        return HTMLResponse(_page("overlay.html"))
+        return HTMLResponse(_page("overlay.html").replace("<!--BRANDING-->", self._branding))
 
     async def health(self, request: Request) -> Response:
         """The feeds' state and each table's, as JSON."""

@@ -22,6 +22,7 @@ import pytest
 from playwright.async_api import Page, expect
 
 from controller.journal import Journal
+from controller.recall import recall_round
 from controller.studio.pit import build_pit_app
 from controller.studio.pit.console import ActionRequest
 from controller.studio.pit.passwords import hash_password
@@ -116,7 +117,7 @@ async def _stream_peer(broker: SecureBroker) -> AsyncIterator[Peer]:
             await task
 
 
-def _table(broker: SecureBroker, tmp_path: Path) -> Any:
+def _table(broker: SecureBroker, tmp_path: Path, users: tuple[str, ...] = ("betting",)) -> Any:
     faults = FaultPlan(script=(CardFault(at=3, kind="unplug", seconds=2.5),))
     sim = Simulation(cards=tuple(CARDS), deal_delay=0.0, faults=faults)
     return live_table(
@@ -125,42 +126,105 @@ def _table(broker: SecureBroker, tmp_path: Path) -> Any:
         sim,
         tmp_path / "j.sqlite",
         rounds=1,
-        users=("betting",),
-        round_settings={"device_halt_seconds": 0.5, "pause_seconds": 6.0},
+        users=users,
+        round_settings={"device_halt_seconds": 0.5, "pause_seconds": 8.0},
         driver={"backoff_min": 0.05, "backoff_max": 0.25},
     )
 
 
+WIRE = "table-tp-01"
+"""A credential that reads the table's whole tree, cmd/ included: it watches what is sent."""
+
+
+def _sent(live: Live, action: str) -> list[dict[str, Any]]:
+    """The pit commands ``action`` published on the broker (as the table's own user reads)."""
+    return [m.body for m in live[WIRE].on(f"cmd/pit/{action}") if isinstance(m.body, dict)]
+
+
+async def _device_in_words(page: Page) -> None:
+    """The scanner's state in words, its raw detail behind a click, the halt acknowledged."""
+    card = page.locator(f"#card-{TABLE}")
+    device = card.locator("[data-role=device]").first
+    await expect(device.locator("summary")).to_contain_text(
+        "card scanner disconnected", timeout=BROWSER_SECONDS
+    )
+    words = (await device.locator("summary").text_content()) or ""
+    assert "serial" not in words and "(" not in words and "lost" not in words, words
+    detail = device.locator("[data-role=device-detail]")
+    await expect(detail).to_be_hidden()
+    await device.locator("summary").click()
+    await expect(detail).to_be_visible()
+    await expect(detail).to_contain_text("state: lost")
+
+
+async def _acknowledge_the_halt(page: Page, live: Live) -> int:
+    halt = page.locator("#alerts [data-role=alert][data-kind=round_halted]")
+    await expect(halt).to_contain_text("Round halted", timeout=BROWSER_SECONDS)
+    seq = int((await halt.get_attribute("data-seq")) or 0)
+    await halt.locator("[data-role=ack]").click()
+    await expect(halt.locator("[data-role=ack-by]")).to_contain_text(
+        "acknowledged by alice at", timeout=BROWSER_SECONDS
+    )
+    await expect(page.locator(f"#card-{TABLE} [data-role=answer]")).to_contain_text(
+        "recorded that you acknowledged the alert"
+    )
+    assert [b.get("alert_seq") for b in _sent(live, "ack")] == [seq]
+    return seq
+
+
 async def _void_from_the_page(page: Page, live: Live) -> dict[str, Any]:
-    """Halted on the page → void with a reason (clicked twice) → the table's answer shown."""
+    """Halted on the page → Void asks first (nothing sent) → confirmed with a reason."""
     card = page.locator(f"#card-{TABLE}")
     await expect(card.locator(".halted-badge")).to_be_visible(timeout=BROWSER_SECONDS)
-    await expect(page.locator("#alerts")).to_contain_text("round HALTED")
     await shot(page, "halted")
     round_id = (await card.locator(".round").text_content()) or ""
-    await card.locator(".void-reason").fill(REASON)
-    await card.locator("button.void").dblclick()
+    dialog = page.locator("#confirm")
+    await card.locator("button.void").click()
+    await expect(dialog).to_be_visible()
+    await expect(dialog).to_contain_text(f"Table {TABLE}, round {round_id}")
+    await expect(dialog.locator("[data-role=confirm-go]")).to_be_disabled()  # no reason yet
+    await shot(page, "void-confirm")
+    await dialog.locator("[data-role=confirm-cancel]").click()
+    await expect(dialog).to_be_hidden()
+    await asyncio.sleep(1.0)  # anything sent would have reached the broker by now
+    assert _sent(live, "void") == [], "Void published before the confirmation"
+    await card.locator("button.void").click()
+    await dialog.locator("[data-role=confirm-reason]").fill(REASON)
+    assert _sent(live, "void") == []
+    await dialog.locator("[data-role=confirm-go]").dblclick()
     answer = card.locator(".answer")
     await expect(answer).to_have_class("answer accepted", timeout=BROWSER_SECONDS)
-    await expect(answer).to_contain_text("ACCEPTED void")
+    await expect(answer.locator("[data-role=answer-words]")).to_have_text(
+        f"Round {round_id} at table {TABLE} voided: every bet is refunded."
+    )
     await expect(card.locator(".state")).to_have_text("voided", timeout=BROWSER_SECONDS)
     await shot(page, "voided")
     _, voided = await live["betting"].wait_event("round_voided")
     return {"round": round_id, "voided": voided}
 
 
-def _secure_void_reasons(messages: list[Any]) -> list[str]:
-    """The reasons of the ``round_voided`` entries on ``secure/events``."""
-    full = [json.loads(m.raw) for m in messages if m.topic.endswith("/secure/events")]
-    return [b["data"]["reason"] for b in full if b.get("kind") == "round_voided"]
+async def _replay_the_round(page: Page, live: Live, round_id: str) -> None:
+    card = page.locator(f"#card-{TABLE}")
+    await card.locator("[data-role=replay-round]").fill(round_id)
+    await card.locator("[data-role=replay]").click()
+    dialog = page.locator("#confirm")
+    await expect(dialog).to_contain_text(f"round {round_id}")
+    await dialog.locator("[data-role=confirm-go]").click()
+    answer = card.locator("[data-role=answer-words]")
+    await expect(answer).to_contain_text(
+        f"Table {TABLE} re-sent 1 result message of round {round_id}.", timeout=BROWSER_SECONDS
+    )
+    (sent,) = _sent(live, "replay")
+    seqs = [m.seq for m in live["betting"].events() if m.body and m.body.get("round") == round_id]
+    assert (sent["round"], sent["from_seq"], sent["to_seq"]) == (round_id, min(seqs), max(seqs))
 
 
 async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path, browser):
     async with (
         serving(build_pit_app(console_settings(broker))) as url,
-        _table(broker, tmp_path) as live,
+        _table(broker, tmp_path, users=("betting", WIRE)) as live,
     ):
-        page = await browser.new_page()
+        page = await browser.new_page(viewport={"width": 1920, "height": 1080})
         frames = _frames(page)
         async with _stream_peer(broker) as stream:
             await sign_in(page, url, "alice", "not her password")
@@ -170,13 +234,35 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
             card = page.locator(f"#card-{TABLE}")
             await expect(card.locator(".online")).to_have_text("ONLINE", timeout=BROWSER_SECONDS)
             await expect(page.locator("#broker")).to_have_text("connected")
+            await _device_in_words(page)
+            acked = await _acknowledge_the_halt(page, live)
+            # The scanner comes back: its alert is resolved (listed under "Resolved").
+            await expect(card.locator("[data-role=device] summary").first).to_contain_text(
+                "reconnected after", timeout=BROWSER_SECONDS
+            )
+            resolved = page.locator("#resolved [data-kind=device_status]")
+            await expect(resolved).to_contain_text("resolved: card scanner reconnected")
+            await expect(page.locator("#alerts [data-kind=device_status]")).to_have_count(0)
             voided = await _void_from_the_page(page, live)
+            # The void ends the halt: its alert leaves the open list, acknowledged and resolved.
+            await expect(page.locator("#alerts [data-kind=round_halted]")).to_have_count(0)
+            await expect(page.locator("#resolved [data-kind=round_halted]")).to_contain_text(
+                "round voided"
+            )
+            await _replay_the_round(page, live, voided["round"])
 
-            # A pit action on the finished round: the table's refusal, shown plainly.
+            # A pit action on the finished round: confirmed, then the table's refusal in words.
             await card.locator("button.resume").click()
+            await expect(page.locator("#confirm")).to_contain_text(voided["round"])
+            await page.locator("#confirm [data-role=confirm-go]").click()
             answer = card.locator(".answer")
             await expect(answer).to_have_class("answer refused", timeout=BROWSER_SECONDS)
-            await expect(answer).to_contain_text("REFUSED resume")
+            await expect(answer.locator("[data-role=answer-words]")).to_contain_text(
+                f"Table {TABLE} refused to resume round {voided['round']}: "
+            )
+            await expect(answer.locator("[data-role=answer-detail]")).to_contain_text(
+                "REFUSED resume resume-alice-"
+            )
             await shot(page, "refused")
 
             # The table stops after its one round: offline on the page.
@@ -185,13 +271,30 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
             )
             await shot(page, "offline")
 
-            # Recall of the voided round, from what the console saw (no archive here): the
-            # public phrase (the pit's words are on secure/events and in the journal).
+            # Recall of the voided round, from what the console saw (no archive here): drawn
+            # (hands, cards), the public phrase, and the pit's actions on it with the user.
             await page.fill("#recall-round", voided["round"])
             await page.click("#recall-go")
+            recalled = page.locator("[data-role=recalled]")
+            await expect(recalled.locator("[data-role=recall-outcome]")).to_contain_text(
+                "voided: voided by the pit"
+            )
+            dealt = recalled.locator("[data-role=recall-hand] [data-role=card]")
+            await expect(dealt).to_have_count(3)  # A1 B1 A2: the scanner went at the 4th
+            assert await dealt.evaluate_all("cs => cs.map(c => c.dataset.card)") == CARDS[:3]
+            actions = recalled.locator("[data-role=pit-action]")
+            await expect(actions).to_have_count(3)
+            await expect(actions.nth(0)).to_contain_text("alice")
+            assert await actions.evaluate_all("xs => xs.map(x => x.dataset.action)") == [
+                "ack",
+                "void",
+                "replay",
+            ]
             await expect(page.locator("#recall-text")).to_contain_text("voided by the pit")
             await expect(page.locator("#recall-result")).to_contain_text("round_voided")
             await shot(page, "recall")
+            await page.set_viewport_size({"width": 1366, "height": 768})
+            await shot(page, "recall-1366")
             await live.finished()
             secure = list(stream.messages)
 
@@ -203,9 +306,10 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
     assert _secure_void_reasons(secure) == [f"voided by the pit boss (alice): {REASON}"]
     voids = [m for m in live["betting"].events("command_received") if m.data["name"] == "void"]
     assert len(voids) == 1, "two clicks, one command"
-    # ... and journalled the command with the user's name.
+    # ... and journalled every pit action with the user's name; recall lists them.
     with Journal.open_readonly(tmp_path / "j.sqlite") as journal:
         received = [e.body for e in journal.entries() if e.kind == "command_received"]
+        record = recall_round(journal, voided["round"])
     void_bodies = [b for b in received if b["name"] == "void"]
     assert len(void_bodies) == 1
     assert void_bodies[0]["role"] == "pit"
@@ -213,6 +317,17 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
     assert void_bodies[0]["command_id"].startswith("void-alice-")
     resumes = [b for b in received if b["name"] == "resume"]
     assert [b["data"] for b in resumes] == [{"operator": "alice"}]
+    acks = [b for b in received if b["name"] == "ack"]
+    assert [(b["round"], b["data"]) for b in acks] == [
+        (voided["round"], {"alert_seq": acked, "operator": "alice"})
+    ]
+    assert [(a.name, a.operator, a.accepted) for a in record.pit_actions] == [
+        ("ack", "alice", True),
+        ("void", "alice", True),
+        ("replay", "alice", True),
+        ("resume", "alice", False),
+    ]
+    assert "pit actions" in record.to_text() and "void by alice" in record.to_text()
 
     # On the wire: the page never received anything from a secure/ topic.
     assert frames, "the page's WebSocket received frames"

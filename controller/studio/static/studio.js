@@ -1,5 +1,7 @@
 // The studio pages' shared part: the socket (state first, then updates; reconnects with
-// back-off and reads the state again), the server clock offset, card glyphs, timestamps.
+// back-off and reads the state again), the server clock offset, card faces, timestamps,
+// the words people read for the game's tokens.
+import { faceNode, parsePiece, pieceWords } from "./faces.js";
 
 const SUITS = { s: "\u2660", h: "\u2665", d: "\u2666", c: "\u2663" };
 const RED = new Set(["h", "d"]);
@@ -13,16 +15,17 @@ export function pageInfo() {
   return { table, mode, token: params.get("token") || "" };
 }
 
-/** A card's notation as rank and suit glyph ("Td" -> "10", "\u2666", red). */
+/**
+ * A card's notation as rank and suit glyph ("Td" -> "10", "\u2666", red). Only a card of the
+ * notation has a suit: a tile ("wd", "5p"), the joker and anything else have none.
+ */
 export function glyph(card) {
   if (!card) return { rank: "", suit: "", red: false, text: "" };
-  const suit = card.slice(-1).toLowerCase();
-  if (card.length >= 2 && SUITS[suit]) {
-    let rank = card.slice(0, -1).toUpperCase();
-    if (rank === "T") rank = "10";
-    return { rank, suit: SUITS[suit], red: RED.has(suit), text: card };
+  const piece = parsePiece(card);
+  if (piece.kind === "card") {
+    return { rank: piece.rank, suit: SUITS[piece.suit], red: RED.has(piece.suit), text: card };
   }
-  return { rank: card, suit: "", red: false, text: card }; // tiles and other pieces: as named
+  return { rank: card, suit: "", red: false, text: card }; // tiles, the joker: as named
 }
 
 /** The cards a holder shows now, by slot (to keep their paint stamps across a redraw). */
@@ -45,34 +48,47 @@ export function redrawnCard(doc, item, before, fresh) {
   return el;
 }
 
-/** A card element: data-slot, data-card (empty while hidden), data-face. */
-export function cardElement(doc, item, big) {
+/**
+ * A card element: data-role="card", data-slot, data-hand, data-card (empty while hidden or
+ * not dealt), data-face ("up", "hidden" or "empty": a slot reserved, not dealt yet) and
+ * data-kind (the face: "card", "joker", "tile", "back", "empty"). Its face is an SVG
+ * (faces.js), built node by node: what a table publishes is never parsed as HTML.
+ */
+export function cardElement(doc, item, big, opts = {}) {
   const el = doc.createElement("div");
   el.className = big ? "card big" : "card";
-  el.dataset.slot = item.slot;
-  el.dataset.face = item.card ? "up" : "hidden";
-  el.dataset.card = item.card || "";
-  if (item.secure) el.dataset.secure = "true";
-  const g = glyph(item.card);
-  if (g.red) el.classList.add("red");
-  // Built node by node: what a table publishes is never parsed as HTML.
-  const part = (name, text) => {
-    const span = doc.createElement("span");
-    span.className = name;
-    span.textContent = text;
-    el.appendChild(span);
-  };
-  if (item.card) {
-    part("rank", g.rank);
-    part("suit", g.suit);
-  } else {
-    part("back", "");
-  }
-  const label = doc.createElement("span");
-  label.className = "slot";
-  label.textContent = item.slot;
-  el.appendChild(label);
+  el.dataset.role = "card";
+  fillCard(doc, el, item, opts);
   return el;
+}
+
+/** (Re)draws a card element's face for `item` (null: the slot is not dealt yet). */
+export function fillCard(doc, el, item, opts = {}) {
+  const dealt = Boolean(item);
+  el.dataset.slot = item ? item.slot : opts.slot || "";
+  el.dataset.hand = (item && item.hand) || opts.hand || "";
+  el.dataset.face = !dealt ? "empty" : item.card ? "up" : "hidden";
+  el.dataset.card = (item && item.card) || "";
+  if (item && item.secure) el.dataset.secure = "true";
+  else delete el.dataset.secure;
+  const face = faceNode(doc, item ? item.card : null, { empty: !dealt, tiles: opts.tiles });
+  el.dataset.kind = face.getAttribute("data-face-kind");
+  el.classList.toggle("tile", el.dataset.kind === "tile" || (!dealt && Boolean(opts.tiles)));
+  el.title = dealt ? pieceWords(item.card) : "";
+  el.replaceChildren(face);
+}
+
+/**
+ * Keeps a reserved slot's card element in step with the state: redrawn only when what it
+ * shows changed; a card newly shown goes to `fresh` (stamped once painted).
+ */
+export function updateSlot(doc, el, item, fresh, opts = {}) {
+  const face = !item ? "empty" : item.card ? "up" : "hidden";
+  const card = (item && item.card) || "";
+  if (el.dataset.face === face && el.dataset.card === card && el.dataset.slot) return;
+  fillCard(doc, el, item, opts);
+  el.dataset.paintedAt = "";
+  if (card) fresh.push(el);
 }
 
 /** Now on the machine's clock, in epoch milliseconds (what the benchmark compares). */
@@ -148,23 +164,80 @@ export function secondsLeft(iso, offsetMs) {
   return Math.max(0, (at - (Date.now() + offsetMs)) / 1000);
 }
 
-/** The banner of a page: its link to the studio, the studio's feed, the table's status. */
-export function linkBanner(doc, body, link, message) {
+/**
+ * The banner of a page: its link to the studio, the studio's feed, the table's status.
+ * `viewer`: the overlay's words, for a stream's audience (no codes, no internals).
+ */
+export function linkBanner(doc, body, link, message, viewer = false) {
   const banner = doc.getElementById("banner");
   body.dataset.conn = link.state;
   let text = "";
+  let state = "";
   if (link.state === "lost") {
-    text = `CONNECTION LOST \u2014 reconnecting in ${(link.retry / 1000).toFixed(1)} s`;
+    state = "conn";
+    text = viewer
+      ? "Live data paused \u2014 reconnecting"
+      : `CONNECTION LOST \u2014 reconnecting in ${(link.retry / 1000).toFixed(1)} s`;
   } else if (link.state === "connecting" && link.attempt > 0) {
-    text = "RECONNECTING\u2026";
+    state = "conn";
+    text = viewer ? "Live data paused \u2014 reconnecting" : "RECONNECTING\u2026";
   } else if (message && !message.feed.up) {
-    text = "FEED LOST \u2014 the studio has no broker connection";
+    state = "feed";
+    text = viewer
+      ? "Live data paused \u2014 the table's feed is reconnecting"
+      : "FEED LOST \u2014 the studio has no broker connection";
   } else if (message && message.view.online === false) {
+    state = "offline";
     const reason = message.view.status.reason ? `: ${message.view.status.reason}` : "";
-    text = `TABLE OFFLINE${reason}`;
+    text = viewer ? "Table offline \u2014 the game resumes shortly" : `TABLE OFFLINE${reason}`;
   }
   body.dataset.feed = message ? (message.feed.up ? "up" : "down") : "unknown";
   body.dataset.online = message ? String(message.view.online) : "unknown";
+  banner.dataset.state = state;
   banner.textContent = text;
   banner.hidden = !text;
+}
+
+/** A token as words ("pair_plus_a" -> "pair plus a"); text, never markup. */
+export function words(token) {
+  return String(token ?? "").replace(/[_-]+/g, " ").trim();
+}
+
+/** Capitalised words ("six_card_bonus" -> "Six Card Bonus"). */
+export function title(token) {
+  return words(token).replace(/\b\w/g, (c) => c.toUpperCase());
+}
+
+/** A hand's name for people, by game ("seat3" -> "Seat 3", "B" -> "Banker"...). */
+export function handName(game, hand) {
+  const names = {
+    "teen-patti-20-20": { A: "Player A", B: "Player B" },
+    "three-card-mulligan": { P: "Player", D: "Dealer", PM: "Mulligan hand", DM: "Dealer's second hand" },
+    "break-poker": { player: "Player", dealer: "Dealer" },
+    "texas-holdem": { board: "Board" },
+    "mahjong-pai-gow": { B: "Banker" },
+  };
+  const known = (names[game] || {})[hand];
+  if (known) return known;
+  let m = /^seat(\d+)$/.exec(hand || "");
+  if (m) return `Seat ${m[1]}`;
+  m = /^P(\d+)$/.exec(hand || "");
+  if (m && game === "mahjong-pai-gow") return `Position ${m[1]}`;
+  return title(hand);
+}
+
+/** A result's winner in words ("A" -> "Player A wins", "P2+P4" -> "Position 2 and Position 4 win"). */
+export function winnerWords(game, winner) {
+  if (!winner) return "";
+  if (winner === "tie") return "Tie";
+  if (winner === "void") return "Round void \u2014 all bets returned";
+  const names = String(winner).split("+").map((hand) => handName(game, hand));
+  if (game === "mahjong-pai-gow" && winner === "B") return "Banker wins every hand";
+  if (game === "mahjong-pai-gow") return `${names.join(" and ")} beat${names.length > 1 ? "" : "s"} the banker`;
+  return names.length > 1 ? `${names.join(" and ")} split the pot` : `${names[0]} wins`;
+}
+
+/** A setting's card list in words-free notation order, for the house way split. */
+export function asList(value) {
+  return Array.isArray(value) ? value.filter((v) => typeof v === "string") : [];
 }
