@@ -347,8 +347,9 @@ def walk_chain(
         if step.stop:
             walk.stopped = step.stop
             break
-        walk.forged += [(key.seq, key.session) for key in step.off]
-        chain[seq] = [key for key in chain.get(seq, []) if key not in step.off]
+        if step.off:
+            walk.forged += [(key.seq, key.session) for key in step.off]
+            chain[seq] = [key for key in chain.get(seq, []) if key not in step.off]
         if step.on is not None:
             if step.on.state == "verified" and not (start and seq == first):
                 walk.stopped = "verified"
@@ -389,6 +390,8 @@ def _step(seq: int, expected: str, here: list[Linked], copies: list[Copy]) -> _S
     there to take its place, else the walk stops at it (``unlinked``: it cannot be judged). A
     verified key is never displaced (``verified``: the chain forks there).
     """
+    if len(here) == 1 and here[0].hash == expected:
+        return _Step(here[0])  # the common case: one key, the chain's
     on = next((key for key in here if key.hash == expected), None)
     copy = None if on is not None else next((c for c in copies if c.hash == expected), None)
     found = on is not None or copy is not None

@@ -52,7 +52,8 @@ __all__ = ["ArchiveStore", "Stored"]
 
 _INSERT_KEYS = (
     "INSERT INTO entry_keys (table_id, session, seq, at, digest, state, link_prev, link_hash)"
-    " SELECT k.t, k.s, k.q, k.a, k.d, k.st, k.lp, k.lh FROM json_to_recordset(%s::json)"
+    " SELECT k.t, k.s, k.q, k.a, k.d, k.st, decode(k.lp, 'hex'), decode(k.lh, 'hex')"
+    " FROM json_to_recordset(%s::json)"
     " AS k(t text, s integer, q bigint, a timestamptz, d text, st text, lp text, lh text)"
     " ON CONFLICT DO NOTHING RETURNING table_id, session, seq"
 )
@@ -60,7 +61,8 @@ _INSERT_KEYS = (
 ``entry_keys``; a key already there is left alone; answers the new ones."""
 
 _CHAIN_KEYS = (
-    "SELECT k.table_id, k.seq, k.session, k.link_prev, k.link_hash, k.state FROM entry_keys k"
+    "SELECT k.table_id, k.seq, k.session, encode(k.link_prev, 'hex'), encode(k.link_hash, 'hex'),"
+    " k.state FROM entry_keys k"
     " JOIN json_to_recordset(%s::json) AS r(t text, lo bigint, hi bigint)"
     " ON k.table_id = r.t AND k.seq BETWEEN r.lo AND r.hi"
 )
@@ -74,7 +76,7 @@ _CHAIN_COPIES = (
 _VERIFY_KEYS = (
     "UPDATE entry_keys e SET state = 'verified' FROM json_to_recordset(%s::json)"
     " AS k(t text, s integer, q bigint, h text) WHERE e.table_id = k.t AND e.session = k.s"
-    " AND e.seq = k.q AND e.link_hash = k.h AND e.state <> 'verified'"
+    " AND e.seq = k.q AND e.link_hash = decode(k.h, 'hex') AND e.state <> 'verified'"
 )
 """Keys a walk covered, verified (only the copy with the chain's hash, and only once)."""
 
@@ -357,7 +359,8 @@ class ArchiveStore:
             return set()
         await self.conn.execute(
             "INSERT INTO entry_keys (table_id, session, seq, at, digest, state, link_prev,"
-            " link_hash) VALUES (%s, %s, %s, %s, %s, 'verified', %s, %s)",
+            " link_hash) VALUES (%s, %s, %s, %s, %s, 'verified', decode(%s, 'hex'),"
+            " decode(%s, 'hex'))",
             (table, entry.session, entry.seq, entry.at, entry.digest, copy.prev, copy.hash),
         )
         await self._copy_events([entry])
