@@ -219,6 +219,66 @@ async def _replay_the_round(page: Page, live: Live, round_id: str) -> None:
     assert (sent["round"], sent["from_seq"], sent["to_seq"]) == (round_id, min(seqs), max(seqs))
 
 
+def _secure_void_reasons(messages: list[Any]) -> list[str]:
+    """The reasons of the ``round_voided`` entries on ``secure/events``."""
+    full = [json.loads(m.raw) for m in messages if m.topic.endswith("/secure/events")]
+    return [b["data"]["reason"] for b in full if b.get("kind") == "round_voided"]
+
+
+async def _recall_drawn(page: Page, round_id: str) -> None:
+    """Recall from what the console saw (no archive here): drawn, with the pit's actions."""
+    await page.fill("#recall-round", round_id)
+    await page.click("#recall-go")
+    recalled = page.locator("[data-role=recalled]")
+    await expect(recalled.locator("[data-role=recall-outcome]")).to_contain_text(
+        "voided: voided by the pit"
+    )
+    dealt = recalled.locator("[data-role=recall-hand] [data-role=card]")
+    await expect(dealt).to_have_count(3)  # A1 B1 A2: the scanner went at the 4th
+    # by hand: A has the 1st and 3rd card, B the 2nd
+    assert await dealt.evaluate_all("cs => cs.map(c => c.dataset.card)") == ["As", "Ah", "Kd"]
+    actions = recalled.locator("[data-role=pit-action]")
+    await expect(actions).to_have_count(4)
+    await expect(actions.nth(0)).to_contain_text("alice")
+    await expect(actions.nth(3)).to_contain_text("refused to resume")
+    assert await actions.evaluate_all("xs => xs.map(x => x.dataset.action)") == [
+        "ack",
+        "void",
+        "replay",
+        "resume",
+    ]
+    await expect(page.locator("#recall-text")).to_contain_text("voided by the pit")
+    await expect(page.locator("#recall-result")).to_contain_text("round_voided")
+    await shot(page, "recall")
+    await page.set_viewport_size({"width": 1366, "height": 768})
+    await shot(page, "recall-1366")
+
+
+def _journalled(journal_path: Path, round_id: str, acked: int) -> None:
+    """Every pit action journalled by the table with the user's name; recall lists them."""
+    with Journal.open_readonly(journal_path) as journal:
+        received = [e.body for e in journal.entries() if e.kind == "command_received"]
+        record = recall_round(journal, round_id)
+    void_bodies = [b for b in received if b["name"] == "void"]
+    assert len(void_bodies) == 1
+    assert void_bodies[0]["role"] == "pit"
+    assert void_bodies[0]["data"] == {"reason": REASON, "operator": "alice"}
+    assert void_bodies[0]["command_id"].startswith("void-alice-")
+    resumes = [b for b in received if b["name"] == "resume"]
+    assert [b["data"] for b in resumes] == [{"operator": "alice"}]
+    acks = [b for b in received if b["name"] == "ack"]
+    assert [(b["round"], b["data"]) for b in acks] == [
+        (round_id, {"alert_seq": acked, "operator": "alice"})
+    ]
+    assert [(a.name, a.operator, a.accepted) for a in record.pit_actions] == [
+        ("ack", "alice", True),
+        ("void", "alice", True),
+        ("replay", "alice", True),
+        ("resume", "alice", False),
+    ]
+    assert "pit actions" in record.to_text() and "void by alice" in record.to_text()
+
+
 async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path, browser):
     async with (
         serving(build_pit_app(console_settings(broker))) as url,
@@ -271,30 +331,7 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
             )
             await shot(page, "offline")
 
-            # Recall of the voided round, from what the console saw (no archive here): drawn
-            # (hands, cards), the public phrase, and the pit's actions on it with the user.
-            await page.fill("#recall-round", voided["round"])
-            await page.click("#recall-go")
-            recalled = page.locator("[data-role=recalled]")
-            await expect(recalled.locator("[data-role=recall-outcome]")).to_contain_text(
-                "voided: voided by the pit"
-            )
-            dealt = recalled.locator("[data-role=recall-hand] [data-role=card]")
-            await expect(dealt).to_have_count(3)  # A1 B1 A2: the scanner went at the 4th
-            assert await dealt.evaluate_all("cs => cs.map(c => c.dataset.card)") == CARDS[:3]
-            actions = recalled.locator("[data-role=pit-action]")
-            await expect(actions).to_have_count(3)
-            await expect(actions.nth(0)).to_contain_text("alice")
-            assert await actions.evaluate_all("xs => xs.map(x => x.dataset.action)") == [
-                "ack",
-                "void",
-                "replay",
-            ]
-            await expect(page.locator("#recall-text")).to_contain_text("voided by the pit")
-            await expect(page.locator("#recall-result")).to_contain_text("round_voided")
-            await shot(page, "recall")
-            await page.set_viewport_size({"width": 1366, "height": 768})
-            await shot(page, "recall-1366")
+            await _recall_drawn(page, voided["round"])
             await live.finished()
             secure = list(stream.messages)
 
@@ -306,28 +343,7 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
     assert _secure_void_reasons(secure) == [f"voided by the pit boss (alice): {REASON}"]
     voids = [m for m in live["betting"].events("command_received") if m.data["name"] == "void"]
     assert len(voids) == 1, "two clicks, one command"
-    # ... and journalled every pit action with the user's name; recall lists them.
-    with Journal.open_readonly(tmp_path / "j.sqlite") as journal:
-        received = [e.body for e in journal.entries() if e.kind == "command_received"]
-        record = recall_round(journal, voided["round"])
-    void_bodies = [b for b in received if b["name"] == "void"]
-    assert len(void_bodies) == 1
-    assert void_bodies[0]["role"] == "pit"
-    assert void_bodies[0]["data"] == {"reason": REASON, "operator": "alice"}
-    assert void_bodies[0]["command_id"].startswith("void-alice-")
-    resumes = [b for b in received if b["name"] == "resume"]
-    assert [b["data"] for b in resumes] == [{"operator": "alice"}]
-    acks = [b for b in received if b["name"] == "ack"]
-    assert [(b["round"], b["data"]) for b in acks] == [
-        (voided["round"], {"alert_seq": acked, "operator": "alice"})
-    ]
-    assert [(a.name, a.operator, a.accepted) for a in record.pit_actions] == [
-        ("ack", "alice", True),
-        ("void", "alice", True),
-        ("replay", "alice", True),
-        ("resume", "alice", False),
-    ]
-    assert "pit actions" in record.to_text() and "void by alice" in record.to_text()
+    _journalled(tmp_path / "j.sqlite", voided["round"], acked)
 
     # On the wire: the page never received anything from a secure/ topic.
     assert frames, "the page's WebSocket received frames"

@@ -91,7 +91,7 @@ def test_a_round_halts_with_its_alerts_and_the_void_ends_it():
     assert [a["text"] for a in view["alerts"]] == [
         "card reader scanner disconnected",
         "Round halted: device lost for 0.5 s",
-        "The pit boss is needed at B2: round halted",
+        "Pit alert at B2: round halted",
     ]
     assert view["alerts"][0]["detail"] == "scanner: lost"
     assert [a["resolved"] for a in view["alerts"]] == [None, None, None]

@@ -260,7 +260,7 @@ def _alert_text(data: BaseModel | None) -> tuple[str, str | None] | None:
         return f"Round halted: {data.reason}", data.reason
     if isinstance(data, PitAlertData):
         where = f" at {data.slot}" if data.slot else ""
-        return f"The pit boss is needed{where}: {data.reason or 'the dealer asked'}", data.reason
+        return f"Pit alert{where}: {data.reason or 'the dealer asks for the pit boss'}", data.reason
     return None
 
 

@@ -15,7 +15,7 @@ STYLE = """
  --dim:#8b96a3;--ok:#3f9d63;--bad:#c2413b;--warn:#b8862b;--accent:#6ea8fe}
 *{box-sizing:border-box}
 body.pit{font-family:"DejaVu Sans","Liberation Sans",system-ui,sans-serif;margin:0;
- background:var(--bg);color:var(--text);font-size:clamp(16px,1.05vw,21px);line-height:1.4}
+ background:var(--bg);color:var(--text);font-size:clamp(17px,1.15vw,24px);line-height:1.4}
 body.pit header{display:flex;gap:1.2em;align-items:center;flex-wrap:wrap;padding:.5em 1em;
  background:var(--panel);border-bottom:1px solid var(--line)}
 body.pit header h1{font-size:1.25em;margin:0;font-weight:600}
@@ -26,7 +26,7 @@ body.pit header h1{font-size:1.25em;margin:0;font-weight:600}
 #lost.shown{display:block}
 body.pit main{display:grid;grid-template-columns:minmax(0,1fr) minmax(20em,30%);gap:1em;
  padding:1em}
-#tables{display:grid;grid-template-columns:repeat(auto-fill,minmax(24em,1fr));gap:1em}
+#tables{display:grid;grid-template-columns:repeat(auto-fill,minmax(26em,1fr));gap:1em}
 .table-card{background:var(--panel);border-radius:.5em;padding:.9em 1em;
  border:2px solid var(--line)}
 .table-card.halted{border-color:var(--warn)}.table-card.offline{border-color:var(--bad)}
