@@ -1,6 +1,6 @@
 """Scan-to-publish latency of a whole table, against the floor of the same work done bare.
 
-    .venv/bin/python bench/scan_to_publish.py [--cards 6000] [--burst]
+    .venv/bin/python bench/scan_to_publish.py [--cards 10200] [--burst]
 
 The bench plays the scanner: it holds the master side of a real pseudo-terminal and writes a
 CARD frame (our wire protocol) whenever the controller cues a slot. The controller runs as a
@@ -21,7 +21,7 @@ Targets: p99 within 1.5x of the floor's p99; under 80 MB; under 2 CPU seconds pe
 The p99's spread is printed with it: a 95 % bootstrap interval (the spread that comes from the
 number of cards; the run says whether it is within +/-5 %) and the p99 of each fifth of the run
 (the spread in time, the machine's load changing). 1,020 cards made p99 the 11th slowest card,
-which swung 0.73-1.18x run to run; 6,000 (the default) make it the 60th (docs/performance.md).
+which swung 0.73-1.18x run to run; 10,200 (the default) make it the 102nd (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -509,8 +509,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--cards",
         type=int,
-        default=6000,
-        help="cards to measure (default 6,000: the p99 within +/-5 %% run to run)",
+        default=10_200,
+        help="cards to measure (default 10,200: p99 is the 102nd slowest, within +/-5 %% "
+        "on a quiet machine)",
     )
     parser.add_argument(
         "--betting-seconds",
