@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -177,6 +178,9 @@ async def _void_from_the_page(page: Page, live: Live) -> dict[str, Any]:
     card = page.locator(f"#card-{TABLE}")
     await expect(card.locator(".halted-badge")).to_be_visible(timeout=BROWSER_SECONDS)
     await shot(page, "halted")
+    await page.set_viewport_size({"width": 1366, "height": 768})
+    await shot(page, "halted-1366")
+    await page.set_viewport_size({"width": 1920, "height": 1080})
     round_id = (await card.locator(".round").text_content()) or ""
     dialog = page.locator("#confirm")
     await card.locator("button.void").click()
@@ -215,7 +219,11 @@ async def _replay_the_round(page: Page, live: Live, round_id: str) -> None:
         f"Table {TABLE} re-sent 1 result message of round {round_id}.", timeout=BROWSER_SECONDS
     )
     (sent,) = _sent(live, "replay")
-    seqs = [m.seq for m in live["betting"].events() if m.body and m.body.get("round") == round_id]
+    seqs = [
+        m.seq
+        for m in live["betting"].events()
+        if m.seq is not None and m.body and m.body.get("round") == round_id
+    ]
     assert (sent["round"], sent["from_seq"], sent["to_seq"]) == (round_id, min(seqs), max(seqs))
 
 
@@ -239,8 +247,9 @@ async def _recall_drawn(page: Page, round_id: str) -> None:
     assert await dealt.evaluate_all("cs => cs.map(c => c.dataset.card)") == ["As", "Ah", "Kd"]
     actions = recalled.locator("[data-role=pit-action]")
     await expect(actions).to_have_count(4)
-    await expect(actions.nth(0)).to_contain_text("alice")
-    await expect(actions.nth(3)).to_contain_text("refused to resume")
+    await expect(actions.nth(0)).to_contain_text("alice acknowledged the alert (entry ")
+    await expect(actions.nth(1)).to_contain_text(f"alice voided the round ({REASON})")
+    await expect(actions.nth(3)).to_contain_text("alice asked to resume the round: refused (")
     assert await actions.evaluate_all("xs => xs.map(x => x.dataset.action)") == [
         "ack",
         "void",
@@ -248,7 +257,9 @@ async def _recall_drawn(page: Page, round_id: str) -> None:
         "resume",
     ]
     await expect(page.locator("#recall-text")).to_contain_text("voided by the pit")
-    await expect(page.locator("#recall-result")).to_contain_text("round_voided")
+    await expect(page.locator("[data-role=signature]")).to_have_text(
+        re.compile(r"^the void \(entry \d+\): not signed$")
+    )
     await shot(page, "recall")
     await page.set_viewport_size({"width": 1366, "height": 768})
     await shot(page, "recall-1366")

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.studio.pit.words import (
+    action_record,
     action_sentence,
     age_words,
     device_label,
@@ -122,4 +123,21 @@ def test_every_answer_is_a_sentence_without_json(action, status, reason, data):
         action, table="tp-01", round_id="r", status=status, reason=reason, data=data
     )
     assert said.endswith(".")
-    assert "{" not in said.replace(reason, "") and "command_id" not in said
+    assert "command_id" not in said
+    if "{" not in reason and "}" not in reason:
+        assert "{" not in said, "no JSON in an answer"
+
+
+def test_actions_as_recall_lists_them_after_the_operator() -> None:
+    assert action_record("void", status="accepted", void_reason="shoe dropped") == (
+        "voided the round (shoe dropped)"
+    )
+    assert action_record("replay", status="accepted", data={"resent": 1}) == (
+        "had the results re-sent (1 message)"
+    )
+    assert action_record("ack", status="accepted", data={"alert_seq": 9}) == (
+        "acknowledged the alert (entry 9)"
+    )
+    assert action_record("resume", status="refused", reason="no round is in progress.") == (
+        "asked to resume the round: refused (no round is in progress)"
+    )

@@ -58,7 +58,7 @@ from controller.pitcli import (
 from controller.studio.pit.floor import Floor
 from controller.studio.pit.recall import SeenRounds
 from controller.studio.pit.settings import ACTING_ROLES, PitSettings, PitUser
-from controller.studio.pit.words import action_sentence
+from controller.studio.pit.words import action_record, action_sentence
 from controller.tablefold import at_text
 
 if TYPE_CHECKING:
@@ -126,6 +126,8 @@ class ActionResult:
     command_id: str | None = None
     repeated: bool = False
     sentence: str = ""
+    reason: str = ""
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The page's form."""
@@ -167,7 +169,8 @@ def _result(
         timeout=timeout,
         by_broker=by_broker,
     )
-    return ActionResult(status, outcome.text, command_id, repeated, sentence)
+    answer_data = dict(data) if isinstance(data, dict) else {}
+    return ActionResult(status, outcome.text, command_id, repeated, sentence, reason, answer_data)
 
 
 def _invalid(request: ActionRequest, text: str) -> ActionResult:
@@ -436,6 +439,13 @@ class PitConsole:
                 "action": request.name,
                 "status": result.status,
                 "sentence": result.sentence,
+                "said": action_record(
+                    request.name,
+                    status=result.status,
+                    reason=result.reason,
+                    data=result.data,
+                    void_reason=request.reason if request.name == "void" else None,
+                ),
                 "command_id": result.command_id,
                 "reason": request.reason if request.name == "void" else None,
                 "alert_seq": request.alert_seq,

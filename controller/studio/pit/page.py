@@ -32,6 +32,7 @@ body.pit main{display:grid;grid-template-columns:minmax(0,1fr) minmax(20em,30%);
 .table-card.halted{border-color:var(--warn)}.table-card.offline{border-color:var(--bad)}
 .table-card h2{margin:0 0 .5em;font-size:1.3em;display:flex;gap:.6em;align-items:center}
 .headline{font-size:1.25em;font-weight:600;margin:.2em 0 .5em}
+.table-card.halted .headline{color:#f0c674}.table-card.offline .headline{color:#ff9b94}
 .row{margin:.25em 0}.label{color:var(--dim);margin-right:.4em}
 details>summary{cursor:pointer}
 .devices details{margin:.15em 0}.devices .fault{color:#ff9b94}
@@ -61,7 +62,7 @@ aside h2{font-size:1.1em;margin:.3em 0 .5em}
 #resolved ol{list-style:none;padding:0;margin:.4em 0}
 #resolved li{color:var(--dim);margin:.3em 0;font-size:.9em}
 #no-alerts{color:var(--dim)}
-#recall{margin-top:1.2em}
+#recall{margin-top:1.5em}#recall h2{font-size:1.15em;margin:.3em 0}
 .recalled{background:var(--panel);border-radius:.5em;padding:.7em;margin-top:.6em}
 .hands{display:flex;flex-wrap:wrap;gap:.8em;margin:.5em 0}
 .hand{background:#0f151c;border:1px solid var(--line);border-radius:.4em;padding:.4em .6em}
@@ -73,6 +74,7 @@ body.pit .card.tile{width:3.3em}
 body.pit .card svg{width:100%;height:100%;display:block}
 body.pit .card .rank,body.pit .card .suit{font-size:1.5em}
 body.pit .card .slot{display:none}
+body.pit .recalled .card{width:4.6em;height:6.4em}body.pit .recalled .card.tile{width:4.7em}
 table.bets{border-collapse:collapse;width:100%;font-size:.9em;margin:.4em 0}
 table.bets td,table.bets th{border-bottom:1px solid var(--line);padding:.2em .4em;text-align:left}
 .win{color:#7fd89a}.lose{color:#ff9b94}
@@ -144,18 +146,18 @@ def floor_page(*, base: str, user: str, role: str, csrf: str, archive: bool) -> 
         "<button id=sign-out>Sign out</button></form></header>"
         "<div id=lost role=alert data-role=lost>Connection to the console lost: reconnecting..."
         "</div>"
-        "<main><section><div id=tables data-role=tables></div></section>"
-        "<aside><h2>Alerts <span class=when>(oldest first)</span></h2>"
-        "<p id=no-alerts data-role=no-alerts>No open alert.</p>"
-        "<ol id=alerts data-role=alerts></ol>"
-        "<details id=resolved data-role=resolved><summary>Resolved (0)</summary><ol></ol>"
-        "</details>"
+        "<main><section><div id=tables data-role=tables></div>"
         "<section id=recall><h2>Recall a round</h2>"
         f"<p class=label>{html.escape(recall_note)}</p>"
         "<input id=recall-round data-role=recall-round"
         " placeholder='round id, e.g. tp-01-000042' size=22> "
         "<button id=recall-go data-role=recall-go>Recall</button>"
-        "<div id=recall-result data-role=recall-result></div></section></aside></main>"
+        "<div id=recall-result data-role=recall-result></div></section></section>"
+        "<aside><h2>Alerts <span class=when>(oldest first)</span></h2>"
+        "<p id=no-alerts data-role=no-alerts>No open alert.</p>"
+        "<ol id=alerts data-role=alerts></ol>"
+        "<details id=resolved data-role=resolved><summary>Resolved (0)</summary><ol></ol>"
+        "</details></aside></main>"
         "<dialog id=confirm data-role=confirm><h3 id=confirm-title></h3>"
         "<p id=confirm-text data-role=confirm-text></p>"
         "<label id=confirm-reason-label for=confirm-reason>Reason (recorded with your name)"
@@ -338,7 +340,7 @@ function actionForm(parts, table) {
 
 // -- the tables --------------------------------------------------------------------------
 function field(parts, name, label, role) {
-  const row = el("div", {class: "row"});
+  const row = el("div", {class: "row", "data-field": name});
   row.append(el("span", {class: "label"}, label));
   const value = el("span", {class: name, "data-role": role || name});
   row.append(value);
@@ -440,6 +442,10 @@ function drawTable(view) {
   parts.delayed.textContent = (view.delayed || []).length ? view.delayed.map(
     (d) => d.round + ": " + d.text + (d.replayed ? " (re-sent)" : "")).join("; ") : "-";
   parts.lines.textContent = (view.lines || []).join("\n");
+  // Calm: a row with nothing to say is not shown (round, state and game always are).
+  for (const name of ["rescan", "decision", "result", "gate", "delayed"]) {
+    parts[name].parentElement.hidden = parts[name].textContent === "-";
+  }
   if (parts.form && !parts.form.replayRound.value && document.activeElement
       !== parts.form.replayRound) {
     parts.form.replayRound.placeholder = view.round || "round id";
@@ -588,28 +594,29 @@ function drawRecalled(box, message) {
     table.append(head);
     for (const line of lines) {
       const row = el("tr", {"data-role": "bet-line", "data-bet": line.bet});
-      row.append(el("td", {}, line.bet), el("td", {class: line.outcome}, line.outcome),
-        el("td", {}, line.payout), el("td", {}, line.reason));
+      row.append(el("td", {}, words(line.bet)), el("td", {class: line.outcome}, line.outcome),
+        el("td", {}, line.payout), el("td", {}, words(line.reason)));
       table.append(row);
     }
     drawn.append(table);
   }
   const actions = [...(message.actions || [])];
   const journalled = (record.pit_actions || []).map((a) => ({at: a.at, by: a.operator || "?",
-    action: a.name, sentence: (a.accepted ? "accepted" : "refused: " + a.reason)}));
+    action: a.name, said: a.name + ": " + (a.accepted ? "accepted" : "refused (" + a.reason
+      + ")")}));
   if (actions.length || journalled.length) {
     drawn.append(el("div", {class: "label"}, "Pit actions on this round"));
     const list = el("ul", {class: "pit-actions"});
     for (const a of [...journalled, ...actions]) {
       list.append(el("li", {"data-role": "pit-action", "data-action": a.action},
-        clock(a.at) + " \u00b7 " + a.by + " \u00b7 " + words(a.action === "ack"
-          ? "acknowledged an alert" : a.action) + ": " + a.sentence));
+        clock(a.at) + " \u00b7 " + a.by + " " + (a.said || a.sentence)));
     }
     drawn.append(list);
   }
   for (const line of message.signatures || []) {
     drawn.append(el("div", {class: "signature label", "data-role": "signature"},
-      "result entry " + line.seq + " (" + line.kind + "): " + line.text));
+      (line.kind === "round_voided" ? "the void" : "the result") + " (entry " + line.seq
+      + (line.replayed ? ", re-sent" : "") + "): " + line.text));
   }
   const full = el("details", {"data-role": "recall-full"});
   full.append(el("summary", {}, "Full record"), el("pre", {id: "recall-text"}, message.text));

@@ -5,6 +5,8 @@
   detail (an exception's text, the device's URL) stays behind a click on the page.
 * :func:`action_sentence`: the table's answer to a pit action as a sentence ("Round
   tp-01-000042 at table tp-01 voided: every bet is refunded."), not a command id and JSON.
+* :func:`action_record`: a pit action as recall lists it, in the third person ("voided the
+  round (cable pulled)", "asked to resume the round: refused (no round is in progress)").
 * :func:`age_words`: "10 s ago", "3 min ago", "2 h ago" (the page counts ages with the same
   steps, every second).
 
@@ -241,3 +243,49 @@ def action_sentence(
         return f"Not sent: the console is not connected to the broker{why}. Try again once it is."
     text = _clean(reason) or "the action cannot be sent as it is"
     return f"Not sent: {text[:1].upper()}{text[1:]}."
+
+
+def action_record(
+    action: str,
+    *,
+    status: str,
+    reason: str = "",
+    data: Mapping[str, Any] | None = None,
+    void_reason: str | None = None,
+) -> str:
+    """A pit action as recall lists it, after the operator's name (third person).
+
+    Args:
+        action: ``void``, ``resume``, ``replay`` or ``ack``.
+        status: ``accepted`` or ``refused``.
+        reason: The table's reason for a refusal.
+        data: The answer's ``data`` (``resent``, ``alert_seq``).
+        void_reason: The reason the pit boss gave for a void.
+
+    Returns:
+        E.g. "voided the round (dealer dropped the shoe)".
+    """
+    data = data or {}
+    seq = data.get("alert_seq")
+    alert = f"the alert (entry {seq})" if isinstance(seq, int) else "an alert"
+    if status == "accepted":
+        if action == "void":
+            return "voided the round" + (f" ({_clean(void_reason)})" if void_reason else "")
+        if action == "resume":
+            return "resumed the round"
+        if action == "replay":
+            count = data.get("resent")
+            many = (
+                f" ({count} message{'' if count == 1 else 's'})" if isinstance(count, int) else ""
+            )
+            return f"had the results re-sent{many}"
+        if action == "ack":
+            return f"acknowledged {alert}"
+        return f"sent {action}: accepted"
+    what = {
+        "void": "void the round",
+        "resume": "resume the round",
+        "replay": "re-send the results",
+        "ack": "acknowledge an alert",
+    }.get(action, action)
+    return f"asked to {what}: refused ({_clean(reason) or 'no reason given'})"
