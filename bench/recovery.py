@@ -1,6 +1,6 @@
-"""Recovery figures: restart-to-resumed with 100,000 rounds journalled; backlog drain rate.
+"""Recovery figures: restart with 100,000 rounds journalled (in process, as a process); drain.
 
-    .venv/bin/python bench/recovery.py                   # both parts
+    .venv/bin/python bench/recovery.py                   # all three parts
     .venv/bin/python bench/recovery.py --rounds 20000    # a smaller journal
     .venv/bin/python bench/recovery.py --journal /tmp/big.sqlite   # keep/reuse the journal
     .venv/bin/python bench/recovery.py --skip-restart --skip-drain  # the process restart only
@@ -26,7 +26,10 @@ the subscriber; then, timed from the moment it is spawned (fork + ``execve``), i
 again on the same files. Printed, median, min and max over the runs (``--process-runs``): to
 its birth (``status`` online), to the first entry the restarted table journalled and
 published (``events``, new session: the resumed round's device status, then its cards), and
-to the resumed round's next card (the simulator deals ``--deal-delay`` after each cue).
+to the resumed round's next card (the simulator deals ``--deal-delay`` after each cue); and
+the phases of the table's own log (journal opened, device connected, round recovered, broker
+connected). Run 0 is not counted: it warms the page cache and compiles the bytecode once into
+a cache of the run, as an installed package has it (``--no-bytecode``: compiled at each start).
 
 Part 3, backlog drain. A fresh journal with 1,000 rounds' worth of events (≈ 9,100 entries),
 none delivered (the broker was away), then the real :class:`~controller.publisher.Publisher`
