@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import sys
 import time
@@ -38,6 +39,7 @@ from drivers.supervisor import SupervisedCardSource
 if TYPE_CHECKING:
     from controller.commands import CommandRouter, StatusWatcher
     from controller.games.live.base import LiveGame
+    from controller.inbound import Rejection
     from controller.metrics import TableMetrics
     from controller.mqtt.settings import MqttSettings
     from controller.signing import Signer
@@ -285,9 +287,15 @@ async def _assemble(
         handler_timeout=mqtt.publish_timeout,
         replay_limits=settings.replay,
     )
+    for log in (router.rejections, *([watcher.rejections] if watcher is not None else [])):
+        log.on_reject = functools.partial(_count_rejection, metrics, log.reader)
     return _Table(
         settings, mqtt, game.id, journal, metrics, publisher, watcher, orchestrator, router, tlog
     )
+
+
+def _count_rejection(metrics: TableMetrics, reader: str, rejection: Rejection) -> None:
+    metrics.message_rejected(reader, rejection.code)
 
 
 def card_source_for(settings: TableSettings, *, usb_backend: Any = None) -> CardSource:

@@ -18,6 +18,7 @@ name                               type       labels / meaning
 ``rescans_total``                  counter    rescan requests sent to the device
 ``cards_refused_total``            counter    ``reason`` (short code: ``duplicate``...)
 ``device_reconnects_total``        counter    the card source was reopened
+``messages_rejected_total``        counter    ``reader``, ``code``: messages read and rejected
 ``publish_refused_total``          counter    publishes the broker refused (alarm)
 ``outbox_backlog``                 gauge      journal entries not yet acknowledged
 ``scan_to_publish_seconds``        histogram  card read -> PUBACK of its event
@@ -151,6 +152,12 @@ class TableMetrics:
             ["table"],
             registry=reg,
         )
+        self._rejected = Counter(
+            "tablectl_messages_rejected_total",
+            "Messages read from MQTT and rejected (controller.inbound), by reader and code.",
+            ["table", "reader", "code"],
+            registry=reg,
+        )
         self._publish_refused = Counter(
             "tablectl_publish_refused_total",
             "Publishes the broker refused (MQTT 5 PUBACK reason code >= 0x80).",
@@ -240,6 +247,10 @@ class TableMetrics:
                     label = "other"
                 self._reasons.add(label)
         self._refused.labels(table=self.table_id, reason=label).inc()
+
+    def message_rejected(self, reader: str, code: str) -> None:
+        """Count a message a reader rejected (``code``: :data:`controller.inbound.Code`)."""
+        self._rejected.labels(table=self.table_id, reader=reader, code=code).inc()
 
     def publish_refused(self) -> None:
         """Count a publish the broker refused (an ACL or quota problem: an alarm)."""

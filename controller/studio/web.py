@@ -258,12 +258,20 @@ class _Pages:
         """The feeds' state and each table's, as JSON."""
         public, secure = self.floors.public, self.floors.secure
         body: dict[str, Any] = {
-            "public": {"feed_up": public.feed_up, "pages": public.pages()},
+            "public": {
+                "feed_up": public.feed_up,
+                "pages": public.pages(),
+                "rejected": dict(public.rejections.counts),
+            },
             "tables": {t: v.online for t, v in sorted(public.views.items())},
             "sockets": {"open": self.sockets.open.total(), "refused": self.sockets.refused},
         }
         if secure is not None:
-            body["secure"] = {"feed_up": secure.feed_up, "pages": secure.pages()}
+            body["secure"] = {
+                "feed_up": secure.feed_up,
+                "pages": secure.pages(),
+                "rejected": dict(secure.rejections.counts),
+            }
         return JSONResponse(body)
 
     async def public_socket(self, websocket: WebSocket) -> None:

@@ -321,6 +321,7 @@ def check_studio(studio: str, journal: Path, flood_end: int, *logs: Path) -> Non
     health = json.loads(urllib.request.urlopen(f"{studio}/healthz", timeout=5).read())
     assert health["public"]["feed_up"], health
     assert health["tables"][TABLE] is True, health
+    assert health["public"]["rejected"].get("too_deep", 0) >= 1, health  # counted, by code
     view = wait_for(
         "the studio's view past the flood",
         lambda: (found := studio_view(studio))["last_seq"] > flood_end and found,

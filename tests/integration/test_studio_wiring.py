@@ -42,6 +42,8 @@ async def test_results_are_signed_and_metrics_count_the_rounds(mosquitto, tmp_pa
             ready.set()
             async for message in c.messages:
                 results.append(json.loads(message.payload))
+                if len(results) == 1:  # the command router is subscribed: a hostile command
+                    await c.publish("tables/sig-1/cmd/pit/void", b"[" * 3000 + b"]" * 3000, qos=1)
 
     scraped: dict[str, float] = {}
 
@@ -92,6 +94,10 @@ async def test_results_are_signed_and_metrics_count_the_rounds(mosquitto, tmp_pa
     count = scraped['tablectl_scan_to_publish_seconds_count{"table": "sig-1"}']
     assert count >= 6, "every card dealt is timed from its scan to its broker acknowledgement"
     assert scraped['tablectl_journal_bytes{"table": "sig-1"}'] > 0
+    rejected = json.dumps(
+        {"code": "too_deep", "reader": "commands", "table": "sig-1"}, sort_keys=True
+    )
+    assert scraped[f"tablectl_messages_rejected_total{rejected}"] == 1
 
 
 def _notify_socket(path: Path) -> socket.socket:
