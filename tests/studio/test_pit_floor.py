@@ -5,14 +5,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.messages import SCHEMA_VERSION
 from controller.studio.pit.floor import Floor
 
 T = "tables/tp-01"
+JOURNAL = "0123456789abcdef" * 2
+"""The journal id the messages name (a table's journal, 32 hex digits)."""
+NEXT = str(int(SCHEMA_VERSION) + 1)
+"""A schema version this reader does not know."""
 
 
 def env(kind: str, seq: int, data: dict[str, Any], **extra: Any) -> bytes:
     body = {
-        "schema_version": "2",
+        "schema_version": SCHEMA_VERSION,
+        "journal": JOURNAL,
         "table": extra.pop("table", "tp-01"),
         "round": extra.pop("round", "tp-01-000001"),
         "seq": seq,
@@ -28,7 +37,8 @@ def env(kind: str, seq: int, data: dict[str, Any], **extra: Any) -> bytes:
 
 def status(state: str, **extra: Any) -> bytes:
     body = {
-        "schema_version": "2",
+        "schema_version": SCHEMA_VERSION,
+        "journal": JOURNAL,
         "state": state,
         "table": "tp-01",
         "session": 1,
@@ -280,10 +290,12 @@ def test_bad_input_is_counted_and_named_and_changes_nothing():
     assert floor.apply(f"{T}/events", b"not json") == ""
     assert floor.apply(f"{T}/events", b"[1, 2]") == ""
     future = json.loads(env("pit_alert", 1, {"reason": "x"}))
-    future["schema_version"] = "3"
+    future["schema_version"] = NEXT
     assert floor.apply(f"{T}/events", json.dumps(future).encode()) == ""
     assert floor.problems == 3
-    assert floor.last_problem == f"{T}/events: schema_version '3' is not one this reader knows (2)"
+    assert floor.last_problem == (
+        f"{T}/events: schema_version '{NEXT}' is not one this reader knows ({SCHEMA_VERSION})"
+    )
     assert floor.rejections.counts == {"not_json": 1, "not_object": 1, "schema_version": 1}
     assert floor.tables == {}
 
@@ -295,3 +307,40 @@ def test_the_betting_system_presence():
     assert floor.floor_view()["betting"] == "online"
     floor.apply("betting/status", b'{"state": "offline"}')
     assert floor.floor_view()["betting"] == "offline"
+
+
+KINDS = ["device_status", "round_halted", "round_resumed", "pit_alert", "table_status"]
+KINDS += ["round_result", "round_voided", "round_opened"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(KINDS),
+            st.integers(min_value=1, max_value=40),
+            st.sampled_from(["tp-01-000001", "tp-01-000002", None]),
+            st.dictionaries(
+                st.sampled_from(["device", "state", "detail", "reason", "by", "slot"]),
+                st.text(max_size=12) | st.none() | st.integers(),
+                max_size=6,
+            ),
+        ),
+        max_size=25,
+    ),
+    st.lists(st.integers(min_value=-3, max_value=45), max_size=5),
+)
+def test_any_sequence_of_alerts_and_their_ends_never_raises(steps, acks):
+    floor = Floor(alerts_per_table=5)
+    for kind, seq, round_id, data in steps:
+        floor.apply(f"{T}/events", env(kind, seq, data, round=round_id))
+    for seq in acks:
+        floor.acknowledge("tp-01", seq, by="alice", at="2026-11-25T08:01:00Z")
+    if "tp-01" not in floor.tables:
+        return
+    view = floor.table_view("tp-01")
+    json.dumps(view)  # what the page receives is JSON
+    listed = {alert["seq"] for alert in view["alerts"]}
+    assert len(listed) <= 5
+    assert all(alert["resolved"] is None or alert["resolved"]["why"] for alert in view["alerts"])
+    for device in view["devices"].values():
+        assert device["headline"] and isinstance(device["ok"], bool)
