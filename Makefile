@@ -14,10 +14,11 @@ $(STAMP): pyproject.toml
 
 ## make run: a simulated Teen Patti 20-20 table, on Mosquitto at 127.0.0.1:1883 if one answers,
 ## otherwise on an embedded broker, and the studio beside it (its address is printed: dealer
-## screen and overlay on 127.0.0.1:8080, or a free port). Ctrl-C stops it. RUN_ARGS adds
-## options to `tablectl run` (--no-studio, --studio-port P).
+## screen and overlay on 127.0.0.1:8080, or a free port). Ctrl-C stops the table; the studio
+## keeps serving (--linger: the secure-delay overlay shows the last result) until Ctrl-C again.
+## RUN_ARGS adds options to `tablectl run` (--no-studio, --studio-port P).
 run: $(STAMP)
-	$(BIN)/tablectl run --simulate --show $(RUN_ARGS)
+	$(BIN)/tablectl run --simulate --show --linger $(RUN_ARGS)
 
 ## make test: the whole suite. Installs Mosquitto, PostgreSQL and Chromium (the studio's page
 ## tests, driven by Playwright: no browser is downloaded) with apt-get when missing.

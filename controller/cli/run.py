@@ -11,9 +11,10 @@ import argparse
 import asyncio
 import contextlib
 import secrets
+import signal
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
     from controller.studio.pit.settings import PitSettings
+    from controller.studio.server import StudioAddress
 
 SIM_TABLE_ID = "sim-1"
 
@@ -156,6 +158,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=8080,
         metavar="PORT",
         help="the studio's port on 127.0.0.1 (default 8080; a free one when it is taken)",
+    )
+    studio.add_argument(
+        "--linger",
+        action="store_true",
+        help="once the table has stopped (--rounds N reached, or Ctrl-C), keep the studio "
+        "serving until Ctrl-C, so the secure-delay overlay shows the last result (make run "
+        "passes it; nothing to keep with --no-studio)",
     )
     studio.add_argument(
         "--studio-secure-delay",
@@ -317,20 +326,31 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         settings = load_settings(None, **deep_merge(merged, devices.settings))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
         given = bool(settings.mqtt.urls)
-        if not args.no_archive:
+        linger = _Linger() if args.linger and not args.no_studio else None
+        studio = _studio(args, settings, on_ready=linger.on_ready if linger else None)
+        if not args.no_archive or linger is not None:
+            # The broker outlives the table: the archive subscribes before it starts, and a
+            # lingering studio still reads from it after it stopped.
             settings = await _with_broker(stack, settings)
             given = True
+        if linger is not None:
+            await stack.enter_async_context(linger.running(studio["studio"], settings.mqtt))
         table = run_table(
             settings,
             rounds=args.rounds,
             show=args.show,
             broker_urls_given=given,
             install_signal_handlers=True,
-            companions={**_simulated_betting(settings, seed), **_studio(args, settings)},
+            companions={
+                **_simulated_betting(settings, seed),
+                **({} if linger is not None else studio),
+            },
             usb_backend=devices.usb_backend,
         )
         summaries = await table if args.no_archive else await _archived(args, settings, table)
-    _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
+        _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
+        if linger is not None:
+            await linger.serve_until_stopped(settings.table_id, args.studio_secure_delay > 0)
     return 0
 
 
@@ -432,8 +452,16 @@ def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companio
     return {"simulated-betting": betting}
 
 
-def _studio(args: argparse.Namespace, settings: TableSettings) -> dict[str, Companion]:
-    """The studio beside a simulated table (``--no-studio``: none), on the table's broker."""
+def _studio(
+    args: argparse.Namespace,
+    settings: TableSettings,
+    *,
+    on_ready: Callable[[StudioAddress], None] | None = None,
+) -> dict[str, Companion]:
+    """The studio beside a simulated table (``--no-studio``: none), on the table's broker.
+
+    ``on_ready`` is called with its address once it listens (after its pages are printed).
+    """
     if args.no_studio:
         return {}
     if not 0 <= args.studio_port <= 65535:
@@ -448,7 +476,7 @@ def _studio(args: argparse.Namespace, settings: TableSettings) -> dict[str, Comp
 
         from controller.studio.config import HttpSettings, SecureSettings, StudioSettings
         from controller.studio.errors import StudioError
-        from controller.studio.server import StudioAddress, run_studio
+        from controller.studio.server import run_studio
 
         delay = args.studio_secure_delay
         studio_settings = StudioSettings(
@@ -470,6 +498,8 @@ def _studio(args: argparse.Namespace, settings: TableSettings) -> dict[str, Comp
                 file=sys.stderr,
                 flush=True,
             )
+            if on_ready is not None:
+                on_ready(address)
 
         try:
             await run_studio(studio_settings, stop, on_ready=ready, fallback_to_free_port=True)
@@ -477,6 +507,80 @@ def _studio(args: argparse.Namespace, settings: TableSettings) -> dict[str, Comp
             structlog.get_logger("studio").warning("studio not started", error=str(exc))
 
     return {"studio": studio}
+
+
+_STUDIO_STOP_SECONDS = 10.0
+"""How long a lingering studio may take to stop (its pages' sockets closed) after Ctrl-C."""
+
+
+class _Linger:
+    """``--linger``: the studio outlives the table and serves until Ctrl-C (or SIGTERM).
+
+    Without it the studio is one of the table's companions and stops with it. With it, it
+    runs beside the table in a task of its own (started by :meth:`running`, on the broker the
+    table uses), and once the table has stopped :meth:`serve_until_stopped` keeps the process
+    up until a stop signal: the secure-delay overlay, ``--studio-secure-delay`` behind, shows
+    the last round's result.
+    """
+
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._address: StudioAddress | None = None
+
+    def on_ready(self, address: StudioAddress) -> None:
+        """The studio listens at ``address`` (named when the table has stopped)."""
+        self._address = address
+
+    @contextlib.asynccontextmanager
+    async def running(self, studio: Companion, mqtt: MqttSettings) -> AsyncIterator[None]:
+        """The studio runs until the block ends (then it is stopped and awaited)."""
+
+        async def serve() -> None:
+            await studio(mqtt, self._stop)
+
+        self._task = asyncio.create_task(serve(), name="studio")
+        try:
+            yield
+        finally:
+            self._stop.set()
+            try:
+                async with asyncio.timeout(_STUDIO_STOP_SECONDS):
+                    await asyncio.shield(self._task)
+            except TimeoutError:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+
+    async def serve_until_stopped(self, table_id: str, secure: bool) -> None:
+        """Once the table has stopped: serve until SIGINT/SIGTERM (nothing if no studio runs)."""
+        task = self._task
+        if task is None or task.done():
+            return  # the studio did not start (logged): nothing to keep the process for
+        loop = asyncio.get_running_loop()
+        signalled = asyncio.Event()
+        # These replace the table's handlers (a second Ctrl-C there means "stop at once").
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, signalled.set)
+        where = "the studio"
+        if self._address is not None:
+            overlay = self._address.pages(table_id)[1]
+            where = f"{overlay}?mode=secure-delay" if secure else overlay
+        print(
+            f"tablectl run: the table has stopped; --linger keeps the studio serving "
+            f"({where} shows the last result) until Ctrl-C",
+            file=sys.stderr,
+            flush=True,
+        )
+        waiter = asyncio.create_task(signalled.wait(), name="linger-signal")
+        try:
+            await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+        if task.done():
+            task.result()  # the studio ended by itself: raise what ended it
 
 
 DEMO_PIT_USER = "pit"
