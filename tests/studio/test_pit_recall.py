@@ -25,6 +25,7 @@ from controller.recall import recall_round
 from controller.settings import load_settings
 from controller.signing import generate_keypair, load_public_key
 from controller.studio.pit import build_pit_app
+from controller.studio.pit.console import ActionRequest
 from controller.studio.pit.errors import RecallError
 from controller.studio.pit.passwords import hash_password
 from controller.studio.pit.runner import serving
@@ -106,6 +107,7 @@ async def test_recall_from_what_the_console_saw_and_from_the_archive(
             while app.state.pit_console.floor.tables[TABLE].state != "settled":
                 await asyncio.sleep(0.05)
         seen = await handlers.recall(round_id)
+        seen_span = app.state.pit_console.round_span(TABLE, round_id)
         with pytest.raises(RecallError, match="needs the studio archive"):
             await handlers.recall(f"{TABLE}-999999")
 
@@ -113,6 +115,9 @@ async def test_recall_from_what_the_console_saw_and_from_the_archive(
     assert _without_delivery(seen.record) == expected
     assert [(s["kind"], s["verified"]) for s in seen.signatures] == [("round_result", True)]
     assert "result" in seen.text
+    # A replay asked by round: the range of the round's entries the console saw.
+    seqs = [entry["seq"] for entry in expected["entries"]]
+    assert seen_span == (min(seqs), max(seqs))
 
     # The same messages in the archive (classified and stored as the archive does).
     keys = TableKeys({TABLE: load_public_key(public)})
@@ -128,6 +133,12 @@ async def test_recall_from_what_the_console_saw_and_from_the_archive(
         await store.close()
     archived_app = console(mosquitto.url, public, archive=archive_db)
     archived = await archived_app.state.pit_handlers.recall(round_id)
+    # A replay asked by round, with the console's archive: the range from the archive.
+    by_round = ActionRequest(TABLE, "replay", "replay-by-round", round_id=round_id)
+    mapped = await archived_app.state.pit_handlers.replay_span(by_round)
+    assert (mapped.from_seq, mapped.to_seq, mapped.round_id) == (min(seqs), max(seqs), round_id)
+    unknown = ActionRequest(TABLE, "replay", "replay-by-round", round_id=f"{TABLE}-000404")
+    assert (await archived_app.state.pit_handlers.replay_span(unknown)).from_seq is None
     assert archived.source == "archive"
     assert _without_delivery(archived.record) == expected
     assert [(s["kind"], s["verified"]) for s in archived.signatures] == [("round_result", True)]

@@ -521,7 +521,7 @@ class PitHandlers:
             "repeated": False,
         }
 
-    async def _replay_span(self, request: ActionRequest) -> ActionRequest:
+    async def replay_span(self, request: ActionRequest) -> ActionRequest:
         """A replay asked by round, with the round's ``seq`` range (seen, else archived)."""
         if request.name != "replay" or request.from_seq is not None or not request.round_id:
             return request
@@ -543,7 +543,7 @@ class PitHandlers:
         if user.role not in ACTING_ROLES:
             await send(self._answer(request, "invalid", f"{user.role} may not send pit actions"))
             return
-        request = await self._replay_span(request)
+        request = await self.replay_span(request)
         result = await self.console.act(user, request)
         answer = self._answer(request, result.status, result.text)
         answer.update(
