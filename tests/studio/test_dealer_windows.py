@@ -38,7 +38,7 @@ async def test_a_refused_card_is_shown_with_its_reason(mosquitto, browser, tmp_p
             refused = (await page.evaluate("window.__refused"))[0]
             assert refused["slot"] == "A2"
             assert "duplicate" in refused["reason"]
-            assert refused["text"].startswith("REFUSED As at A2: ")
+            assert refused["text"].startswith("REFUSED ace of spades at A2: ")
             # The next good card clears it.
             await wait_for(lambda: page.locator("#refused").is_hidden(), 10, "the refusal gone")
 
@@ -61,7 +61,8 @@ async def test_a_decision_window_is_shown_with_its_countdown(mosquitto, browser,
                 lambda: page.locator("#decision[data-kind='action']").is_visible(), 30, "a window"
             )
             text = await page.locator("#decision").inner_text()
-            assert "Hold'em action" in text and "seat" in text
+            assert "Hold'em action" in text and "Seat " in text
+            assert "all-in" in text and "all_in" not in text  # a dealer's words, not tokens
             await wait_for(
                 lambda: page.locator("#countdown:not([data-seconds=''])").count(), 5, "countdown"
             )

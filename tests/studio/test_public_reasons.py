@@ -88,7 +88,8 @@ async def test_a_void_and_a_resume_show_only_public_reasons(mosquitto, browser, 
             assert await dealer.locator("#result").inner_text() == "VOIDED: voided by the pit"
             await wait_for(lambda: overlay.locator("#result").is_visible(), 10, "the void")
             assert (
-                await overlay.locator("#result").inner_text() == "round voided: voided by the pit"
+                await overlay.locator("#result").inner_text()
+                == "Round void \u2014 all bets returned (voided by the pit)"
             )
             await dealer.screenshot(path=artifacts_dir() / "dealer-voided.png")
             await overlay.screenshot(

@@ -226,15 +226,27 @@ export function handName(game, hand) {
   return title(hand);
 }
 
-/** A result's winner in words ("A" -> "Player A wins", "P2+P4" -> "Position 2 and Position 4 win"). */
+/** "a", "a and b", "a, b and c". */
+export function listWords(items) {
+  return items.length <= 1 ? items.join("") : `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`;
+}
+
+/** A result's winner in words ("A" -> "Player A wins", "P2+P4" -> "Positions 2 and 4 beat the banker"). */
 export function winnerWords(game, winner) {
   if (!winner) return "";
   if (winner === "tie") return "Tie";
   if (winner === "void") return "Round void \u2014 all bets returned";
-  const names = String(winner).split("+").map((hand) => handName(game, hand));
-  if (game === "mahjong-pai-gow" && winner === "B") return "Banker wins every hand";
-  if (game === "mahjong-pai-gow") return `${names.join(" and ")} beat${names.length > 1 ? "" : "s"} the banker`;
-  return names.length > 1 ? `${names.join(" and ")} split the pot` : `${names[0]} wins`;
+  const hands = String(winner).split("+");
+  if (game === "mahjong-pai-gow") {
+    if (winner === "B") return "Banker wins every hand";
+    const numbers = hands.map((h) => (/^P(\d+)$/.exec(h) || [])[1]);
+    if (numbers.every(Boolean)) {
+      const many = numbers.length > 1;
+      return `Position${many ? "s" : ""} ${listWords(numbers)} beat${many ? "" : "s"} the banker`;
+    }
+  }
+  const names = hands.map((hand) => handName(game, hand));
+  return names.length > 1 ? `${listWords(names)} split the pot` : `${names[0]} wins`;
 }
 
 /** A setting's card list in words-free notation order, for the house way split. */
