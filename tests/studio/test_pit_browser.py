@@ -201,6 +201,11 @@ async def _void_from_the_page(page: Page, live: Live) -> dict[str, Any]:
     await expect(answer.locator("[data-role=answer-words]")).to_have_text(
         f"Round {round_id} at table {TABLE} voided: every bet is refunded."
     )
+    # The second click of the double click reached nothing under the closed dialog.
+    assert await page.evaluate("String(getSelection())") == ""
+    await expect(card.locator("[data-role=headline]")).to_have_text(
+        "Round 1: voided by the pit", timeout=BROWSER_SECONDS
+    )
     await expect(card.locator(".state")).to_have_text("voided", timeout=BROWSER_SECONDS)
     await shot(page, "voided")
     _, voided = await live["betting"].wait_event("round_voided")
@@ -210,8 +215,11 @@ async def _void_from_the_page(page: Page, live: Live) -> dict[str, Any]:
 async def _replay_the_round(page: Page, live: Live, round_id: str) -> None:
     card = page.locator(f"#card-{TABLE}")
     await card.locator("[data-role=replay-round]").fill(round_id)
+    await page.wait_for_timeout(600)  # a person's next click (the page ignores 0.5 s of clicks
+    # after a confirmation: the second click of a double click)
     await card.locator("[data-role=replay]").click()
     dialog = page.locator("#confirm")
+    await expect(dialog).to_be_visible()
     await expect(dialog).to_contain_text(f"round {round_id}")
     await dialog.locator("[data-role=confirm-go]").click()
     answer = card.locator("[data-role=answer-words]")
@@ -290,6 +298,25 @@ def _journalled(journal_path: Path, round_id: str, acked: int) -> None:
     assert "pit actions" in record.to_text() and "void by alice" in record.to_text()
 
 
+async def _resume_refused(page: Page, round_id: str) -> None:
+    """A pit action on the finished round: confirmed, then the table's refusal in words."""
+    card = page.locator(f"#card-{TABLE}")
+    await page.wait_for_timeout(600)
+    await card.locator("button.resume").click()
+    await expect(page.locator("#confirm")).to_be_visible()
+    await expect(page.locator("#confirm")).to_contain_text(round_id)
+    await page.locator("#confirm [data-role=confirm-go]").click()
+    answer = card.locator(".answer")
+    await expect(answer).to_have_class("answer refused", timeout=BROWSER_SECONDS)
+    await expect(answer.locator("[data-role=answer-words]")).to_contain_text(
+        f"Table {TABLE} refused to resume round {round_id}: "
+    )
+    await expect(answer.locator("[data-role=answer-detail]")).to_contain_text(
+        "REFUSED resume resume-alice-"
+    )
+    await shot(page, "refused")
+
+
 async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path, browser):
     async with (
         serving(build_pit_app(console_settings(broker))) as url,
@@ -322,19 +349,7 @@ async def test_the_pit_boss_voids_a_halted_round_from_the_page(broker, tmp_path,
             )
             await _replay_the_round(page, live, voided["round"])
 
-            # A pit action on the finished round: confirmed, then the table's refusal in words.
-            await card.locator("button.resume").click()
-            await expect(page.locator("#confirm")).to_contain_text(voided["round"])
-            await page.locator("#confirm [data-role=confirm-go]").click()
-            answer = card.locator(".answer")
-            await expect(answer).to_have_class("answer refused", timeout=BROWSER_SECONDS)
-            await expect(answer.locator("[data-role=answer-words]")).to_contain_text(
-                f"Table {TABLE} refused to resume round {voided['round']}: "
-            )
-            await expect(answer.locator("[data-role=answer-detail]")).to_contain_text(
-                "REFUSED resume resume-alice-"
-            )
-            await shot(page, "refused")
+            await _resume_refused(page, voided["round"])
 
             # The table stops after its one round: offline on the page.
             await expect(card.locator(".online")).to_contain_text(

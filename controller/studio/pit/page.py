@@ -89,6 +89,7 @@ dialog .buttons{display:flex;gap:.8em;justify-content:flex-end;margin-top:.8em}
 .who{margin-left:auto}
 form.login{max-width:22em;margin:4em auto;background:var(--panel);padding:1.5em;
  border-radius:.5em}
+form.login h1{font-size:1.4em;margin:0 0 .6em}
 form.login label{display:block;margin:.6em 0 .2em}
 form.login input{width:100%}
 .error{color:#ff9b94;font-weight:700}
@@ -254,8 +255,22 @@ function confirmAction({title, text, reason, go, action}) {
 document.getElementById("confirm-reason").addEventListener("input", (event) => {
   document.getElementById("confirm-go").disabled = !event.target.value.trim();
 });
+// A double click on Confirm must not click what lies under the dialog once it closes.
+let quietUntil = 0;
+document.addEventListener("click", (event) => {
+  if (performance.now() < quietUntil) {
+    event.stopPropagation();
+    event.preventDefault();
+  }
+}, true);
+for (const kind of ["dblclick", "mousedown"]) {
+  document.addEventListener(kind, (event) => {
+    if (performance.now() < quietUntil) event.preventDefault();
+  }, true);
+}
 document.getElementById("confirm-go").addEventListener("click", () => {
   const reason = document.getElementById("confirm-reason").value.trim();
+  quietUntil = performance.now() + 500;
   dialog.close();
   if (onConfirm) onConfirm({ok: true, reason});
   onConfirm = null;
@@ -392,9 +407,12 @@ function headline(view) {
   const number = view.round_no ? "Round " + view.round_no : "Round " + view.round;
   if (view.halted) return number + " HALTED: waiting for the pit boss";
   if (view.awaiting_rescan) return number + ": the dealer rescans " + view.awaiting_rescan;
-  const state = words(view.state);
-  return number + ": " + (view.result && ["settled", "voided"].includes(view.state)
-    ? view.result : state);
+  if (view.state === "voided") {
+    const why = String(view.result || "").replace(/^voided: /, "");
+    return number + (why.startsWith("voided") ? ": " + why : " voided" + (why ? ": " + why : ""));
+  }
+  return number + ": " + (view.result && view.state === "settled" ? view.result
+    : words(view.state));
 }
 
 function drawDevices(parts, devices) {
