@@ -9,9 +9,10 @@ import pytest
 from controller.commands import Command, Refusal, parse_command
 from controller.messages import Topics
 from controller.pitcli import EXIT_ACCEPTED, EXIT_REFUSED, match_answer, prepare_command
-from controller.studio.pit.console import ActionInvalid, ActionRequest, check_action
+from controller.studio.pit.console import ActionInvalid, ActionRequest, PitConsole, check_action
 from controller.studio.pit.passwords import hash_password
-from controller.studio.pit.settings import PitUser
+from controller.studio.pit.settings import PitUser, pit_settings
+from tests.studio.test_pit_floor import env
 
 TOPICS = Topics(prefix="tables", table="tp-01")
 ALICE = PitUser(name="alice", role="pitboss", password_hash=hash_password("x", n=1024))
@@ -107,3 +108,33 @@ def test_an_ack_is_a_pit_command_journalled_with_its_operator():
         TOPICS, "tables/tp-01/cmd/pit/ack", b'{"command_id": "a", "alert_seq": 0}'
     )
     assert isinstance(refused, Refusal) and "alert_seq" in refused.reason
+
+
+async def test_the_console_acks_only_a_listed_alert_and_says_why_not_in_words():
+    settings = pit_settings(
+        {
+            "users": [{"name": "alice", "role": "pitboss", "password_hash": ALICE.password_hash}],
+            "session_secret": "s" * 40,
+            "mqtt": {"urls": ["mqtt://127.0.0.1:1"]},
+            "tables": ["tp-01"],
+        }
+    )
+    console = PitConsole(settings)  # never connected: nothing can be sent
+    halted = env("round_halted", 6, {"reason": "card reader lost"})
+    assert console.floor.apply("tables/tp-01/events", halted) == "tp-01"
+    unknown = await console.act(ALICE, ActionRequest("tp-01", "ack", "abcdefgh", alert_seq=99))
+    assert (unknown.status, unknown.sentence) == (
+        "invalid",
+        "Not sent: No alert at seq 99 is listed for tp-01.",
+    )
+    listed = await console.act(ALICE, ActionRequest("tp-01", "ack", "abcdefgh", alert_seq=6))
+    assert listed.status == "no_answer"
+    assert listed.sentence == (
+        "Not sent: the console is not connected to the broker (not connected yet). "
+        "Try again once it is."
+    )
+    replay = ActionRequest("tp-01", "replay", "abcdefgh", round_id="tp-01-000009")
+    assert (await console.act(ALICE, replay)).sentence.startswith(
+        "Not sent: Round tp-01-000009 was not seen by this console"
+    )
+    assert console.round_span("tp-01", "tp-01-000001") == (6, 6)
