@@ -45,8 +45,13 @@ from controller.messages import (
     StatusMessage,
 )
 
-SCHEMA_VERSIONS = frozenset({"2"})
-"""The envelope versions the readers of this release accept."""
+SCHEMA_VERSIONS = frozenset({"3"})
+"""The envelope versions the readers of this release accept.
+
+Version 2 is refused (once per message, ``schema_version``): it carries no journal identity,
+so a reader could not tell a replaced journal's ``seq`` from the old one's (issue 22). The
+archive reads version 2 too (:data:`controller.archive.ingest.SCHEMA_VERSIONS`).
+"""
 
 Code = Literal[
     "too_large",
@@ -59,6 +64,7 @@ Code = Literal[
     "invalid",
     "wrong_table",
     "seq_ahead",
+    "other_journal",
 ]
 """Why a message was rejected, as a short code (a metric label; the reason says more)."""
 
@@ -321,6 +327,19 @@ def _table(found: str, table: str | None) -> Rejection | None:
     return Rejection("wrong_table", f"field 'table' is {found[:80]!r}, the topic says {table!r}")
 
 
+def _versioned(
+    payload: bytes | bytearray | memoryview | str, model: type[M], what: str, bounds: Bounds
+) -> M | Rejection:
+    """A JSON object of a known ``schema_version`` as ``model``, or why not."""
+    body = parse_object(payload, bounds=bounds)
+    if isinstance(body, Rejection):
+        return body
+    wrong = _version(body)
+    if wrong is not None:
+        return wrong
+    return validate(model, body, what)
+
+
 def parse_envelope(
     payload: bytes | bytearray | memoryview | str,
     *,
@@ -340,13 +359,7 @@ def parse_envelope(
         secure: Read with the full data models (``secure/events``).
         bounds: The bounds.
     """
-    body = parse_object(payload, bounds=bounds)
-    if isinstance(body, Rejection):
-        return body
-    wrong = _version(body)
-    if wrong is not None:
-        return wrong
-    envelope = validate(Envelope, body, "envelope")
+    envelope = _versioned(payload, Envelope, "envelope", bounds)
     if isinstance(envelope, Rejection):
         return envelope
     wrong = _table(envelope.table, table)
@@ -394,13 +407,7 @@ def parse_status(
     bounds: Bounds = BOUNDS,
 ) -> StatusMessage | Rejection:
     """The retained ``status`` message (birth, stop, Last Will), or why not."""
-    body = parse_object(payload, bounds=bounds)
-    if isinstance(body, Rejection):
-        return body
-    wrong = _version(body)
-    if wrong is not None:
-        return wrong
-    status = validate(StatusMessage, body, "status")
+    status = _versioned(payload, StatusMessage, "status", bounds)
     if isinstance(status, Rejection):
         return status
     wrong = _table(status.table, table)
@@ -454,7 +461,7 @@ class SeqGuard:
 
     bounds: Bounds = BOUNDS
     _anchors: dict[str, _Anchor] = field(default_factory=dict)
-    _sessions: dict[str, int] = field(default_factory=dict)
+    _journals: dict[str, str] = field(default_factory=dict)
 
     def limit(self, table: str, now: float) -> int | None:
         """The highest ``seq`` table ``table`` could have sent by ``now`` (``None``: unknown)."""
@@ -467,32 +474,38 @@ class SeqGuard:
     def on_status(self, status: StatusMessage, now: float) -> Rejection | None:
         """Anchor ``status.table`` at an online status's chain head, or say why not.
 
-        The chain head of a status from the journal the guard follows (its ``session`` not
-        lower than the last one's) may not be beyond :meth:`limit` (a forged status must not
-        carry the guard away); below the anchor it leaves the anchor where it is (an older
-        birth, retained). A lower ``session`` is a new journal, whose first birth cannot hold
-        more than ``seq_slack`` entries: it anchors the guard afresh.
+        The chain head of a status from the journal the guard follows (the same ``journal``
+        id) may not be beyond :meth:`limit` (a forged status must not carry the guard away);
+        below the anchor it leaves the anchor where it is (an older birth, retained). Another
+        ``journal`` id is a new journal (issue 22; its ``session`` says nothing: a new file
+        counts from 1 again, or from anything): its head is held to the same :meth:`limit`
+        (a forged birth of another journal cannot carry the guard away either), and within it
+        the new journal anchors the guard afresh, lower too (its ``seq`` starts over). A
+        forged birth of another journal at a low head holds the real journal back only until
+        the rate times the time since allows its ``seq`` again.
         """
         if status.state != "online" or status.chain_head is None:
             return None
         table, head = status.table, status.chain_head.seq
         at = min(_epoch(status.at, now), now)
-        anchor, session = self._anchors.get(table), self._sessions.get(table)
-        if anchor is None or session is None:
+        anchor, journal = self._anchors.get(table), self._journals.get(table)
+        if anchor is None or journal is None:
             # Nothing yet, or only a seq read before any status (nothing to judge that seq
             # by): the status anchors.
-            self._anchors[table], self._sessions[table] = _Anchor(head, at), status.session
+            self._anchors[table], self._journals[table] = _Anchor(head, at), status.journal
             return None
-        if status.session < session:
-            if head > self.bounds.seq_slack:
+        if status.journal != journal:
+            limit = self.limit(table, now)
+            if limit is not None and head > limit:
                 return Rejection(
                     "seq_ahead",
-                    f"status of session {status.session} (a new journal: the last was "
-                    f"{session}) already at seq {head}: not taken as the table's position",
+                    f"status of journal {status.journal[:8]} (a new journal: the last was "
+                    f"{journal[:8]}) already at seq {head}, beyond what table {table!r} could "
+                    f"have sent (at most {limit} by now): not taken as its position",
                     table=table,
                     seq=head,
                 )
-            self._anchors[table], self._sessions[table] = _Anchor(head, at), status.session
+            self._anchors[table], self._journals[table] = _Anchor(head, at), status.journal
             return None
         limit = self.limit(table, now)
         if limit is not None and head > limit:
@@ -505,8 +518,11 @@ class SeqGuard:
             )
         if head >= anchor.seq:
             anchor.seq, anchor.at = head, max(at, anchor.at) if head == anchor.seq else at
-        self._sessions[table] = status.session
         return None
+
+    def journal(self, table: str) -> str | None:
+        """The journal id of ``table`` the guard follows (``None``: no online status yet)."""
+        return self._journals.get(table)
 
     def admit(self, table: str, seq: int, now: float) -> Rejection | None:
         """``None`` when ``seq`` is possible (it then anchors a table not anchored yet)."""
@@ -530,7 +546,7 @@ class SeqGuard:
     def forget(self, table: str) -> None:
         """Drop ``table``'s anchor (a new journal: its ``seq`` starts over)."""
         self._anchors.pop(table, None)
-        self._sessions.pop(table, None)
+        self._journals.pop(table, None)
 
 
 def _epoch(moment: datetime | None, default: float) -> float:
