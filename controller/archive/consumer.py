@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import typing
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -53,14 +54,13 @@ from controller.archive.gaps import Gap, GapBook, ranges
 from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
 from controller.archive.store import ArchiveStore
 from controller.inbound import Code, Rejection, RejectionLog, SeqGuard
-from controller.mqtt.adapter import ack_all, manual_acks, queued_messages
+from controller.mqtt import drain
 from controller.mqtt.connection import Connector
 from controller.pitcli import Target, send_command
 
 if TYPE_CHECKING:
-    import aiomqtt
-
     from controller.broker import BrokerAddress
+    from controller.mqtt.client import Client as MqttClient
 
 log = structlog.get_logger("archive")
 
@@ -79,19 +79,7 @@ ALERTED_FILL_EVERY = 25
 Message = tuple[str, bytes]
 Found = Entry | Status | Rejected
 
-_CODES: dict[str, Code] = {
-    code: code
-    for code in (
-        "too_large",
-        "too_deep",
-        "not_utf8",
-        "not_json",
-        "not_object",
-        "out_of_range",
-        "schema_version",
-        "seq_ahead",
-    )
-}
+_CODES: dict[str, Code] = {code: code for code in typing.get_args(Code)}
 _CODES["unknown_table"] = "wrong_table"
 """The shared codes of the archive's categories (the rest, its own, are ``invalid``, named in
 the reason)."""
@@ -120,16 +108,11 @@ Committed = Callable[[Sequence[Received]], None]
 
 
 class _AckAfterCommit(Connector):
-    """The shared :class:`Connector`, with acknowledgements left to the consumer."""
+    """The shared :class:`Connector`, acknowledgements left to the consumer, the drain's paths."""
 
-    def __init__(self, *args: Any, receive_maximum: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._receive_maximum = receive_maximum
-
-    def make_client(self, address: BrokerAddress) -> aiomqtt.Client:
-        client = super().make_client(address)
-        manual_acks(client, self._receive_maximum)
-        return client
+    def make_client(self, address: BrokerAddress) -> MqttClient:
+        drain.install()  # the archive's only: paho's internals, on the pinned paho (drain.py)
+        return super().make_client(address)
 
 
 class ArchiveConsumer:
@@ -607,7 +590,7 @@ class ArchiveConsumer:
             name="archive",
             logger="archive.mqtt",
             persistent=True,
-            buffered_reads=True,
+            manual_acks=True,
             receive_maximum=self.settings.consumer.receive_maximum,
             log=log,
         )
@@ -625,7 +608,7 @@ class ArchiveConsumer:
             if self.gap_db is not None:
                 await self.gap_db.close()
 
-    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+    async def _serve(self, client: MqttClient, address: BrokerAddress) -> None:
         """While connected: subscribe, then store what arrives in batches, ack after commit."""
         topics = self.topics()
         stale = [topic for topic in self.wildcard_topics() if topic not in topics]
@@ -642,7 +625,7 @@ class ArchiveConsumer:
 
         def committed(batch: Sequence[Received]) -> None:
             # Committed: only now may the broker forget them (in the order received).
-            ack_all(client, [(m.mid, m.qos) for m in batch if m.qos > 0])
+            drain.ack_all(client, [(m.mid, m.qos) for m in batch if m.qos > 0])
 
         try:
             await self.handle_batches(_waiting(queue, reader), committed)
@@ -652,9 +635,9 @@ class ArchiveConsumer:
             await asyncio.gather(reader, return_exceptions=True)
 
     @staticmethod
-    async def _read(client: aiomqtt.Client, queue: asyncio.Queue[Received]) -> None:
+    async def _read(client: MqttClient, queue: asyncio.Queue[Received]) -> None:
         async for first in client.messages:
-            for message in (first, *queued_messages(client)):
+            for message in (first, *client.take_queued()):
                 queue.put_nowait(
                     Received(str(message.topic), bytes(message.payload), message.mid, message.qos)
                 )
