@@ -65,7 +65,8 @@ from controller.mqtt.settings import MqttSettings
 from controller.settings import ReplayLimitSettings
 
 if TYPE_CHECKING:
-    import aiomqtt
+    from controller.mqtt.client import Client as MqttClient
+    from controller.mqtt.client import Message as MqttMessage
 
 _log = structlog.get_logger(__name__)
 
@@ -745,7 +746,7 @@ class CommandRouter:
             raise CommandError("no broker URL for the command router", table=self.table_id)
         await self._connector.run(self._serve, stop=self._stop)
 
-    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+    async def _serve(self, client: MqttClient, address: BrokerAddress) -> None:
         """One connection: subscribe, read commands until stopped (returns) or lost (raises)."""
         try:
             await client.subscribe(f"{self.topics.cmd_root}/#", qos=1)
@@ -766,7 +767,7 @@ class CommandRouter:
         finally:
             self.subscribed.clear()
 
-    async def _read(self, client: aiomqtt.Client, group: asyncio.TaskGroup) -> None:
+    async def _read(self, client: MqttClient, group: asyncio.TaskGroup) -> None:
         async for message in client.messages:
             topic = str(message.topic)
             payload = message.payload if isinstance(message.payload, bytes) else b""
@@ -944,10 +945,10 @@ class StatusWatcher:
         )
         await connector.run(self._serve, stop=self._stop)
 
-    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+    async def _serve(self, client: MqttClient, address: BrokerAddress) -> None:
         """One connection: follow the topic until stopped (returns) or lost (raises)."""
         await client.subscribe(self.topic, qos=1)
         await take_until_stopped(client, self._take, self._stop)
 
-    def _take(self, message: aiomqtt.Message) -> None:
+    def _take(self, message: MqttMessage) -> None:
         self.feed(message.payload if isinstance(message.payload, bytes) else b"")

@@ -177,7 +177,7 @@ def prepare_command(
 
 
 async def publish_command(client: Any, prepared: PreparedCommand, *, timeout: float) -> None:  # noqa: ASYNC109 (one PUBACK's bound, from the settings)
-    """Publish a prepared command (QoS 1) on a connected ``aiomqtt.Client``.
+    """Publish a prepared command (QoS 1) on a connected :class:`~controller.mqtt.client.Client`.
 
     With MQTT 5 the publish carries the response topic and correlation data, and a PUBACK
     that refuses it (ACL) raises.
@@ -278,6 +278,7 @@ async def send_command(
     import aiomqtt
 
     from controller.mqtt.ack import PublishRefused
+    from controller.mqtt.client import Client
 
     settings = target.mqtt
     topics = Topics(prefix=settings.topic_prefix, table=target.table_id)
@@ -288,11 +289,12 @@ async def send_command(
     try:
         async with asyncio.timeout(timeout):
             for address in settings.addresses:
-                client = aiomqtt.Client(
+                client = Client(
                     address.host,
                     address.port,
                     identifier=f"tablectl-{role}-cli-{uuid.uuid4().hex[:10]}",
-                    protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
+                    protocol=settings.protocol,
+                    connect_timeout=settings.connect_timeout,
                     **client_options(settings, address, context),
                 )
                 try:

@@ -3,9 +3,9 @@
 ``aiomqtt.Client.publish`` returns normally when the broker answers a v5 publish with a
 PUBACK whose reason code is a failure (``0x87 Not authorized`` from an ACL, ``0x97 Quota
 exceeded``, ``0x99 Payload format invalid``...): aiomqtt ignores the reason code. paho-mqtt
-2.x, underneath, does pass it to the ``on_publish`` callback (``CallbackAPIVersion.VERSION2``:
-``on_publish(client, userdata, mid, reason_code, properties)``), so :func:`publish_checked`
-hooks that callback (keeping aiomqtt's own, in :mod:`controller.mqtt.adapter`) and raises
+2.x passes it to its public ``on_publish`` callback (``CallbackAPIVersion.VERSION2``:
+``on_publish(client, userdata, mid, reason_code, properties)``), which
+:class:`controller.mqtt.client.Client` drives, so :func:`publish_checked` raises
 :class:`PublishRefused` with the code.
 
 Limits, checked against Mosquitto 2.0.11 (tests/integration/test_mosquitto_security.py):
@@ -15,10 +15,9 @@ Limits, checked against Mosquitto 2.0.11 (tests/integration/test_mosquitto_secur
   normally; only a subscriber can tell.
 * QoS 1 only. paho ignores the reason code of a QoS 2 PUBREC, and QoS 0 has no
   acknowledgement at all.
-* It reaches into ``aiomqtt.Client._client`` (the paho client): aiomqtt 2.5 exposes no
-  public hook. That is done in :mod:`controller.mqtt.adapter` only; if a future aiomqtt
-  renames it, :func:`publish_checked` raises :class:`~controller.errors.PublishError` saying
-  so instead of silently not checking.
+* The client must be :class:`controller.mqtt.client.Client` (an ``aiomqtt.Client`` hides
+  the reason code): :func:`publish_checked` raises :class:`~controller.errors.PublishError`
+  saying so instead of silently not checking.
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ from controller.errors import PublishError
 from controller.mqtt.adapter import failure, hand_off
 
 if TYPE_CHECKING:
-    import aiomqtt
-
     from controller.mqtt.adapter import Properties, ReasonCode
+    from controller.mqtt.client import Client
 
 
 class PublishRefused(PublishError):
@@ -66,7 +64,7 @@ def refusal(topic: str, reason_code: ReasonCode, **context: Any) -> PublishRefus
 
 
 async def publish_checked(
-    client: aiomqtt.Client,
+    client: Client,
     topic: str,
     payload: str | bytes | bytearray | None,
     qos: int = 1,
@@ -78,7 +76,8 @@ async def publish_checked(
     """Publish with QoS 1 and wait for the PUBACK; raise if the broker refused the message.
 
     Args:
-        client: A connected ``aiomqtt.Client`` (MQTT v5 for refusals to be visible).
+        client: A connected :class:`~controller.mqtt.client.Client` (MQTT v5 for refusals
+            to be visible).
         topic: Topic to publish to.
         payload: The message body.
         qos: Must be 1 (see the module notes on QoS 0 and 2).
@@ -88,8 +87,8 @@ async def publish_checked(
 
     Raises:
         PublishRefused: The PUBACK carried a failure reason code (e.g. 0x87 Not authorized).
-        PublishError: ``qos`` is not 1, the client could not send (not connected...), or no
-            PUBACK came within ``timeout`` seconds.
+        PublishError: ``qos`` is not 1, the client is not this project's, could not send
+            (not connected...), or no PUBACK came within ``timeout`` seconds.
     """
     if qos != 1:
         raise PublishError(

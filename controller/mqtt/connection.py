@@ -2,9 +2,10 @@
 
 :class:`Connector` owns what the outbox (:class:`~controller.publisher.Publisher`), the
 command router and the betting-status watcher (:mod:`controller.commands`) used to write
-three times: building the ``aiomqtt.Client`` (credentials, TLS, keep-alive, ``TCP_NODELAY``,
-session, Last Will), the bounded connect, the close, URL failover over ``mqtt.urls`` and the
-capped, jittered back-off. A client only says what it does while connected (``serve``).
+three times: building the :class:`~controller.mqtt.client.Client` (credentials, TLS,
+keep-alive, ``TCP_NODELAY``, session, Last Will), the bounded connect, the close, URL
+failover over ``mqtt.urls`` and the capped, jittered back-off. A client only says what it
+does while connected (``serve``).
 
 The loop (:meth:`Connector.run`), until ``stop`` is set:
 
@@ -37,7 +38,7 @@ The loop (:meth:`Connector.run`), until ``stop`` is set:
    next in S s"; at most every :data:`SUMMARY_EVERY` s otherwise), and one line when the
    broker answers again.
 
-paho internals are used only through :mod:`controller.mqtt.adapter`.
+The clients are :class:`~controller.mqtt.client.Client`: paho-mqtt through its public API only.
 """
 
 from __future__ import annotations
@@ -47,27 +48,18 @@ import contextlib
 import logging
 import random
 import socket
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from controller.broker import BrokerAddress
-from controller.mqtt.adapter import (
-    READ_PACKETS_MAX,
-    abort_connect,
-    bound_connect,
-    connect_properties,
-    read_through,
-    session_taken_over,
-    share_property_tables,
-    write_through,
-)
+from controller.mqtt.adapter import connect_properties, session_taken_over
+from controller.mqtt.client import READ_PACKETS_MAX, Client, Will
 from controller.mqtt.settings import MqttSettings, backoff_seconds, client_options, tls_context
 
 if TYPE_CHECKING:
-    import aiomqtt
+    from controller.mqtt.client import Message as Message  # noqa: PLC0414 (for annotations)
 
 __all__ = ["SUMMARY_EVERY", "TAKEOVER_LOSSES", "TAKEOVER_WINDOW", "Connector", "Serve"]
 
@@ -80,7 +72,7 @@ TAKEOVER_LOSSES = 3
 TAKEOVER_WINDOW = 2.0
 """Seconds after a CONNACK within which a dropped link counts towards :data:`TAKEOVER_LOSSES`."""
 
-Serve = Callable[["aiomqtt.Client", BrokerAddress], Awaitable[None]]
+Serve = Callable[[Client, BrokerAddress], Awaitable[None]]
 """What a client does while connected: return once stopping, raise when the link fails."""
 
 
@@ -97,13 +89,13 @@ class Connector:
             connection starts clean.
         will: Gives the Last Will's topic and payload (QoS 1, retained) for each connection.
         max_inflight: paho's limit of QoS 1 publishes awaiting their PUBACK.
-        pending_calls_threshold: aiomqtt warns above this many pending calls.
+        pending_calls_threshold: Kept for callers written for aiomqtt (not used).
         write_through: Write a publish to the socket inside ``publish()`` when called in the
-            loop thread (:func:`~controller.mqtt.adapter.write_through`): the card's hot path.
-        read_packets: Packets read from the socket per readable event at most
-            (:func:`~controller.mqtt.adapter.read_through`; paho alone reads one).
-        buffered_reads: Read the socket in chunks, not a ``recv`` per header byte
-            (:func:`~controller.mqtt.adapter.read_through`): for a client that receives a lot.
+            loop thread (:class:`~controller.mqtt.client.Client`): the card's hot path.
+        read_packets: paho ``loop_read`` calls per readable event at most (paho alone reads
+            one packet per call for a client that only receives).
+        manual_acks: Leave acknowledgements to the caller (the archive's, after its commit).
+        receive_maximum: MQTT 5: messages the broker sends before they are acknowledged.
         on_takeover: Called once when the broker ends the connection because another client
             took the session over (the loop then ends instead of fighting back).
 
@@ -133,7 +125,8 @@ class Connector:
         pending_calls_threshold: int | None = None,
         write_through: bool = False,
         read_packets: int = READ_PACKETS_MAX,
-        buffered_reads: bool = False,
+        manual_acks: bool = False,
+        receive_maximum: int | None = None,
         log: Any = None,
         on_takeover: Callable[[BrokerAddress], None] | None = None,
     ) -> None:
@@ -154,19 +147,17 @@ class Connector:
         self._pending_calls_threshold = pending_calls_threshold
         self._write_through = write_through
         self._read_packets = read_packets
-        self._buffered_reads = buffered_reads
+        self._manual_acks = manual_acks
+        self._receive_maximum = receive_maximum
         self._tls = tls_context(settings) if settings.uses_tls else None
         self._random = random.Random()
-        self._loop_thread = threading.get_ident()
 
     def backoff(self, failures: int) -> float:
         """The jittered delay after ``failures`` rounds of failed attempts (1, 2, ...)."""
         return backoff_seconds(self.settings, failures, self._random)
 
-    def make_client(self, address: BrokerAddress) -> aiomqtt.Client:
+    def make_client(self, address: BrokerAddress) -> Client:
         """A new, unconnected client for ``address`` with every shared option."""
-        import aiomqtt
-
         settings = self.settings
         options: dict[str, Any] = {
             **client_options(settings, address, self._tls),
@@ -175,30 +166,33 @@ class Connector:
         }
         if self._will is not None:
             topic, payload = self._will()
-            options["will"] = aiomqtt.Will(topic, payload, qos=1, retain=True)
+            options["will"] = Will(topic, payload, qos=1, retain=True)
         if self._max_inflight is not None:
             options["max_inflight_messages"] = self._max_inflight
+        options["protocol"] = settings.protocol
         if settings.protocol == "5":
-            options["protocol"] = aiomqtt.ProtocolVersion.V5
             options["clean_start"] = not self._persistent
             if self._persistent:
                 options["properties"] = connect_properties(settings.session_expiry_seconds)
         else:
-            options["protocol"] = aiomqtt.ProtocolVersion.V311
             options["clean_session"] = not self._persistent
-        client = aiomqtt.Client(address.host, address.port, **options)
-        # paho's blocking TCP connect runs in an executor thread: bound it as well.
-        bound_connect(client, settings.connect_timeout)
+        client = Client(
+            address.host,
+            address.port,
+            # paho's blocking TCP connect runs in an executor thread: bounded with the CONNACK.
+            connect_timeout=settings.connect_timeout,
+            write_through=self._write_through,
+            read_packets=self._read_packets,
+            manual_acks=self._manual_acks,
+            receive_maximum=self._receive_maximum,
+            **options,
+        )
         if self._pending_calls_threshold is not None:
             client.pending_calls_threshold = self._pending_calls_threshold
-        if self._write_through:
-            write_through(client, self._loop_thread)
-        read_through(client, self._read_packets, buffered=self._buffered_reads)
-        share_property_tables()
         return client
 
     @contextlib.asynccontextmanager
-    async def connect(self, address: BrokerAddress) -> AsyncIterator[aiomqtt.Client]:
+    async def connect(self, address: BrokerAddress) -> AsyncIterator[Client]:
         """Connect to ``address`` (bounded by ``connect_timeout``); close on the way out.
 
         A body that returns closes the connection cleanly (DISCONNECT, bounded by
@@ -206,18 +200,15 @@ class Connector:
         (bounded by 1 s).
 
         Raises:
-            TimeoutError: No CONNACK within ``connect_timeout``.
-            aiomqtt.MqttError: The broker refused or could not be reached.
+            ConnectTimeout: No CONNACK within ``connect_timeout`` (a ``TimeoutError``).
+            MqttLinkError: The broker refused or could not be reached (an
+                ``aiomqtt.MqttError`` too).
         """
         client = self.make_client(address)
-        try:
-            async with asyncio.timeout(self.settings.connect_timeout):
-                await client.__aenter__()
-        except BaseException:
-            # A connect still running in aiomqtt's executor thread must not come alive later
-            # with our client id (it would kick our next connection off the broker).
-            abort_connect(client)
-            raise
+        # Bounded by connect_timeout; a connect given up on (timed out, cancelled) that still
+        # runs in its executor thread never sends its CONNECT (it would kick our next
+        # connection off the broker with our client id).
+        await client.__aenter__()
         self.connections += 1
         self.taken_over = False
         self.current_url = address.url
@@ -252,7 +243,6 @@ class Connector:
                 as a warning, counts only if the connection was up.
             penalty: The least number of failures to back off for (read at each back-off).
         """
-        self._loop_thread = threading.get_ident()
         state = _RunState(report=on_error if on_error is not None else self._warn)
         try:
             while not stop.is_set():
@@ -290,7 +280,7 @@ class Connector:
         """
         before = self.connections
         start_over = False
-        current: aiomqtt.Client | None = None
+        current: Client | None = None
         try:
             async with self.connect(address) as client:
                 current = client
@@ -316,7 +306,7 @@ class Connector:
         return connected or start_over
 
     def _takeover(
-        self, address: BrokerAddress, client: aiomqtt.Client, exc: Exception, state: _RunState
+        self, address: BrokerAddress, client: Client, exc: Exception, state: _RunState
     ) -> bool:
         """Whether the lost link was a session takeover (then it is reported, once)."""
         state.quick_losses = self._quick_loss(exc, state.quick_losses)

@@ -30,9 +30,8 @@ from controller.outbox.sending import Sender
 from controller.outbox.snapshots import SnapshotFolder
 
 if TYPE_CHECKING:
-    import aiomqtt
-
     from controller.mqtt.adapter import ReasonCode
+    from controller.mqtt.client import Client as MqttClient
     from controller.signing import Signer
 
 MARK_BATCH = 1000
@@ -79,7 +78,7 @@ class _Flow:
         snapshot_scheduled: Whether :meth:`Delivery._publish_snapshot` is scheduled.
     """
 
-    def __init__(self, client: aiomqtt.Client, cursor: int) -> None:
+    def __init__(self, client: MqttClient, cursor: int) -> None:
         self.client = client
         self.cursor = cursor
         self.sent: deque[_Sent] = deque()
@@ -228,7 +227,7 @@ class Delivery:
 
     # -- the outbox task -----------------------------------------------------------------------
 
-    async def serve(self, client: aiomqtt.Client) -> None:
+    async def serve(self, client: MqttClient) -> None:
         """Hand every undelivered entry to paho, in ``seq`` order, and see each acknowledged.
 
         This task serves the backlog, enforces the PUBACK deadline and ends the connection on

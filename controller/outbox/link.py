@@ -24,7 +24,7 @@ from controller.outbox.delivery import Delivery
 from controller.outbox.sending import Sender
 
 if TYPE_CHECKING:
-    import aiomqtt
+    from controller.mqtt.client import Client as MqttClient
 
 
 class OutboxLink:
@@ -70,7 +70,7 @@ class OutboxLink:
         self.game = game
         self.version = version
         self.log = log
-        self.client: aiomqtt.Client | None = None
+        self.client: MqttClient | None = None
 
     def will(self) -> tuple[str, bytes]:
         """The Last Will: the retained offline status, ``connection lost``."""
@@ -111,7 +111,7 @@ class OutboxLink:
             self.log.exception("publisher failed; reconnecting", url=address.url)
         return False
 
-    async def serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+    async def serve(self, client: MqttClient, address: BrokerAddress) -> None:
         """One connection's life: birth, outbox until the link drops (raises) or we stop."""
         clean_exit = False
         try:
@@ -147,7 +147,7 @@ class OutboxLink:
                 # it is published after the outage, flagged delayed.
                 self.delivery.lateness.lost()
 
-    async def _outbox(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+    async def _outbox(self, client: MqttClient, address: BrokerAddress) -> None:
         """Run the outbox until a stop is requested (returns) or the link fails (raises)."""
         import aiomqtt
 
@@ -170,7 +170,7 @@ class OutboxLink:
             raise error
         raise aiomqtt.MqttError("connection to the broker ended")
 
-    async def _goodbye(self, client: aiomqtt.Client) -> None:
+    async def _goodbye(self, client: MqttClient) -> None:
         message = offline_message(
             self.topics,
             session=self.journal.session,
@@ -185,8 +185,8 @@ class OutboxLink:
             self.log.warning("could not publish the offline status", error=str(exc))
         self.log.info("stopped", undelivered=self.journal.undelivered_count())
 
-    async def _watch_link(self, client: aiomqtt.Client) -> None:
-        """Raise ``MqttError`` as soon as the connection drops (aiomqtt's only public signal).
+    async def _watch_link(self, client: MqttClient) -> None:
+        """Raise ``MqttError`` as soon as the connection drops (the messages iterator does).
 
         Inbound messages (none today: the publisher subscribes to nothing) are dropped.
         """

@@ -18,9 +18,8 @@ from controller.mqtt.adapter import hand_off, publish_properties
 from controller.mqtt.settings import MqttSettings
 
 if TYPE_CHECKING:
-    import aiomqtt
-
     from controller.mqtt.adapter import Properties, ReasonCode
+    from controller.mqtt.client import Client as MqttClient
 
 
 class Refusals:
@@ -103,7 +102,7 @@ class Sender:
         self.refusals = refusals
         self.published_messages = 0
 
-    def hand(self, client: aiomqtt.Client, message: Outbound) -> asyncio.Future[ReasonCode] | None:
+    def hand(self, client: MqttClient, message: Outbound) -> asyncio.Future[ReasonCode] | None:
         """Hand ``message`` to the client now; the future of its PUBACK (``None`` for QoS 0).
 
         Raises:
@@ -129,7 +128,7 @@ class Sender:
             return None
         return refused
 
-    async def send(self, client: aiomqtt.Client, message: Outbound) -> None:
+    async def send(self, client: MqttClient, message: Outbound) -> None:
         """Publish one message and wait for its PUBACK.
 
         MQTT v5, QoS 1: through :func:`~controller.mqtt.ack.publish_checked`, so a PUBACK with
@@ -157,7 +156,7 @@ class Sender:
         self.published_messages += 1
 
     async def publish(
-        self, client: aiomqtt.Client, message: Outbound, entry: JournalEntry | None = None
+        self, client: MqttClient, message: Outbound, entry: JournalEntry | None = None
     ) -> None:
         """:meth:`send`, with refusals reported.
 

@@ -45,9 +45,8 @@ from controller.mqtt.settings import MqttSettings
 from controller.studio.view import CHANNELS, Channel, TableView, parse_topic
 
 if TYPE_CHECKING:
-    import aiomqtt
-
     from controller.broker import BrokerAddress
+    from controller.mqtt.client import Client as MqttClient
 
 log = structlog.get_logger("studio")
 
@@ -451,13 +450,13 @@ class Feed:
     async def run(self, stop: asyncio.Event) -> None:
         """Connect, subscribe and hand messages on until ``stop`` is set, reconnecting."""
 
-        async def serve(client: aiomqtt.Client, address: BrokerAddress) -> None:
+        async def serve(client: MqttClient, address: BrokerAddress) -> None:
             await self._serve(client, address, stop)
 
         await self.connector.run(serve, stop=stop)
 
     async def _serve(
-        self, client: aiomqtt.Client, address: BrokerAddress, stop: asyncio.Event
+        self, client: MqttClient, address: BrokerAddress, stop: asyncio.Event
     ) -> None:
         async with asyncio.timeout(self.settings.connect_timeout):
             for topic in self.topics():

@@ -33,6 +33,7 @@ from controller.archive.ingest import TableKeys
 from controller.archive.store import ArchiveStore
 from controller.journal import Journal
 from controller.mqtt.ack import PublishRefused, publish_checked
+from controller.mqtt.client import Client
 from controller.mqtt.settings import MqttSettings
 from controller.pitcli import EXIT_REFUSED, Target, send_command
 from controller.settings import load_settings
@@ -68,8 +69,8 @@ def _mqtt(broker: SecureBroker, tls: TlsFiles, user: str, **extra: Any) -> dict[
     }
 
 
-def _client(broker: SecureBroker, tls: TlsFiles, user: str) -> aiomqtt.Client:
-    return aiomqtt.Client(
+def _client(broker: SecureBroker, tls: TlsFiles, user: str) -> Client:
+    return Client(
         "127.0.0.1",
         broker.port,
         username=user,

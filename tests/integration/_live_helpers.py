@@ -32,6 +32,7 @@ from paho.mqtt.properties import Properties
 
 from controller.app import run_table
 from controller.mqtt.ack import publish_checked
+from controller.mqtt.client import Client
 from controller.orchestrator import RoundSummary
 from controller.settings import TableSettings, load_settings
 from simulators.table import Simulation, simulated_scanner
@@ -165,13 +166,13 @@ class Peer:
         self.messages: list[Received] = []
         self.ready = asyncio.Event()
         self._arrived = asyncio.Event()
-        self._client: aiomqtt.Client | None = None
+        self._client: Client | None = None
         role = ROLE_OF_USER.get(user, "betting")
         self.reply_topic = f"{self.base}/reply/{role}/{user}-{uuid.uuid4().hex[:8]}"
 
     async def run(self) -> None:
         """Connect, subscribe to the table's tree, record until cancelled."""
-        client = aiomqtt.Client(
+        client = Client(
             "127.0.0.1",
             self.broker.port,
             username=self.user,

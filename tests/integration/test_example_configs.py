@@ -27,6 +27,7 @@ import pytest
 from controller.commands import ROUTES
 from controller.messages import Topics
 from controller.mqtt.ack import publish_checked
+from controller.mqtt.client import Client
 from controller.mqtt.settings import MqttSettings
 from controller.settings import load_settings
 from controller.studio.config import load_studio_settings
@@ -198,10 +199,8 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SecureBr
         yield broker, tls
 
 
-def _client(
-    broker: SecureBroker, tls: TlsFiles, user: str, port: int | None = None
-) -> aiomqtt.Client:
-    return aiomqtt.Client(
+def _client(broker: SecureBroker, tls: TlsFiles, user: str, port: int | None = None) -> Client:
+    return Client(
         "127.0.0.1",
         port
         if port is not None
@@ -229,7 +228,7 @@ def _listener_problems(connection: Connection) -> list[str]:
     return problems
 
 
-async def _write_problems(connection: Connection, client: aiomqtt.Client) -> list[str]:
+async def _write_problems(connection: Connection, client: Client) -> list[str]:
     problems = []
     for topic in connection.writes:
         try:
@@ -240,7 +239,7 @@ async def _write_problems(connection: Connection, client: aiomqtt.Client) -> lis
 
 
 async def _read_problems(
-    connection: Connection, client: aiomqtt.Client, broker: SecureBroker, tls: TlsFiles
+    connection: Connection, client: Client, broker: SecureBroker, tls: TlsFiles
 ) -> list[str]:
     for topic_filter in connection.reads:
         await client.subscribe(topic_filter, qos=1)

@@ -33,6 +33,7 @@ from controller.app import run_table
 from controller.errors import PublishError
 from controller.journal import Journal
 from controller.mqtt.ack import PublishRefused, publish_checked
+from controller.mqtt.client import Client
 from controller.mqtt.connection import TAKEOVER_LOSSES
 from controller.settings import TableSettings, load_settings
 from simulators.table import Simulation, simulated_scanner
@@ -83,8 +84,8 @@ async def connect(
     *,
     protocol: aiomqtt.ProtocolVersion = V5,
     password: str | None = None,
-) -> AsyncIterator[aiomqtt.Client]:
-    client = aiomqtt.Client(
+) -> AsyncIterator[Client]:
+    client = Client(
         "127.0.0.1",
         broker.port,
         username=user,
@@ -97,7 +98,7 @@ async def connect(
         yield client
 
 
-async def received_until(client: aiomqtt.Client, marker: bytes) -> list[tuple[str, bytes]]:
+async def received_until(client: Client, marker: bytes) -> list[tuple[str, bytes]]:
     """Messages received up to and including the one whose payload is ``marker``."""
     got: list[tuple[str, bytes]] = []
     async with asyncio.timeout(10):
@@ -365,11 +366,11 @@ def tls_client(
     *,
     identifier: str | None = None,
     port: int | None = None,
-) -> aiomqtt.Client:
+) -> Client:
     """A v5 client; table users go to the controllers' listener unless ``port`` says."""
     if port is None:
         port = broker.port if user in TABLE_USERS else broker.tls_port
-    return aiomqtt.Client(
+    return Client(
         "127.0.0.1",
         port,
         username=user,
@@ -402,7 +403,7 @@ async def test_tls_with_the_ca_connects_and_acls_apply(
 
 async def test_tls_anonymous_refused(tls_broker: tuple[SecureBroker, TlsFiles]) -> None:
     broker, tls = tls_broker
-    client = aiomqtt.Client(
+    client = Client(
         "127.0.0.1",
         broker.tls_port,
         identifier=f"anon-{uuid.uuid4().hex[:8]}",
@@ -594,7 +595,7 @@ async def test_the_readme_client_check_runs_on_the_shipped_config(
 
 
 async def _record(
-    reader: aiomqtt.Client, seconds: float, into: list[tuple[float, str, dict[str, Any]]]
+    reader: Client, seconds: float, into: list[tuple[float, str, dict[str, Any]]]
 ) -> None:
     loop = asyncio.get_running_loop()
     with contextlib.suppress(TimeoutError):
@@ -718,7 +719,7 @@ async def test_publish_checked_times_out_without_puback(tmp_path: Path) -> None:
     config = "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
     with SecureBroker(config, tmp_path) as frozen:
         assert frozen.process is not None
-        client = aiomqtt.Client("127.0.0.1", frozen.port, protocol=V5, timeout=10)
+        client = Client("127.0.0.1", frozen.port, protocol=V5, timeout=10)
         async with client:
             await publish_checked(client, "t/ok", b"x", timeout=10)
             frozen.process.send_signal(signal.SIGSTOP)

@@ -24,6 +24,8 @@ from controller.mqtt.settings import MqttSettings, backoff_seconds
 if TYPE_CHECKING:
     import aiomqtt
 
+    from controller.mqtt.client import Client as MqttClient
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -70,7 +72,7 @@ class Recorder:
 
         self.connector.backoff = recorded  # type: ignore[method-assign]
 
-    async def serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+    async def serve(self, client: MqttClient, address: BrokerAddress) -> None:
         """Stay connected until stopped (return) or until the link drops (raise)."""
 
         async def read() -> None:

@@ -1,13 +1,18 @@
-"""``adapter.share_property_tables``: received MQTT 5 properties decode as paho's own do.
+"""The archive's drain (``controller/mqtt/drain.py``): what it relies on in paho, and its tables.
 
-The PUBLISH packets are packed by paho itself (its ``Properties.pack``), decoded by paho's
-packet decoder once the shared tables are installed, and compared with paho's original class
-decoding the same bytes.
+* Fails loudly when the installed paho-mqtt is not the one the drain relies on (the exact pin
+  of pyproject's ``archive`` extra), or no longer has what the drain uses.
+* ``share_property_tables``: received MQTT 5 properties decode as paho's own do. The PUBLISH
+  packets are packed by paho itself (its ``Properties.pack``), decoded by paho's packet decoder
+  once the shared tables are installed, and compared with paho's original class decoding the
+  same bytes.
 """
 
 from __future__ import annotations
 
 import struct
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +22,11 @@ from paho.mqtt.exception import MQTTException
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from controller.mqtt.adapter import publish_properties, share_property_tables
+from controller.mqtt import drain
+from controller.mqtt.adapter import publish_properties
+from controller.mqtt.drain import share_property_tables
+
+ROOT = Path(__file__).resolve().parents[2]
 
 decoder: Any = paho_packet
 
@@ -106,3 +115,35 @@ def test_an_unpack_over_set_properties_clears_them_as_pahos_own_does() -> None:
         assert not hasattr(ours, name), name
     ours.clear()
     assert ours.json() == {} and ours.names["Response Topic"] == 8
+
+
+def test_the_installed_paho_is_the_one_the_drain_relies_on() -> None:
+    """If this fails, paho-mqtt changed under the archive's drain: read controller/mqtt/drain.py
+    against the new paho, measure again (docs/archive.md, "Speed"), then move the pin."""
+    import paho.mqtt
+
+    assert paho.mqtt.__version__ == drain.PAHO_VERSION
+    assert drain.relied_on() is None
+
+
+def test_the_archive_extra_pins_exactly_that_paho() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    assert f"paho-mqtt=={drain.PAHO_VERSION}" in extras["archive"]
+    assert f"paho-mqtt=={drain.PAHO_VERSION}" in extras["dev"]  # the tests run on the pin
+    # Everything else keeps the range: a table, studio or pit install is not held to one paho.
+    assert "paho-mqtt>=2.1,<3" in project["dependencies"]
+
+
+def test_another_paho_is_named_and_the_drain_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import paho.mqtt
+
+    monkeypatch.setattr(paho.mqtt, "__version__", "2.3.0")
+    try:
+        why = drain.relied_on()
+        assert (
+            why
+            == f"paho-mqtt 2.3.0 is installed; the archive's drain relies on {drain.PAHO_VERSION}"
+        )
+    finally:
+        drain.forget()

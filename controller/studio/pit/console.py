@@ -62,7 +62,8 @@ from controller.studio.pit.words import action_record, action_sentence
 from controller.tablefold import at_text
 
 if TYPE_CHECKING:
-    import aiomqtt
+    from controller.mqtt.client import Client as MqttClient
+    from controller.mqtt.client import Message as MqttMessage
 
 ConnectorFactory = Callable[[MqttSettings], Connector]
 """Builds the console's broker connection from its settings (tests may pass their own)."""
@@ -270,7 +271,7 @@ class PitConsole:
         self.reply_leaf = f"studio-pit-{uuid.uuid4().hex[:12]}"
         self._v5 = mqtt.protocol == "5"
         self._connector = (connector_factory or default_connector)(mqtt)
-        self._client: aiomqtt.Client | None = None
+        self._client: MqttClient | None = None
         self._pending: dict[str, tuple[PreparedCommand, asyncio.Future[Outcome]]] = {}
         self._answers: OrderedDict[str, ActionResult] = OrderedDict()
         self._pages: set[asyncio.Queue[dict[str, Any] | None]] = set()
@@ -293,7 +294,7 @@ class PitConsole:
         leaf = f"/{self.reply_leaf}" if self._v5 else ""
         return [f"{prefix}/{table}/reply/pit{leaf}" for table in tables]
 
-    async def _serve(self, client: aiomqtt.Client, address: BrokerAddress) -> None:
+    async def _serve(self, client: MqttClient, address: BrokerAddress) -> None:
         for topic in [*self.floor.subscriptions(), *self.reply_filters()]:
             await client.subscribe(topic, qos=1)
         self._client = client
@@ -309,7 +310,7 @@ class PitConsole:
             if self._stop.is_set():
                 self.floor.set_broker(False, "the console is stopping")
 
-    def _take(self, message: aiomqtt.Message) -> None:
+    def _take(self, message: MqttMessage) -> None:
         self._received(str(message.topic), message.payload, message.properties)
 
     def _lost(self, address: BrokerAddress, exc: Exception) -> bool:
