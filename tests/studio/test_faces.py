@@ -9,6 +9,8 @@ unknown piece, never raises and never becomes markup.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,11 +48,11 @@ async (pieces) => {
 """
 
 
-async def _draw(mosquitto, browser, pieces: list[str | None]) -> list[dict]:
+async def _draw(mosquitto, browser, pieces: list[str | None]) -> list[dict[str, Any]]:
     async with running_studio(make_studio_settings(mosquitto.url)) as address:
         page = await browser.new_page(viewport={"width": 1800, "height": 1400})
         await page.goto(f"{address.url}/")
-        drawn: list[dict] = await page.evaluate(DRAW, pieces)
+        drawn: list[dict[str, Any]] = await page.evaluate(DRAW, pieces)
         await page.screenshot(path=artifacts_dir() / "faces.png", full_page=True)
         return drawn
 
