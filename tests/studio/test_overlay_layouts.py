@@ -54,7 +54,7 @@ async def test_every_page_of_a_game_keeps_its_cards_apart_inside_and_in_words(
     mosquitto, browser, tmp_path, game
 ):
     table = f"lay-{game.split('-')[0]}"
-    settings = make_studio_settings(mosquitto.url, tables=[table])
+    settings = make_studio_settings(mosquitto.url, tables=[table], secure={"delay_seconds": 0.5})
     shots = artifacts_dir()
     async with running_studio(settings) as address:
         pages = {}
@@ -62,6 +62,7 @@ async def test_every_page_of_a_game_keeps_its_cards_apart_inside_and_in_words(
             ("overlay-1080", (1920, 1080), "overlay"),
             ("overlay-720", (1280, 720), "overlay"),
             ("dealer", (1920, 1080), "dealer"),
+            ("secure-1080", (1920, 1080), "overlay?mode=secure-delay"),
         ):
             page = await browser.new_page(viewport={"width": size[0], "height": size[1]})
             errors: list[str] = []
@@ -108,3 +109,18 @@ async def test_every_page_of_a_game_keeps_its_cards_apart_inside_and_in_words(
                 dealt = await page.locator("[data-role='card'][data-face='up']").count()
                 assert dealt > 0, f"{name}: no card face up at the result"
             assert checks >= 3, "the pages were checked fewer than three times before the result"
+            if game == "texas-holdem":
+                # Secure-delay: every seat still in gets its win chances once the round's
+                # secrets are out; the public overlay shows none for hands never shown.
+                secure = pages["secure-1080"][0]
+                await wait_for(
+                    lambda: secure.locator("[data-role='bar']:not([hidden])").count(), 15, "bars"
+                )
+                assert not await page_problems(secure)
+                assert not await overlay.locator("[data-role='bar']:not([hidden])").count()
+        # The table stops: the overlay says so in a viewer's words, beside the title.
+        await wait_for(lambda: overlay.locator("body[data-online='false']").count(), 15, "offline")
+        banner = overlay.locator("#banner")
+        assert await banner.inner_text() == "Table offline \u2014 the game resumes shortly"
+        assert not await page_problems(overlay)
+        await overlay.screenshot(path=shots / f"layout-{game}-offline.png")
