@@ -341,6 +341,7 @@ function fillHoldem(round) {
     byhand.get(c.hand).push(c);
   }
   let barsShown = 0;
+  const live = (holdem.seats || []).filter((s) => !s.folded).length;
   for (const pod of document.querySelectorAll("#table [data-role='seat']")) {
     const name = pod.dataset.seat;
     const seat = seats.get(name) || {};
@@ -352,7 +353,8 @@ function fillHoldem(round) {
     // Public overlay: a seat's chances only once its hand is shown; secure-delay: every seat.
     const cards = byhand.get(name) || [];
     const open = info.mode === "secure-delay" || (cards.length >= 2 && cards.every((c) => c.face === "up" && c.card));
-    const value = street && open && !seat.folded ? (source[street].seats || {})[name] : null;
+    // Once fewer than two seats are in, the hand is decided: no chances are shown.
+    const value = street && open && !seat.folded && live >= 2 ? (source[street].seats || {})[name] : null;
     const bar = q("[data-role='bar']", pod);
     bar.hidden = !value;
     bar.dataset.win = value ? String(value.win) : "";
