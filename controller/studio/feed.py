@@ -455,9 +455,7 @@ class Feed:
 
         await self.connector.run(serve, stop=stop)
 
-    async def _serve(
-        self, client: MqttClient, address: BrokerAddress, stop: asyncio.Event
-    ) -> None:
+    async def _serve(self, client: MqttClient, address: BrokerAddress, stop: asyncio.Event) -> None:
         async with asyncio.timeout(self.settings.connect_timeout):
             for topic in self.topics():
                 await client.subscribe(topic, qos=1)
