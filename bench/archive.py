@@ -164,7 +164,13 @@ def table_traffic(
                 count += 1
         for entry in journal.entries():
             sent = messages_for(
-                entry, topics, delayed=False, snapshot=None, with_snapshot=False, signer=signer
+                entry,
+                topics,
+                journal=journal.identity,
+                delayed=False,
+                snapshot=None,
+                with_snapshot=False,
+                signer=signer,
             )
             public = {topics.events, topics.results}
             out.append([(m.topic, m.payload) for m in sent if m.topic in public])

@@ -66,8 +66,19 @@ from controller.journal import Role as Role  # noqa: PLC0414 (a contract type, r
 if TYPE_CHECKING:
     from controller.signing import Signer
 
-SCHEMA_VERSION: Literal["2"] = "2"
+SCHEMA_VERSION: Literal["3"] = "3"
 """The ``schema_version`` every envelope carries (docs/mqtt.md, "Changelog")."""
+
+JOURNAL_ID_PATTERN = r"^[0-9a-f]{32}$"
+"""A journal id on the wire: 32 lowercase hex digits (:func:`controller.journal.new_journal_id`)."""
+
+JOURNAL_FIELD = Field(
+    pattern=JOURNAL_ID_PATTERN,
+    description="the identity of the journal the message comes from (32 hex digits, made "
+    "when the journal was created): a table that starts a new journal (a new computer, a "
+    "dead disk) sends a new one, and its seq starts over. De-duplicate on (table, journal, "
+    "seq); see docs/mqtt.md, 'Journal identity'",
+)
 
 DATE_TIME: dict[str, Any] = {"format": "date-time"}
 """The JSON Schema of a UTC time on the wire (RFC 3339, as :func:`utc_text` writes it)."""
@@ -324,11 +335,12 @@ class Envelope(BaseModel):
     """The envelope of every journalled message (DESIGN.md §6).
 
     Attributes:
-        schema_version: ``"2"`` (required in the schemas: consumers refuse other versions).
+        schema_version: ``"3"`` (required in the schemas: consumers refuse other versions).
         table: The table id.
+        journal: The identity of the table's journal (issue 22): a new journal, a new id.
         round: The round id, or ``None`` for table-level events.
-        seq: The per-table sequence number (gap-free on ``events``; consumers de-duplicate on
-            ``(table, seq)`` per topic).
+        seq: The per-journal sequence number (gap-free on ``events``; consumers de-duplicate
+            on ``(table, journal, seq)`` per topic).
         session: The controller's session counter when the entry was journalled.
         kind: What happened.
         at: When it happened (UTC; serialized ISO-8601 with ``Z``).
@@ -347,8 +359,9 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, json_schema_extra=_required("schema_version", "delayed"))
 
-    schema_version: Literal["2"] = SCHEMA_VERSION
+    schema_version: Literal["3"] = SCHEMA_VERSION
     table: str
+    journal: str = JOURNAL_FIELD
     round: str | None
     seq: int = Field(ge=1)
     session: int
@@ -395,6 +408,8 @@ class StatusMessage(BaseModel):
     Attributes:
         state: ``online`` or ``offline``.
         table: The table id.
+        journal: The identity of the table's journal (as in every envelope): the birth of a
+            new journal is how consumers learn it (as Sparkplug B's birth does).
         session: The controller's session counter.
         game: The game id the table runs.
         version: The controller's version.
@@ -408,9 +423,10 @@ class StatusMessage(BaseModel):
 
     model_config = ConfigDict(frozen=True, json_schema_extra=_required("schema_version"))
 
-    schema_version: Literal["2"] = SCHEMA_VERSION
+    schema_version: Literal["3"] = SCHEMA_VERSION
     state: Literal["online", "offline"]
     table: str
+    journal: str = JOURNAL_FIELD
     session: int
     game: str
     version: str
@@ -561,6 +577,7 @@ class Outbound:
 def birth_message(
     topics: Topics,
     *,
+    journal: str,
     session: int,
     game: str,
     version: str,
@@ -571,6 +588,7 @@ def birth_message(
 
     Args:
         topics: The table's topics.
+        journal: The journal's identity.
         session: The controller's session counter.
         game: The game id.
         version: The controller's version.
@@ -582,6 +600,7 @@ def birth_message(
     status = StatusMessage(
         state="online",
         table=topics.table,
+        journal=journal,
         session=session,
         game=game,
         version=version,
@@ -594,6 +613,7 @@ def birth_message(
 def offline_message(
     topics: Topics,
     *,
+    journal: str,
     session: int,
     game: str,
     version: str,
@@ -604,6 +624,7 @@ def offline_message(
     status = StatusMessage(
         state="offline",
         table=topics.table,
+        journal=journal,
         session=session,
         game=game,
         version=version,
@@ -902,9 +923,14 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[di
 
 
 def envelope_for(
-    entry: JournalEntry, table: str, *, delayed: bool, data: Mapping[str, Any] | None = None
+    entry: JournalEntry,
+    table: str,
+    *,
+    journal: str,
+    delayed: bool,
+    data: Mapping[str, Any] | None = None,
 ) -> Envelope:
-    """The envelope of ``entry`` (with ``data`` replacing its body if given).
+    """The envelope of ``entry`` of journal ``journal`` (with ``data`` replacing its body).
 
     A result or void carries ``chain_head``: its own ``seq`` and chain hash; every entry read
     with its chain (``hash`` and ``prev_hash``) carries its ``link``.
@@ -913,6 +939,7 @@ def envelope_for(
     linked = entry.hash is not None and entry.prev_hash is not None
     return Envelope(
         table=table,
+        journal=journal,
         round=entry.round_id,
         seq=entry.seq,
         session=entry.session,
@@ -929,6 +956,7 @@ def messages_for(
     entry: JournalEntry,
     topics: Topics,
     *,
+    journal: str,
     delayed: bool,
     snapshot: RoundSnapshot | None,
     with_snapshot: bool = True,
@@ -939,6 +967,7 @@ def messages_for(
     Args:
         entry: The journal entry.
         topics: The table's topics.
+        journal: The journal's identity (:attr:`controller.journal.Journal.identity`).
         delayed: Whether the entry is published late (sets ``delayed`` in every envelope).
         snapshot: The round snapshot *after* folding ``entry`` in (``snapshot.apply(entry)``);
             may be ``None`` when ``with_snapshot`` is ``False`` and the kind is not in
@@ -954,21 +983,25 @@ def messages_for(
         belongs to a round.
     """
     public, withheld = public_view(entry, snapshot)
-    public_envelope = envelope_for(entry, topics.table, delayed=delayed, data=public)
+    public_envelope = envelope_for(
+        entry, topics.table, journal=journal, delayed=delayed, data=public
+    )
     signed = entry.kind in RESULT_KINDS and signer is not None
     public_bytes = public_envelope.signed_bytes(signer if signed else None)
     out = [Outbound(topics.events, public_bytes, qos=1, retain=False)]
     if withheld:
-        full = envelope_for(entry, topics.table, delayed=delayed)
+        full = envelope_for(entry, topics.table, journal=journal, delayed=delayed)
         out.append(Outbound(topics.secure_events, full.to_bytes(), qos=1, retain=False))
     if entry.kind in RESULT_KINDS:
         out.append(Outbound(topics.results, public_bytes, qos=1, retain=False))
     if entry.kind == "command_answered":
-        out.append(answer_message(entry, topics, delayed=delayed))
+        out.append(answer_message(entry, topics, journal=journal, delayed=delayed))
     if with_snapshot and entry.round_id is not None:
         if snapshot is None:
             raise TablectlError("the round snapshot message needs the snapshot", seq=entry.seq)
-        out.append(round_snapshot_message(snapshot, topics, entry=entry, delayed=delayed))
+        out.append(
+            round_snapshot_message(snapshot, topics, journal=journal, entry=entry, delayed=delayed)
+        )
     return out
 
 
@@ -987,7 +1020,7 @@ def answer_topic(body: Mapping[str, Any], topics: Topics) -> str:
     return topics.reply(role)
 
 
-def answer_message(entry: JournalEntry, topics: Topics, *, delayed: bool) -> Outbound:
+def answer_message(entry: JournalEntry, topics: Topics, *, journal: str, delayed: bool) -> Outbound:
     """The full answer to a command, for its sender (with the v5 correlation data)."""
     body = entry.body
     correlation: bytes | None = None
@@ -997,7 +1030,7 @@ def answer_message(entry: JournalEntry, topics: Topics, *, delayed: bool) -> Out
             correlation = base64.b64decode(raw, validate=True)
         except (ValueError, binascii.Error):
             correlation = None
-    envelope = envelope_for(entry, topics.table, delayed=delayed)
+    envelope = envelope_for(entry, topics.table, journal=journal, delayed=delayed)
     return Outbound(
         answer_topic(body, topics),
         envelope.to_bytes(),
@@ -1012,6 +1045,7 @@ def replay_message(
     entry: JournalEntry,
     topics: Topics,
     *,
+    journal: str,
     snapshot: RoundSnapshot,
     signer: Signer | None = None,
 ) -> Outbound:
@@ -1024,24 +1058,31 @@ def replay_message(
     Args:
         entry: The journalled entry.
         topics: The table's topics.
+        journal: The journal's identity.
         snapshot: The round snapshot after ``entry`` (to withhold hidden cards).
         signer: The table's signer, if results are signed.
     """
     public, _withheld = public_view(entry, snapshot)
-    envelope = envelope_for(entry, topics.table, delayed=True, data=public).model_copy(
-        update={"replayed": True}
-    )
+    envelope = envelope_for(
+        entry, topics.table, journal=journal, delayed=True, data=public
+    ).model_copy(update={"replayed": True})
     result = entry.kind in RESULT_KINDS
     payload = envelope.signed_bytes(signer if result else None)
     return Outbound(topics.results if result else topics.events, payload, qos=1, retain=False)
 
 
 def round_snapshot_message(
-    snapshot: RoundSnapshot, topics: Topics, *, entry: JournalEntry, delayed: bool
+    snapshot: RoundSnapshot,
+    topics: Topics,
+    *,
+    journal: str,
+    entry: JournalEntry,
+    delayed: bool,
 ) -> Outbound:
     """The retained ``round`` message: the envelope of the last entry with the snapshot."""
     envelope = Envelope(
         table=topics.table,
+        journal=journal,
         round=snapshot.round_id,
         seq=entry.seq,
         session=entry.session,

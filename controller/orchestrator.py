@@ -344,7 +344,7 @@ class Orchestrator:
         round was left halted at a stop (``halted_stop_seconds``).
         """
         round_no = int(self.journal.get_meta(META_NEXT_ROUND) or "1")
-        round_id = round_id_for(self.table_id, round_no)
+        round_id = round_id_for(self.table_id, round_no, self.journal.identity)
         table_state = self.table_state()
         live = await self._new_live_round(table_state)
         if live is None:

@@ -15,7 +15,7 @@ from typing import Any
 from controller.cards import Piece, parse_piece
 from controller.errors import JournalError
 from controller.games.live.base import LiveGame, LiveRound
-from controller.journal import EntryKind
+from controller.journal import EntryKind, short_journal_id
 
 
 class Phase(enum.StrEnum):
@@ -27,9 +27,18 @@ class Phase(enum.StrEnum):
     VOIDED = "voided"
 
 
-def round_id_for(table_id: str, round_no: int) -> str:
-    """The id of a table's ``round_no``-th round: ``"t1-000042"``. Unique per table."""
-    return f"{table_id}-{round_no:06d}"
+def round_id_for(table_id: str, round_no: int, journal_id: str | None = None) -> str:
+    """The id of a table's ``round_no``-th round: ``"t1-3f9a1c2e-000042"``.
+
+    Unique across the journals of one table (issue 22): it carries the short form of the
+    journal's identity (its first 8 hex digits, :func:`controller.journal.short_journal_id`),
+    so a table that starts a new journal never repeats an earlier journal's round ids. Without
+    ``journal_id``: the form before issue 22 (``"t1-000042"``), which tools reading old
+    journals still meet.
+    """
+    if journal_id is None:
+        return f"{table_id}-{round_no:06d}"
+    return f"{table_id}-{short_journal_id(journal_id)}-{round_no:06d}"
 
 
 @dataclass

@@ -10,8 +10,12 @@ never folds a message itself; it reads what the fold says (:class:`Step`) and sh
 
 What the fold keeps (docs/studio.md, "State"):
 
-* the table's status (online or offline; a lower ``session`` is a new journal: its ``seq``
-  starts over);
+* the table's status (online or offline) and the journal it follows: a status naming another
+  journal id (issue 22) is a new journal, whose ``seq`` starts over: the fold forgets the old
+  journal's ``seq`` values and round and keeps a :class:`JournalChange` to show ("tp-01
+  started a new journal at ...; the previous one ended at seq N"); a message of a journal the
+  table left is refused (``other_journal``), as Sparkplug B's consumers ignore what an earlier
+  birth sequence sends;
 * the current round: the shared round fold :class:`~controller.journal.RoundFold`, the one
   the retained snapshot, the outbox and the archive are built with, rebuilt from a retained
   snapshot at least as new as what the fold holds, then followed by ``events`` in ``seq``
@@ -427,6 +431,45 @@ class Step:
         return f"! gap: events {self.gap[0]}..{self.gap[1]} not received"
 
 
+@dataclass(frozen=True, slots=True)
+class JournalChange:
+    """A table that came up with a new journal (issue 22): what the pages show.
+
+    Attributes:
+        table: The table id.
+        journal: The new journal's id.
+        previous: The journal it replaced.
+        previous_last_seq: The last ``seq`` the fold saw of the previous journal (0: none).
+        at: When the new journal's status says it came up (``None``: a Last Will, or a status
+            without a time).
+    """
+
+    table: str
+    journal: str
+    previous: str
+    previous_last_seq: int
+    at: datetime | None
+
+    @property
+    def text(self) -> str:
+        """The notice, as the studio, the pit console and ``tablectl watch`` show it."""
+        when = at_text(self.at) or "an unknown time"
+        return (
+            f"{self.table} started a new journal at {when}; the previous one ended at seq "
+            f"{self.previous_last_seq}"
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The notice for a page (JSON)."""
+        return {
+            "journal": self.journal,
+            "previous": self.previous,
+            "previous_last_seq": self.previous_last_seq,
+            "at": at_text(self.at),
+            "text": self.text,
+        }
+
+
 NOTHING = Step(changed=False, new=False)
 """A message that changes nothing and is not shown (a repeat, a cleared retained message)."""
 
@@ -488,6 +531,9 @@ class TableFold:
         events: The ``seq`` values seen on ``events``.
         results: The ``seq`` values seen on ``results``.
         guard: What ``seq`` the table could have sent.
+        journal: The journal id the fold follows (``None``: no message read yet).
+        left: The journal ids the table left (their late messages are refused).
+        journal_change: The last new journal the fold saw the table start (``None``: none).
     """
 
     table: str
@@ -504,6 +550,9 @@ class TableFold:
     events: SeqWindow = field(default_factory=SeqWindow)
     results: SeqWindow = field(default_factory=SeqWindow)
     guard: SeqGuard = field(init=False)
+    journal: str | None = None
+    left: set[str] = field(default_factory=set)
+    journal_change: JournalChange | None = None
 
     def __post_init__(self) -> None:
         self.guard = SeqGuard(self.bounds)
@@ -557,14 +606,15 @@ class TableFold:
         A status whose chain head the table could not have reached (:class:`SeqGuard`) is a
         rejection: it changes nothing.
         """
+        other = self._other_journal(status.journal, status=True)
+        if other is not None:
+            return other
         refused = self.guard.on_status(status, now)
         if refused is not None:
             return refused
-        if self.status is not None and status.session < self.status.session:
-            # A lower session: a new journal for this table id; its seq starts over.
-            self.last_seq = 0
-            self.events.clear()
-            self.results.clear()
+        if self.journal is not None and status.journal != self.journal:
+            self._new_journal(status.journal, status.at, anchored=True)
+        self.journal = status.journal
         limit = self.guard.limit(self.table, now)
         if limit is not None and self.last_seq > limit:
             # Taken before the status anchored the table (the first seq read anchors until
@@ -575,10 +625,73 @@ class TableFold:
         self.status = status
         return Step(changed=True, new=True)
 
+    def _other_journal(self, journal: str, *, status: bool = False) -> Rejection | None:
+        """Why a message of ``journal`` is not folded, or ``None`` (it is, or it starts one).
+
+        The journal the fold follows, or the first one it reads, is folded. A status naming
+        another journal starts that journal (its birth: how a consumer learns a new journal;
+        :class:`~controller.inbound.SeqGuard` judges its chain head). An envelope of a journal
+        not seen before starts it too when the table is offline or its status unknown (its
+        birth was missed: a retained Last Will of the old journal can outlive the new
+        journal's birth); otherwise, and always for a journal the table left, it is refused.
+        """
+        if self.journal is None or journal == self.journal or status:
+            return None
+        if journal not in self.left:
+            if self.status is None or self.status.state != "online":
+                self._new_journal(journal, None)
+                self.journal = journal
+                return None
+            why = f"the table's birth announced journal {self.journal[:8]}"
+        else:
+            why = f"the table left it for journal {self.journal[:8]}"
+        return Rejection(
+            "other_journal",
+            f"journal {journal[:8]} is not the one table {self.table!r} follows ({why}): "
+            "not folded",
+            table=self.table,
+        )
+
+    def _new_journal(self, journal: str, at: datetime | None, *, anchored: bool = False) -> None:
+        """Leave the followed journal for ``journal``: its ``seq`` starts over.
+
+        ``anchored``: the guard already follows the new journal (its birth anchored it).
+        """
+        previous = self.journal
+        if previous is None:
+            return
+        self.journal_change = JournalChange(
+            table=self.table,
+            journal=journal,
+            previous=previous,
+            previous_last_seq=max(self.last_seq, self.events.high or 0),
+            at=at,
+        )
+        self.left.add(previous)
+        self.left.discard(journal)
+        if not anchored:
+            self.guard.forget(self.table)
+        self.last_seq = 0
+        self.events.clear()
+        self.results.clear()
+        self.round = RoundFold()
+        self.extras = RoundExtras()
+
+    def _follow(self, envelope: Envelope) -> Rejection | None:
+        """``None`` when ``envelope`` is of the journal the fold follows (adopting a first)."""
+        other = self._other_journal(envelope.journal)
+        if other is not None:
+            return Rejection(other.code, other.reason, table=self.table, seq=envelope.seq)
+        self.journal = envelope.journal
+        return None
+
     def on_snapshot(
         self, envelope: Envelope, data: RoundSnapshotData, now: float
     ) -> Step | Rejection:
         """The retained round snapshot: rebuilds the round when not older than the fold."""
+        other = self._follow(envelope)
+        if other is not None:
+            return other
         ahead = self.guard.admit(self.table, data.last_seq, now)
         if ahead is not None:
             return ahead
@@ -600,6 +713,9 @@ class TableFold:
 
     def on_event(self, envelope: Envelope, now: float) -> Step | Rejection:
         """One ``events`` entry: folded in when above ``last_seq``."""
+        other = self._follow(envelope)
+        if other is not None:
+            return other
         ahead = self.guard.admit(self.table, envelope.seq, now)
         if ahead is not None:
             return ahead
@@ -619,6 +735,9 @@ class TableFold:
 
     def on_result(self, envelope: Envelope, now: float) -> Step | Rejection:
         """One ``results`` message: the settlement of the current round."""
+        other = self._follow(envelope)
+        if other is not None:
+            return other
         ahead = self.guard.admit(self.table, envelope.seq, now)
         if ahead is not None:
             return ahead
@@ -637,6 +756,8 @@ class TableFold:
     def on_secure(self, envelope: Envelope) -> Step:
         """One ``secure/events`` entry (a secure fold only): a hidden card's value, equities."""
         if not self.secure or envelope.round is None or envelope.round != self.round.round_id:
+            return NOTHING
+        if envelope.journal != self.journal:
             return NOTHING
         data = typed_data(envelope, secure=True)
         if isinstance(data, CardDealtData) and data.card is not None:

@@ -407,12 +407,15 @@ class Reader:
         channel = self.channel(topic)
         if channel is None:
             return []
+        change = self.fold.journal_change
         read = self.fold.read(channel, payload, self.clock())
         if isinstance(read, Rejection):
             self.rejections.record(read.at(topic, self.fold.table))
             return [f"! {topic}: rejected: {read.reason}"]
         step, message = read
         lines = [step.gap_text] if step.gap_text else []
+        if self.fold.journal_change is not None and self.fold.journal_change is not change:
+            lines.append(f"! {self.fold.journal_change.text}")  # a new journal (issue 22)
         if step.new and message is not None:
             line = describe(topic, wire(message), now=now)
             if line is not None:

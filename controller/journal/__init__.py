@@ -64,11 +64,14 @@ from controller.journal.entries import (
 from controller.journal.fold import DealtCard, RoundFold
 from controller.journal.format import (
     GENESIS_HASH,
+    JOURNAL_ID_TEXT,
     MIGRATIONS,
     SCHEMA_VERSION,
     entry_hash,
     format_time,
+    new_journal_id,
     parse_time,
+    short_journal_id,
 )
 from controller.journal.store import Journal
 from controller.journal.verify import MAX_PROBLEMS, Problem, VerifyReport
@@ -76,6 +79,7 @@ from controller.journal.verify import MAX_PROBLEMS, Problem, VerifyReport
 __all__ = [
     "BODY_MODELS",
     "GENESIS_HASH",
+    "JOURNAL_ID_TEXT",
     "MAX_PROBLEMS",
     "MIGRATIONS",
     "QUALIFIERS",
@@ -118,9 +122,11 @@ __all__ = [
     "body_text",
     "entry_hash",
     "format_time",
+    "new_journal_id",
     "parse_body",
     "parse_time",
     "read_feed",
     "settlement_rows",
+    "short_journal_id",
     "stored_body",
 ]

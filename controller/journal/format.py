@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -85,6 +86,34 @@ def _chain_existing_entries(db: sqlite3.Connection) -> None:
         db.executemany("UPDATE entries SET hash = ? WHERE seq = ?", updates)
 
 
+JOURNAL_ID_KEY = "journal_id"
+"""The ``meta`` key of the journal's identity (:func:`new_journal_id`, made by migration 3)."""
+
+JOURNAL_ID_TEXT = re.compile(r"[0-9a-f]{32}\Z")
+"""What a journal id is: 32 lowercase hex digits (128 random bits)."""
+
+SHORT_ID_LENGTH = 8
+"""How many of a journal id's leading digits a round id carries (:func:`short_journal_id`)."""
+
+
+def new_journal_id() -> str:
+    """A fresh journal identity: 128 random bits in lowercase hex (32 characters)."""
+    return secrets.token_hex(16)
+
+
+def short_journal_id(journal_id: str) -> str:
+    """The short form of a journal id that round ids carry: its first 8 hex digits."""
+    return journal_id[:SHORT_ID_LENGTH]
+
+
+def _identify_journal(db: sqlite3.Connection) -> None:
+    """Migration 3: give the journal its identity (a new file and an old one alike)."""
+    db.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+        (JOURNAL_ID_KEY, new_journal_id()),
+    )
+
+
 MigrationStep = str | Callable[[sqlite3.Connection], None]
 """One step of a migration: an SQL statement, or a function run inside its transaction."""
 
@@ -112,11 +141,18 @@ MIGRATIONS: tuple[tuple[MigrationStep, ...], ...] = (
         "CREATE INDEX entries_kind ON entries (kind, seq)",
         _chain_existing_entries,
     ),
+    (
+        # v3: the journal's identity (issue 22): a random id made once, at creation or here.
+        _identify_journal,
+    ),
 )
 """The schema, as an ordered list of migrations (each a list of steps)."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The ``PRAGMA user_version`` of a journal this code wrote."""
+
+CHAIN_SCHEMA_VERSION = 2
+"""The first schema with the hash chain (a file of schema 2 is verified like a newer one)."""
 
 
 def format_time(moment: datetime) -> str:

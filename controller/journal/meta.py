@@ -1,6 +1,7 @@
 """The journal's ``meta`` table: small named values kept durably beside the entries.
 
-``session`` is the journal's own (incremented by every :meth:`controller.journal.Journal.open`);
+``session`` (incremented by every :meth:`controller.journal.Journal.open`) and ``journal_id``
+(the journal's identity, made once: issue 22) are the journal's own;
 the orchestrator keeps its counters there (``round.next_no``, ``round.current``...).
 """
 
@@ -40,6 +41,8 @@ def check_meta_keys(values: Mapping[str, str]) -> None:
     """
     if "session" in values:
         raise JournalError("the session counter is managed by the journal", key="session")
+    if "journal_id" in values:
+        raise JournalError("the journal's identity is made once, by the journal", key="journal_id")
 
 
 def store_metas(db: sqlite3.Connection, values: Mapping[str, str], *, path: Path) -> None:

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import structlog
 
 from controller.errors import JournalError
-from controller.journal.format import GENESIS_HASH, MIGRATIONS, SCHEMA_VERSION
+from controller.journal.format import GENESIS_HASH, JOURNAL_ID_KEY, MIGRATIONS, SCHEMA_VERSION
 from controller.journal.meta import read_meta
 
 log = structlog.get_logger(__name__)
@@ -36,12 +36,15 @@ class Opened:
         last_seq: The highest ``seq`` in the file (0 when empty).
         last_hash: Its hash (:data:`~controller.journal.GENESIS_HASH` when empty or v1).
         schema_version: The file's ``PRAGMA user_version``.
+        journal_id: The journal's identity (``None``: a read-only file of schema 2 or older,
+            not migrated yet).
     """
 
     session: int
     last_seq: int
     last_hash: str
     schema_version: int = SCHEMA_VERSION
+    journal_id: str | None = None
 
 
 def lock(path: Path) -> IO[bytes]:
@@ -145,6 +148,7 @@ def prepare_readonly(db: sqlite3.Connection, path: Path) -> Opened:
         db.execute("BEGIN")
         try:
             session = int(read_meta(db, "session") or "0")
+            journal_id = read_meta(db, JOURNAL_ID_KEY)
             row = db.execute(
                 f"SELECT seq, {chain_column} FROM entries ORDER BY seq DESC LIMIT 1"
             ).fetchone()
@@ -153,12 +157,19 @@ def prepare_readonly(db: sqlite3.Connection, path: Path) -> Opened:
     except sqlite3.Error as exc:
         raise JournalError(f"cannot read journal: {exc}", path=str(path)) from exc
     if row is None:
-        return Opened(session=session, last_seq=0, last_hash=GENESIS_HASH, schema_version=version)
+        return Opened(
+            session=session,
+            last_seq=0,
+            last_hash=GENESIS_HASH,
+            schema_version=version,
+            journal_id=journal_id,
+        )
     return Opened(
         session=session,
         last_seq=int(row[0]),
         last_hash=row[1] or GENESIS_HASH,
         schema_version=version,
+        journal_id=journal_id,
     )
 
 
@@ -185,6 +196,7 @@ def prepare(db: sqlite3.Connection, path: Path) -> Opened:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(session),),
             )
+            journal_id = read_meta(db, JOURNAL_ID_KEY)
             last = db.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
             db.execute("COMMIT")
         except BaseException:
@@ -192,14 +204,23 @@ def prepare(db: sqlite3.Connection, path: Path) -> Opened:
             raise
     except sqlite3.Error as exc:
         raise JournalError(f"cannot prepare journal: {exc}", path=str(path)) from exc
-    opened = Opened(session=session, last_seq=0, last_hash=GENESIS_HASH)
+    if journal_id is None:  # migration 3 makes it: only a hand-edited file lacks it
+        raise JournalError("the journal has no identity (meta journal_id)", path=str(path))
+    opened = Opened(session=session, last_seq=0, last_hash=GENESIS_HASH, journal_id=journal_id)
     if last is not None:
         opened = Opened(
             session=session,
             last_seq=int(last[0]),
             last_hash=str(last[1]) if last[1] is not None else GENESIS_HASH,
+            journal_id=journal_id,
         )
-    log.info("journal opened", path=str(path), session=session, last_seq=opened.last_seq)
+    log.info(
+        "journal opened",
+        path=str(path),
+        journal_id=journal_id,
+        session=session,
+        last_seq=opened.last_seq,
+    )
     return opened
 
 

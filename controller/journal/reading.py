@@ -17,7 +17,12 @@ from typing import Any
 from controller.errors import JournalError
 from controller.journal.anchors import Anchor
 from controller.journal.entries import JournalEntry
-from controller.journal.format import GENESIS_HASH, SCHEMA_VERSION, parse_time
+from controller.journal.format import (
+    CHAIN_SCHEMA_VERSION,
+    GENESIS_HASH,
+    SCHEMA_VERSION,
+    parse_time,
+)
 from controller.journal.meta import read_meta
 from controller.journal.verify import RoundCheck, Verifier, VerifyReport
 
@@ -222,10 +227,10 @@ class EntryReader:
                         report.add(f"SQLite integrity check: {line}")
                 version = int(db.execute("PRAGMA user_version").fetchone()[0])
                 report.schema_version = version
-                if version < SCHEMA_VERSION:
+                if version < CHAIN_SCHEMA_VERSION:
                     report.add(
-                        f"schema version {version} is older than {SCHEMA_VERSION}: no hash "
-                        "chain to check (opening it for writing migrates it)"
+                        f"schema version {version} is older than {CHAIN_SCHEMA_VERSION}: no "
+                        "hash chain to check (opening it for writing migrates it)"
                     )
                 meta_session = int(read_meta(db, "session") or "0")
                 report.undelivered = int(

@@ -58,6 +58,9 @@ class Journal:
         readonly: Opened with :meth:`open_readonly` (every write is refused).
         schema_version: The file's ``PRAGMA user_version`` (older than
             :data:`SCHEMA_VERSION` only for a read-only journal nobody has migrated yet).
+        journal_id: The journal's identity, made once when the file was created (or migrated
+            to schema 3): 32 hex digits, in every message the table publishes (docs/mqtt.md).
+            ``None`` only for a read-only journal of schema 2 or older.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Journal:
         self._db: sqlite3.Connection | None = connection
         self._lock_file: IO[bytes] | None = lock_file
         self.session = 0
+        self.journal_id: str | None = None
         self.readonly = readonly
         self.schema_version = SCHEMA_VERSION
         self._marks = DeliveryMarks(path)
@@ -126,6 +130,7 @@ class Journal:
 
     def _opened(self, opened: opening.Opened) -> None:
         self.session = self._appender.session = opened.session
+        self.journal_id = opened.journal_id
         self.schema_version = opened.schema_version
         self._appender.last_seq = opened.last_seq
         self._appender.last_hash = opened.last_hash
@@ -423,6 +428,20 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def identity(self) -> str:
+        """:attr:`journal_id` of a journal that has one (every journal opened for writing).
+
+        Raises:
+            JournalError: A read-only journal of schema 2 or older (no identity yet).
+        """
+        if self.journal_id is None:
+            raise JournalError(
+                "the journal has no identity yet (schema 2 or older: open it for writing once)",
+                path=str(self.path),
+            )
+        return self.journal_id
 
     def __repr__(self) -> str:
         return f"Journal({os.fspath(self.path)!r}, session={self.session})"

@@ -297,11 +297,13 @@ class Delivery:
         def settle(_future: asyncio.Future[ReasonCode]) -> None:
             self._settle(flow)
 
+        journal_id = self.journal.identity
         for entry in batch:
             delayed = self.lateness.delayed(entry, now)
             messages = messages_for(
                 entry,
                 self.topics,
+                journal=journal_id,
                 delayed=delayed,
                 snapshot=self.folder.for_message(entry),
                 with_snapshot=False,
@@ -339,7 +341,11 @@ class Delivery:
         try:
             snapshot = self.folder.after(sent.entry)
             message = round_snapshot_message(
-                snapshot, self.topics, entry=sent.entry, delayed=delayed
+                snapshot,
+                self.topics,
+                journal=self.journal.identity,
+                entry=sent.entry,
+                delayed=delayed,
             )
             future = self.sender.hand(flow.client, message)
         except Exception as exc:

@@ -76,6 +76,7 @@ class OutboxLink:
         """The Last Will: the retained offline status, ``connection lost``."""
         will = offline_message(
             self.topics,
+            journal=self.journal.identity,
             session=self.journal.session,
             game=self.game,
             version=self.version,
@@ -117,6 +118,7 @@ class OutboxLink:
         try:
             birth = birth_message(
                 self.topics,
+                journal=self.journal.identity,
                 session=self.journal.session,
                 game=self.game,
                 version=self.version,
@@ -173,6 +175,7 @@ class OutboxLink:
     async def _goodbye(self, client: MqttClient) -> None:
         message = offline_message(
             self.topics,
+            journal=self.journal.identity,
             session=self.journal.session,
             game=self.game,
             version=self.version,

@@ -66,7 +66,9 @@ async def replay(
             if sent >= MAX_REPLAY_MESSAGES:
                 log.warning("replay cut short", limit=MAX_REPLAY_MESSAGES, next_seq=entry.seq)
                 break
-            message = replay_message(entry, topics, snapshot=snapshot, signer=signer)
+            message = replay_message(
+                entry, topics, journal=journal.identity, snapshot=snapshot, signer=signer
+            )
             tasks.append(asyncio.ensure_future(send(message)))
             sent += 1
             if len(tasks) >= window:

@@ -173,6 +173,7 @@ class TableView:
 
         Never raises: a payload the parse rejects is recorded in :attr:`rejections`.
         """
+        change = self.state.journal_change
         read = self.state.read(channel, payload, float(self.clock()))
         if isinstance(read, Rejection):
             self.rejections.record(read.at(topic, self.table))
@@ -180,7 +181,10 @@ class TableView:
         step, message = read
         if not step.changed:
             return False
-        if channel == "status" and message is not None:
+        if self.state.journal_change is not change and self.state.journal_change is not None:
+            self.line = f"! {self.state.journal_change.text}"  # a new journal (issue 22)
+            self.kind = "journal"
+        elif channel == "status" and message is not None:
             self.line = describe("status", wire(message))
             self.kind = "status"
         elif channel == "events" and isinstance(message, Envelope):
@@ -299,4 +303,8 @@ class TableView:
             "line": self.line,
             "kind": self.kind,
             "delayed": self.delayed,
+            "journal": self.state.journal,
+            "journal_change": None
+            if self.state.journal_change is None
+            else self.state.journal_change.to_wire(),
         }

@@ -104,7 +104,13 @@ def table_traffic(
     out = []
     for entry in journal.entries():
         sent = messages_for(
-            entry, topics, delayed=False, snapshot=None, with_snapshot=False, signer=signer
+            entry,
+            topics,
+            journal=journal.identity,
+            delayed=False,
+            snapshot=None,
+            with_snapshot=False,
+            signer=signer,
         )
         out.append(
             [(m.topic, m.payload) for m in sent if m.topic in {topics.events, topics.results}]

@@ -26,6 +26,7 @@ from controller.journal import Journal
 from controller.round import Round
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
+from tests.support.rounds import round_id
 
 pytestmark = [
     pytest.mark.hil,
@@ -33,7 +34,6 @@ pytestmark = [
 ]
 
 TABLE = "halt-stop-1"
-ROUND = f"{TABLE}-000001"
 LIMIT = 2.0
 WAITS = "stop requested while halted: waiting for the pit boss (resume/void) or a second signal"
 
@@ -98,13 +98,14 @@ async def _wait_for(
 
 def _rebuilt(journal: Path) -> Round:
     store = Journal.open_readonly(journal)
-    entries = [(entry.kind, entry.body) for entry in store.entries(round_id=ROUND)]
+    first = round_id(journal, TABLE)
+    entries = [(entry.kind, entry.body) for entry in store.entries(round_id=first)]
     restored = Round.replay(entries, make_live_game("teen-patti-20-20", {}, {}))
     assert restored is not None
     return restored
 
 
-async def _pit_resume(broker_url: str) -> tuple[int, str]:
+async def _pit_resume(broker_url: str, journal: Path) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -112,7 +113,7 @@ async def _pit_resume(broker_url: str) -> tuple[int, str]:
         "pit",
         "resume",
         "--round",
-        ROUND,
+        round_id(journal, TABLE),
         "--broker",
         broker_url,
         "--table-id",
@@ -163,7 +164,7 @@ async def _restart_and_resume(url: str, journal: Path, entries_before: int) -> N
         await _wait_for(journal, "card_refused", second, text="round halted", after=entries_before)
         assert _rebuilt(journal).halted, "the restarted round waits for the pit boss"
         assert "round_result" not in [kind for kind, _ in _kinds(journal)]
-        code, output = await _pit_resume(url)
+        code, output = await _pit_resume(url, journal)
         assert code == 0, output
         async with asyncio.timeout(30):
             _, err = await second.communicate()

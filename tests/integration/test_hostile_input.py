@@ -84,7 +84,8 @@ NOW = "2026-11-27T12:00:00.000000Z"
 
 def _envelope(**changes: Any) -> bytes:
     body: dict[str, Any] = {
-        "schema_version": "2",
+        "schema_version": "3",
+        "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
         "table": TABLE,
         "round": f"{TABLE}-000001",
         "seq": 1,
@@ -100,7 +101,8 @@ def _envelope(**changes: Any) -> bytes:
 
 def _status(session: int, head: int) -> bytes:
     body = {
-        "schema_version": "2",
+        "schema_version": "3",
+        "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
         "state": "online",
         "table": TABLE,
         "session": session,
@@ -128,7 +130,7 @@ CORPUS: dict[str, bytes] = {
     "seq 2^63": _envelope(seq=2**63),
     "seq 2^64 in a snapshot": _envelope(seq=2**64, kind="round_snapshot", data={"last_seq": 2**64}),
     "not UTF-8": b'{"schema_version": "2", "table": "\xff\xfe"}',
-    "NaN": b'{"schema_version": "2", "table": "sim-1", "seq": NaN}',
+    "NaN": b'{"schema_version": "3", "table": "sim-1", "seq": NaN}',
     "huge string": _envelope(data={"slot": None, "reason": "x" * 200_000}),
     "beyond the size": b'"' + b"x" * 300_000 + b'"',
     "wrong types": _envelope(seq="42", session=[], kind=7, data="x"),

@@ -28,32 +28,46 @@ from tests.integration.test_publisher import card, settings_for
 DEEP = b"[" * 3000 + b"]" * 3000
 
 
-def _envelope(table: str, seq: int, kind: str = "round_halted", **extra: Any) -> bytes:
-    body = {"schema_version": "2", "table": table, "round": "r-1", "seq": seq, "session": 1,
-            "kind": kind, "at": "2026-11-27T12:00:00.000000Z", "delayed": False,
-            "data": {"reason": "forged"}, **extra}  # fmt: skip
+def _envelope(
+    table: str, seq: int, kind: str = "round_halted", *, journal: str, **extra: Any
+) -> bytes:
+    body = {"schema_version": "3", "journal": journal, "table": table, "round": "r-1",
+            "seq": seq, "session": 1, "kind": kind, "at": "2026-11-27T12:00:00.000000Z",
+            "delayed": False, "data": {"reason": "forged"}, **extra}  # fmt: skip
     return json.dumps(body).encode()
 
 
-def corpus(table: str) -> list[tuple[str, bytes, bool]]:
-    """``(leaf, payload, retain)``: the probe's payloads, on each topic a reader reads."""
+def corpus(table: str, journal: str) -> list[tuple[str, bytes, bool]]:
+    """``(leaf, payload, retain)``: the probe's payloads, on each topic a reader reads.
+
+    Forged in the table's own journal (``journal``): a seq far ahead in it is ``seq_ahead``.
+    """
     every = [
         DEEP,
-        _envelope(table, 10**9),
+        _envelope(table, 10**9, journal=journal),
         b'{"schema_version":"2","seq":' + str(2**63).encode() + b"}",
         bytes(range(256)),
         b"null",
         b'{"x": NaN}',
         b'"\\ud800"',
         b"9" * 5000,
-        _envelope(table, 5, at="0001-01-01T00:00:00+01:00", data={"reason": ["not", "text"]}),
-        _envelope("another-table", 5),
+        _envelope(
+            table,
+            5,
+            journal=journal,
+            at="0001-01-01T00:00:00+01:00",
+            data={"reason": ["not", "text"]},
+        ),
+        _envelope("another-table", 5, journal=journal),
     ]
     status = json.dumps(
-        {"schema_version": "2", "state": "online", "table": table, "session": 1, "game": "g",
-         "version": "1", "at": "0001-01-01T00:00:00", "chain_head": {"seq": -1, "hash": "x"}}
+        {"schema_version": "3", "journal": journal, "state": "online", "table": table,
+         "session": 1, "game": "g", "version": "1", "at": "0001-01-01T00:00:00",
+         "chain_head": {"seq": -1, "hash": "x"}}
     ).encode()  # fmt: skip
-    snapshot = _envelope(table, 10**9, kind="round_snapshot", data={"last_seq": 10**9})
+    snapshot = _envelope(
+        table, 10**9, kind="round_snapshot", journal=journal, data={"last_seq": 10**9}
+    )
     found = [(leaf, payload, False) for leaf in ("events", "results") for payload in every]
     found += [("status", payload, True) for payload in (DEEP, status)]
     found += [("round", payload, True) for payload in (DEEP, snapshot)]
@@ -79,7 +93,7 @@ async def test_every_reader_survives_the_probe_and_follows_the_real_table(
     out = io.StringIO()
     stop = asyncio.Event()
     links: list[bool] = []
-    hostile = corpus(table)
+    hostile = corpus(table, journal.identity)
     async with (
         asyncio.timeout(60),
         make_publisher(settings, table, journal, connect_within=5) as publisher,

@@ -300,7 +300,8 @@ async def test_last_will_is_published_when_the_controller_dies(mosquitto_session
     online, offline = sub.on("status")
     assert (online["state"], online["session"]) == ("online", 1)
     assert offline == {
-        "schema_version": "2",
+        "schema_version": "3",
+        "journal": online["journal"],
         "state": "offline",
         "table": table,
         "session": 1,

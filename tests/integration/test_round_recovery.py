@@ -17,6 +17,7 @@ from controller.app import run_table
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
 from controller.settings import load_settings
 from simulators.table import Simulation, simulated_scanner
+from tests.support.rounds import round_id
 from tests.support.settlement import group
 
 pytestmark = pytest.mark.hil
@@ -68,7 +69,7 @@ async def test_started_round_resumes_with_its_cards(mosquitto, tmp_path):
         async with asyncio.timeout(30):
             summaries = await run_table(settings, rounds=1)  # type: ignore[arg-type]
 
-    assert [s.round_id for s in summaries] == ["rec-1-000001"]
+    assert [s.round_id for s in summaries] == [round_id(journal, "rec-1")]
     result = summaries[0].result
     assert result is not None
     assert result["cards"] == {"A": ["As", "Ah", "Ad"], "B": ["Kd", "Kc", "Kh"]}
@@ -95,9 +96,10 @@ async def test_round_not_started_is_voided_with_refunds(mosquitto, tmp_path):
         async with asyncio.timeout(30):
             summaries = await run_table(settings, rounds=1)  # type: ignore[arg-type]
 
-    assert [(s.round_id, s.phase.value) for s in summaries] == [("rec-1-000001", "voided")]
+    first = round_id(journal, "rec-1")
+    assert [(s.round_id, s.phase.value) for s in summaries] == [(first, "voided")]
     log = kinds(journal)
-    assert ("betting_closed", "rec-1-000001") not in log
+    assert ("betting_closed", first) not in log
     with sqlite3.connect(journal) as db:
         body = db.execute("SELECT body FROM entries WHERE kind='round_voided'").fetchone()[0]
     assert '"refund"' in body

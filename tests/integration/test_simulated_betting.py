@@ -25,6 +25,8 @@ from tests.conftest import MosquittoBroker
 TABLE = "sim-1"
 BASE = f"tables/{TABLE}"
 ROUND = f"{TABLE}-000007"
+JOURNAL = "c3" * 16
+"""The journal id the fake table's messages name."""
 
 
 def envelope_of(
@@ -32,6 +34,7 @@ def envelope_of(
 ) -> bytes:
     return Envelope(
         table=table,
+        journal=JOURNAL,
         round=round_id,
         seq=seq,
         session=1,
@@ -49,6 +52,7 @@ def answer_to(table: str, body: dict[str, Any], *, seq: int) -> bytes:
     refused = body["window"] != "mulligan"
     return Envelope(
         table=table,
+        journal=JOURNAL,
         round=body["round"],
         seq=seq,
         session=1,
@@ -269,7 +273,14 @@ def hostile_payloads(table: str = TABLE) -> list[bytes]:
         envelope(5, "decision_open", {"window": 7, "kind": [], "options": "x"}),
         envelope(5, "decision_open", {**DecisionOpenData.model_json_schema()["properties"]}),
         Envelope(
-            table="other", round=None, seq=5, session=1, kind="x", at=datetime.now(UTC), data={}
+            table="other",
+            journal=JOURNAL,
+            round=None,
+            seq=5,
+            session=1,
+            kind="x",
+            at=datetime.now(UTC),
+            data={},
         ).to_bytes(),
         envelope(5, "no_such_kind", {"anything": [1, {"x": None}]}),
         json.dumps({"kind": "command_answered", "data": {"command_id": "betting-x-1"}}).encode(),
@@ -310,8 +321,8 @@ DECISION_FIELDS = st.fixed_dictionaries(
 def online_status(table: str, *, seq: int) -> bytes:
     """The table's retained online status, its journal at ``seq`` now."""
     return StatusMessage(
-        state="online", table=table, session=1, game="g", version="1", at=datetime.now(UTC),
-        chain_head=ChainHead(seq=seq, hash="0" * 64),
+        state="online", table=table, journal=JOURNAL, session=1, game="g", version="1",
+        at=datetime.now(UTC), chain_head=ChainHead(seq=seq, hash="0" * 64),
     ).to_bytes()  # fmt: skip
 
 
@@ -418,7 +429,8 @@ async def test_hostile_messages_on_a_real_broker_leave_it_answering(
                     await other.publish(topic, payload, qos=1)
             real = window("w-1", "bank", ["accept", "decline"], {}, closes_in=5)
             real_event = Envelope(
-                table=table, round=ROUND, seq=6, session=1, kind="decision_open",
+                table=table, journal=JOURNAL, round=ROUND, seq=6, session=1,
+                kind="decision_open",
                 at=datetime.now(UTC), data=real,
             ).to_bytes()  # fmt: skip
             await other.publish(f"{base}/events", real_event, qos=1)

@@ -19,6 +19,7 @@ import pytest
 
 from controller.cards import Deck
 from controller.journal import Journal
+from tests.support.rounds import round_id
 
 pytestmark = pytest.mark.hil
 
@@ -90,7 +91,8 @@ async def test_sigkill_and_restart_resumes_the_round_and_the_shoe(mosquitto, tmp
 
     after = dealt(journal)
     assert after[: len(before)] == before, "cards read before the crash are kept"
-    round_one = [card for round_id, _, card in after if round_id == "restart-1-000001"]
+    first_round = round_id(journal, "restart-1")
+    round_one = [card for rid, _, card in after if rid == first_round]
     shoe = [str(piece) for piece in Deck.standard()]
     random.Random("9:1").shuffle(shoe)
     assert round_one == shoe[:6], "the shoe continues the interrupted round's deck"

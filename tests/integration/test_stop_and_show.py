@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.rounds import round_id
+
 pytestmark = pytest.mark.hil
 
 TABLECTL = [sys.executable, "-m", "controller.cli"]
@@ -93,11 +95,12 @@ async def test_a_second_sigint_stops_at_once_with_status_130(mosquitto, tmp_path
     assert table.returncode == 130, err
     assert "Traceback" not in err
     assert "CancelledError" not in err
+    first = round_id(journal, "s-1")
     assert (
-        "tablectl run: stopped at once by a second SIGINT: round s-1-000001 is left in the "
+        f"tablectl run: stopped at once by a second SIGINT: round {first} is left in the "
         "journal and resumes on the next start" in err
     )
-    kinds = [kind for kind, round_id in _rows(journal) if round_id == "s-1-000001"]
+    kinds = [kind for kind, rid in _rows(journal) if rid == first]
     assert kinds[0] == "round_opened"
     assert "betting_closed" in kinds
     assert "round_result" not in kinds

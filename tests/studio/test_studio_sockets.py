@@ -196,7 +196,8 @@ async def test_a_socket_for_a_made_up_table_creates_nothing(mosquitto_session):
         # A table heard on the broker gets its view; its socket then opens.
         import aiomqtt
 
-        status = {"schema_version": "2", "table": "heard-1", "state": "online", "game": "x",
+        status = {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+                  "table": "heard-1", "state": "online", "game": "x",
                   "session": 1, "version": "t", "at": "2026-11-25T10:00:00Z"}  # fmt: skip
         async with aiomqtt.Client("127.0.0.1", mosquitto_session.port) as client:
             await client.publish("tables/heard-1/status", json.dumps(status), qos=1)

@@ -43,7 +43,13 @@ def _published(journal: Journal) -> list[dict[str, Any]]:
     out = []
     for entry in journal.entries():
         sent = messages_for(
-            entry, topics, delayed=False, snapshot=None, with_snapshot=False, signer=SIGNER
+            entry,
+            topics,
+            journal=journal.identity,
+            delayed=False,
+            snapshot=None,
+            with_snapshot=False,
+            signer=SIGNER,
         )
         out.append(json.loads(sent[0].payload))
     return out

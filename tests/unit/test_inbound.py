@@ -27,13 +27,16 @@ from controller.inbound import (
 from controller.messages import Envelope, StatusMessage
 
 AT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+J1 = "a1" * 16
+J2 = "b2" * 16
 
 
 def event(**changes: object) -> bytes:
     body: dict[str, object] = {
-        "schema_version": "2",
+        "schema_version": "3",
         "table": "tp-01",
-        "round": "tp-01-000001",
+        "journal": J1,
+        "round": "tp-01-a1a1a1a1-000001",
         "seq": 42,
         "session": 1,
         "kind": "rescan_requested",
@@ -106,7 +109,13 @@ def test_envelope_checks_version_table_and_the_kinds_data():
 
 def test_status_snapshot_and_betting_status():
     status = StatusMessage(
-        state="online", table="tp-01", session=2, game="teen-patti-20-20", version="1", at=AT
+        state="online",
+        table="tp-01",
+        journal=J1,
+        session=2,
+        game="teen-patti-20-20",
+        version="1",
+        at=AT,
     )
     assert isinstance(parse_status(status.to_bytes(), table="tp-01"), StatusMessage)
     assert isinstance(parse_status(status.to_bytes(), table="tp-02"), Rejection)
@@ -120,6 +129,7 @@ def test_seq_guard_refuses_a_seq_the_table_could_not_have_sent():
     status = StatusMessage(
         state="online",
         table="tp-01",
+        journal=J1,
         session=1,
         game="teen-patti-20-20",
         version="1",
@@ -138,7 +148,8 @@ def test_seq_guard_refuses_a_seq_the_table_could_not_have_sent():
 def test_seq_guard_takes_a_status_whose_time_has_no_epoch_value():
     # Naive year 1 is before the epoch in local time: datetime.timestamp() raises ValueError.
     status = parse_status(
-        b'{"schema_version":"2","state":"online","table":"t","session":1,"game":"g",'
+        b'{"schema_version":"3","state":"online","table":"t","journal":"' + J1.encode() + b'",'
+        b'"session":1,"game":"g",'
         b'"version":"1","at":"0001-01-01T00:00:00","chain_head":{"seq":40,"hash":"'
         + b"0" * 64
         + b'"}}'
@@ -192,8 +203,8 @@ def test_no_json_value_raises(value: object):
 
 
 ENVELOPE_FIELDS = (
-    "schema_version", "table", "round", "seq", "session", "kind", "at", "delayed", "data",
-    "state", "game", "version", "chain_head", "signature",
+    "schema_version", "table", "journal", "round", "seq", "session", "kind", "at", "delayed",
+    "data", "state", "game", "version", "chain_head", "signature",
 )  # fmt: skip
 
 
@@ -201,7 +212,7 @@ ENVELOPE_FIELDS = (
 def test_no_field_value_of_an_envelope_or_status_raises(body: dict[str, object]):
     """Each field the parse reads, holding any JSON value (a list as ``schema_version`` raised
     TypeError out of every reader: unhashable)."""
-    body = {"schema_version": "2", **body} if "schema_version" not in body else body
+    body = {"schema_version": "3", **body} if "schema_version" not in body else body
     payload = json.dumps(body).encode("utf-8", "surrogatepass")
     for parse in (parse_envelope, parse_status, parse_snapshot, parse_betting_status):
         parse(payload)
@@ -255,8 +266,8 @@ def test_a_forged_status_does_not_move_the_seq_watermark():
 
     def status(seq: int) -> StatusMessage:
         return StatusMessage(
-            state="online", table="tp-01", session=1, game="g", version="1", at=AT,
-            chain_head={"seq": seq, "hash": "0" * 64},
+            state="online", table="tp-01", journal=J1, session=1, game="g", version="1",
+            at=AT, chain_head={"seq": seq, "hash": "0" * 64},
         )  # fmt: skip
 
     assert guard.on_status(status(40), now) is None
@@ -266,10 +277,10 @@ def test_a_forged_status_does_not_move_the_seq_watermark():
     assert guard.admit("tp-01", 41, now + 2) is None  # the real table goes on
 
 
-def _status(seq: int, session: int) -> StatusMessage:
+def _status(seq: int, session: int, journal: str = J1) -> StatusMessage:
     return StatusMessage(
-        state="online", table="tp-01", session=session, game="g", version="1", at=AT,
-        chain_head={"seq": seq, "hash": "0" * 64},
+        state="online", table="tp-01", journal=journal, session=session, game="g",
+        version="1", at=AT, chain_head={"seq": seq, "hash": "0" * 64},
     )  # fmt: skip
 
 
@@ -283,14 +294,21 @@ def test_an_older_birth_leaves_the_guard_where_the_table_is():
     assert guard.admit("tp-01", 515, now) is None
 
 
-def test_a_new_journal_anchors_afresh_only_from_its_start():
+def test_a_new_journal_is_told_by_its_id_and_anchors_afresh_within_the_limit():
     now = AT.timestamp()
     guard = SeqGuard(Bounds(max_entries_per_second=1, seq_slack=10))
     assert guard.on_status(_status(500, 7), now) is None
-    claimed = guard.on_status(_status(400, 1), now)  # a "new journal" already 400 in
+    assert guard.journal("tp-01") == J1
+    # A lower session of the same journal is an older birth (retained), not a new journal.
+    assert guard.on_status(_status(3, 1), now) is None
+    assert guard.admit("tp-01", 505, now) is None
+    claimed = guard.on_status(_status(10**6, 1, J2), now)  # another journal, far ahead
     assert isinstance(claimed, Rejection) and claimed.code == "seq_ahead"
-    assert guard.admit("tp-01", 505, now) is None  # still following the old journal
-    assert guard.on_status(_status(3, 1), now) is None  # a new journal from its start
+    assert "a new journal" in claimed.reason
+    assert guard.admit("tp-01", 506, now) is None  # still following the old journal
+    # Another journal from its start, even with a higher session: anchors afresh.
+    assert guard.on_status(_status(3, 8, J2), now) is None
+    assert guard.journal("tp-01") == J2
     assert guard.admit("tp-01", 4, now) is None
     assert guard.admit("tp-01", 505, now) is not None
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from controller.errors import JournalError
 from controller.journal import (
     BODY_MODELS,
+    JOURNAL_ID_TEXT,
     MIGRATIONS,
     SCHEMA_VERSION,
     CardDealtData,
@@ -421,8 +422,9 @@ def test_a_real_v1_file_is_migrated_and_its_chain_computed(tmp_path):
         "FROM entries ORDER BY seq",
     )
     with Journal.open(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == 2
+        assert journal.schema_version == SCHEMA_VERSION == 3
         assert journal.session == 3
+        assert journal.journal_id is not None and JOURNAL_ID_TEXT.match(journal.journal_id)
         stored = list(journal.entries())
         assert [e.seq for e in stored] == list(range(1, written + 1))
         assert all(e.hash is not None and len(e.hash) == 64 for e in stored)
@@ -443,7 +445,7 @@ def test_a_real_v1_file_is_migrated_and_its_chain_computed(tmp_path):
         written,
     )
     assert after == before
-    assert _raw(path, "PRAGMA user_version") == [(2,)]
+    assert _raw(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
 
 
 def test_hash_is_the_documented_chain(tmp_path):
@@ -1001,3 +1003,44 @@ def test_nested_models_and_the_journal_order_of_keys():
     )
     info = TableInfoData.model_construct(kind="equity", data={"p": 1e-05}, secure=True)
     assert body_text(info) == '{"kind":"equity","data":{"p":1e-05},"secure":true}'
+
+
+# -- the journal's identity (issue 22) ------------------------------------------------------
+
+
+def test_every_new_journal_gets_its_own_random_identity_kept_across_opens(tmp_path):
+    with Journal.open(tmp_path / "a.sqlite") as first:
+        identity = first.identity
+        assert JOURNAL_ID_TEXT.match(identity)
+    with Journal.open(tmp_path / "a.sqlite") as again:
+        assert again.identity == identity and again.session == 2
+    with Journal.open_readonly(tmp_path / "a.sqlite") as reader:
+        assert reader.journal_id == identity
+    # Another file for the same table (a new computer, a dead disk): another identity.
+    with Journal.open(tmp_path / "b.sqlite") as other:
+        assert other.identity != identity
+    assert _raw(tmp_path / "a.sqlite", "SELECT value FROM meta WHERE key = 'journal_id'") == [
+        (identity,)
+    ]
+
+
+def test_a_journal_written_before_identities_gets_one_on_migration_and_keeps_its_entries(
+    tmp_path,
+):
+    path = tmp_path / "main.sqlite"
+    path.write_bytes(MAIN_JOURNAL.read_bytes())  # schema 2: no identity
+    with Journal.open_readonly(path) as old:
+        assert old.schema_version == 2 and old.journal_id is None
+        with pytest.raises(JournalError, match="no identity yet"):
+            _ = old.identity
+    with Journal.open(path) as journal:
+        assert journal.schema_version == 3 and JOURNAL_ID_TEXT.match(journal.identity)
+        identity = journal.identity
+        assert journal.verify().chain_head == MAIN_CHAIN_HEAD  # nothing of the chain changed
+    with Journal.open(path) as journal:
+        assert journal.identity == identity  # made once
+
+
+def test_the_identity_is_the_journals_own(tmp_path):
+    with Journal.open(tmp_path / "j.sqlite") as journal, pytest.raises(JournalError, match="once"):
+        journal.set_meta("journal_id", "0" * 32)

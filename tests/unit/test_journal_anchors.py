@@ -33,7 +33,12 @@ def test_results_carry_their_own_chain_head_inside_the_signature(tmp_path):
     assert void is not None and void.hash is not None
     signer = Signer(Ed25519PrivateKey.generate(), "k1")
     out = messages_for(
-        void, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(void), signer=signer
+        void,
+        TOPICS,
+        journal=journal.identity,
+        delayed=False,
+        snapshot=RoundSnapshot().apply(void),
+        signer=signer,
     )
     envelope = json.loads(out[0].payload)
     assert envelope["chain_head"] == {"seq": 2, "hash": void.hash}
@@ -43,7 +48,9 @@ def test_results_carry_their_own_chain_head_inside_the_signature(tmp_path):
     # Other kinds carry none.
     status = journal.get(3)
     assert status is not None
-    plain = messages_for(status, TOPICS, delayed=False, snapshot=None, with_snapshot=False)
+    plain = messages_for(
+        status, TOPICS, journal=journal.identity, delayed=False, snapshot=None, with_snapshot=False
+    )
     assert "chain_head" not in json.loads(plain[0].payload)
     journal.close()
 

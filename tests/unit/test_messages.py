@@ -23,6 +23,8 @@ from controller.watch import describe
 
 T0 = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
 TOPICS = Topics(prefix="tables", table="tp-1")
+JOURNAL_ID = "5eed0000000000000000000000000001"
+"""The journal id these tests publish under."""
 RANKS = "23456789TJQKA"
 SUITS = "cdhs"
 DECK = [rank + suit for rank in RANKS for suit in SUITS]
@@ -53,7 +55,9 @@ def publish_all(entries: list[JournalEntry], *, delayed: bool = False) -> list[t
     out = []
     for entry in entries:
         snapshot = snapshot.apply(entry)
-        for message in messages_for(entry, TOPICS, delayed=delayed, snapshot=snapshot):
+        for message in messages_for(
+            entry, TOPICS, journal=JOURNAL_ID, delayed=delayed, snapshot=snapshot
+        ):
             assert message.qos == 1
             assert message.retain == (message.topic == TOPICS.round)
             out.append((message.topic, json.loads(message.payload)))
@@ -92,13 +96,14 @@ def test_envelope_fields_and_compact_json():
         "card_dealt", {"slot": "A1", "hand": "A", "index": 0, "card": "As", "face": "up"}
     )
     snapshot = RoundSnapshot().apply(entry)
-    (events, rnd) = messages_for(entry, TOPICS, delayed=True, snapshot=snapshot)
+    (events, rnd) = messages_for(entry, TOPICS, journal=JOURNAL_ID, delayed=True, snapshot=snapshot)
     assert events.topic == TOPICS.events
     assert b", " not in events.payload
     assert b": " not in events.payload
     envelope = json.loads(events.payload.decode("utf-8"))
     assert envelope == {
-        "schema_version": "2",
+        "schema_version": "3",
+        "journal": JOURNAL_ID,
         "table": "tp-1",
         "round": "r-1",
         "seq": 1,
@@ -121,7 +126,9 @@ def test_envelope_fields_and_compact_json():
 def test_table_level_entries_go_to_events_only():
     book = Book()
     entry = book.entry("device_status", {"device": "shoe", "state": "ok", "detail": ""}, None)
-    messages = messages_for(entry, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(entry))
+    messages = messages_for(
+        entry, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot().apply(entry)
+    )
     assert [m.topic for m in messages] == [TOPICS.events]
     assert json.loads(messages[0].payload)["round"] is None
 
@@ -134,12 +141,16 @@ def test_results_and_voids_also_go_to_results():
     )
     void = book.entry("round_voided", {"reason": "table fault", "bets": {}}, "r-2")
     for entry in (result, void):
-        messages = messages_for(entry, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(entry))
+        messages = messages_for(
+            entry, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot().apply(entry)
+        )
         assert [m.topic for m in messages] == [TOPICS.events, TOPICS.results, TOPICS.round]
         assert messages[0].payload == messages[1].payload
     # A void whose reason is more than its public phrase: the full entry on secure/events.
     void = book.entry("round_voided", {"reason": "stopped", "bets": {}}, "r-3")
-    messages = messages_for(void, TOPICS, delayed=False, snapshot=RoundSnapshot().apply(void))
+    messages = messages_for(
+        void, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot().apply(void)
+    )
     topics = [TOPICS.events, TOPICS.secure_events, TOPICS.results, TOPICS.round]
     assert [m.topic for m in messages] == topics
     assert messages[0].payload == messages[2].payload
@@ -148,6 +159,7 @@ def test_results_and_voids_also_go_to_results():
 def test_status_birth_and_will():
     birth = birth_message(
         TOPICS,
+        journal=JOURNAL_ID,
         session=4,
         game="teen-patti-20-20",
         version="0.1.0",
@@ -156,7 +168,8 @@ def test_status_birth_and_will():
     )
     assert (birth.topic, birth.retain, birth.qos) == ("tables/tp-1/status", True, 1)
     assert json.loads(birth.payload) == {
-        "schema_version": "2",
+        "schema_version": "3",
+        "journal": JOURNAL_ID,
         "state": "online",
         "table": "tp-1",
         "session": 4,
@@ -166,7 +179,13 @@ def test_status_birth_and_will():
         "chain_head": {"seq": 17, "hash": "ab" * 32},
     }
     will = offline_message(
-        TOPICS, session=4, game="g", version="v", at=None, reason="connection lost"
+        TOPICS,
+        journal=JOURNAL_ID,
+        session=4,
+        game="g",
+        version="v",
+        at=None,
+        reason="connection lost",
     )
     body = json.loads(will.payload)
     assert will.retain
@@ -336,7 +355,8 @@ def _envelope(
     kind: str, data: dict[str, Any], *, seq: int = 5, delayed: bool = False
 ) -> dict[str, Any]:
     return {
-        "schema_version": "2",
+        "schema_version": "3",
+        "journal": JOURNAL_ID,
         "table": "tp-1",
         "round": "r-1",
         "seq": seq,
@@ -497,7 +517,9 @@ def test_cards_revealed_shows_hidden_slots_in_the_snapshot():
     events = [data for topic, data in published if topic == TOPICS.events]
     assert events[-1]["data"] == {"hand": "P", "cards": ["As", "Kd"]}
     refused = book.entry("card_refused", {"slot": "B1", "card": "As", "reason": "duplicate"})
-    (event, *_rest) = messages_for(refused, TOPICS, delayed=False, snapshot=after.apply(refused))
+    (event, *_rest) = messages_for(
+        refused, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=after.apply(refused)
+    )
     assert json.loads(event.payload)["data"]["card"] == "As"
 
 
@@ -547,7 +569,9 @@ def test_halts_and_decision_windows_in_the_snapshot():
         assert (wire["decision"] or {}).get("window") == open_window, entry.kind
         assert wire["state"] == "betting_open"
         # All of these are public, unchanged, on events.
-        (event, *_rest) = messages_for(entry, TOPICS, delayed=False, snapshot=snapshot)
+        (event, *_rest) = messages_for(
+            entry, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=snapshot
+        )
         assert json.loads(event.payload)["data"] == entry.body
 
 
@@ -601,7 +625,9 @@ def test_commands_show_only_who_and_what_on_events():
         _answered(response_topic="tables/tp-1/reply/pit/cli-1", correlation_data="AAE="),
         round_id=None,
     )
-    messages = messages_for(answered, TOPICS, delayed=False, snapshot=RoundSnapshot())
+    messages = messages_for(
+        answered, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot()
+    )
     assert [m.topic for m in messages] == [TOPICS.events, "tables/tp-1/reply/pit/cli-1"]
     assert json.loads(messages[0].payload)["data"] == {
         "command_id": "c-1",
@@ -617,7 +643,9 @@ def test_commands_show_only_who_and_what_on_events():
     # No response topic, or one outside the role's tree: the role's reply topic.
     for topic in (None, "tables/tp-1/events", "tables/tp-1/reply/betting/x", "elsewhere"):
         entry = book.entry("command_answered", _answered(response_topic=topic), round_id=None)
-        messages = messages_for(entry, TOPICS, delayed=False, snapshot=RoundSnapshot())
+        messages = messages_for(
+            entry, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot()
+        )
         assert messages[-1].topic == TOPICS.reply("pit") == "tables/tp-1/reply/pit"
         assert messages[-1].correlation_data is None
 
@@ -636,12 +664,16 @@ def test_results_are_signed_on_events_and_results_only():
     card = book.entry(
         "card_dealt", {"slot": "A1", "hand": "A", "index": 0, "card": "As", "face": "up"}
     )
-    out = messages_for(voided, TOPICS, delayed=False, snapshot=RoundSnapshot(), signer=signer)
+    out = messages_for(
+        voided, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot(), signer=signer
+    )
     events, results, snapshot = (json.loads(m.payload) for m in out)
     assert events == results
     assert verify_envelope(results, signer.public_key)
     assert "signature" not in snapshot
-    out = messages_for(card, TOPICS, delayed=False, snapshot=RoundSnapshot(), signer=signer)
+    out = messages_for(
+        card, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot(), signer=signer
+    )
     assert all("signature" not in json.loads(m.payload) for m in out)
 
 

@@ -27,7 +27,7 @@ from controller.messages import (
     public_void_reason,
     replay_message,
 )
-from tests.unit.test_messages import TOPICS, Book, publish_all
+from tests.unit.test_messages import JOURNAL_ID, TOPICS, Book, publish_all
 
 REFUNDS = {"A": {"outcome": "refund", "payout": "1"}}
 PIT_VOID = "voided by the pit boss (Marguerite Okonkwo): dealer Bob flashed a card"
@@ -91,7 +91,9 @@ def test_a_pit_void_publishes_the_phrase_and_keeps_the_words_on_secure_events():
     for _, body in (out[2], out[4], out[5]):
         assert "Okonkwo" not in json.dumps(body) and "Bob" not in json.dumps(body)
     assert void.body["reason"] == PIT_VOID  # the journal keeps it
-    replayed = replay_message(void, TOPICS, snapshot=RoundSnapshot().apply(void))
+    replayed = replay_message(
+        void, TOPICS, journal=JOURNAL_ID, snapshot=RoundSnapshot().apply(void)
+    )
     assert json.loads(replayed.payload)["data"]["reason"] == "voided by the pit"
 
 

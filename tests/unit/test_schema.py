@@ -18,6 +18,8 @@ from controller.journal import JournalEntry
 from controller.messages import DATA_MODELS, PUBLIC_KINDS, RoundSnapshot, Topics, messages_for
 
 TOPICS = Topics(table="tp-1")
+JOURNAL_ID = "5eed0000000000000000000000000001"
+"""The journal id these tests publish under."""
 REGENERATE = "run `.venv/bin/python -m controller.schema --write-docs` and commit the result"
 
 BET = {"outcome": "win", "payout": "1.95"}
@@ -123,7 +125,9 @@ def test_published_messages_validate_against_the_documented_schemas() -> None:
     seen: set[str] = set()
     for entry in entries():
         snapshot = snapshot.apply(entry)
-        for message in messages_for(entry, TOPICS, delayed=False, snapshot=snapshot):
+        for message in messages_for(
+            entry, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=snapshot
+        ):
             payload = json.loads(message.payload)
             leaf = message.topic.removeprefix(f"{TOPICS.base}/")
             stem = {
@@ -143,7 +147,9 @@ def test_published_messages_validate_against_the_documented_schemas() -> None:
 def test_schemas_reject_what_the_contract_forbids() -> None:
     models = schema.payload_models()
     good = json.loads(
-        messages_for(entries()[15], TOPICS, delayed=False, snapshot=RoundSnapshot())[0].payload
+        messages_for(
+            entries()[15], TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot()
+        )[0].payload
     )
     assert good["kind"] == "round_voided"
     models["event-round-voided"].model_validate(good)
@@ -170,7 +176,9 @@ def _json_schema(stem: str) -> Draft202012Validator:
 def test_committed_schemas_require_the_version_and_check_times() -> None:
     """Issue #16 item 4: schema_version is required; every time is a checked date-time."""
     message = json.loads(
-        messages_for(entries()[0], TOPICS, delayed=False, snapshot=RoundSnapshot())[0].payload
+        messages_for(
+            entries()[0], TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot()
+        )[0].payload
     )
     assert message["kind"] == "round_opened"
     validator = _json_schema("event-round-opened")
@@ -201,7 +209,9 @@ def test_result_bets_are_settlement_lines() -> None:
     validator = _json_schema("event-round-result")
     result = next(e for e in entries() if e.kind == "round_result")
     message = json.loads(
-        messages_for(result, TOPICS, delayed=False, snapshot=RoundSnapshot())[0].payload
+        messages_for(result, TOPICS, journal=JOURNAL_ID, delayed=False, snapshot=RoundSnapshot())[
+            0
+        ].payload
     )
     assert not list(validator.iter_errors(message))
     nested = json.loads(json.dumps(message))

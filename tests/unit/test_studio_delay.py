@@ -23,7 +23,8 @@ def env(
     kind: str, seq: int, data: dict[str, Any], round_id: str | None = ROUND, **extra: Any
 ) -> bytes:
     return json.dumps(
-        {"schema_version": "2", "table": "t", "round": round_id, "seq": seq, "session": 1,
+        {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+         "table": "t", "round": round_id, "seq": seq, "session": 1,
          "kind": kind, "at": "2026-11-25T10:00:00.000000Z", "delayed": False, "data": data,
          **extra}
     ).encode()  # fmt: skip

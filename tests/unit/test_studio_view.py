@@ -13,7 +13,8 @@ from controller.studio.view import TableView, parse_topic
 
 def env(kind: str, seq: int, data: dict[str, Any], round_id: str | None = "t-000001") -> bytes:
     return json.dumps(
-        {"schema_version": "2", "table": "t", "round": round_id, "seq": seq, "session": 1,
+        {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+         "table": "t", "round": round_id, "seq": seq, "session": 1,
          "kind": kind, "at": "2026-11-25T10:00:00.000000Z", "delayed": False, "data": data}
     ).encode()  # fmt: skip
 
@@ -98,7 +99,8 @@ def test_a_public_view_ignores_the_secure_feed_and_a_secure_view_fills_hidden_ca
 
 def test_status_offline_and_a_refused_card_with_its_reason():
     view = TableView("t")
-    will = {"schema_version": "2", "state": "offline", "table": "t", "session": 1,
+    will = {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+            "state": "offline", "table": "t", "session": 1,
             "game": "teen-patti-20-20", "version": "1", "at": None,
             "reason": "connection lost"}  # fmt: skip
     view.apply("status", "tables/t/status", json.dumps(will).encode())

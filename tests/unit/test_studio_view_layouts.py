@@ -24,14 +24,16 @@ R1 = f"{T}-000001"
 
 
 def env(kind: str, seq: int, data: dict[str, Any], rnd: str = R1) -> bytes:
-    body = {"schema_version": "2", "table": T, "round": rnd, "seq": seq, "session": 1,
+    body = {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+            "table": T, "round": rnd, "seq": seq, "session": 1,
             "kind": kind, "at": "2026-11-19T08:00:00.000000Z", "delayed": False,
             "data": data}  # fmt: skip
     return json.dumps(body).encode()
 
 
 def status(game: str, head: int = 1) -> bytes:
-    body = {"schema_version": "2", "state": "online", "table": T, "session": 1, "game": game,
+    body = {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+            "state": "online", "table": T, "session": 1, "game": game,
             "version": "1", "at": "2026-11-19T08:13:15.000000Z",
             "chain_head": {"seq": head, "hash": "0" * 64}}  # fmt: skip
     return json.dumps(body).encode()

@@ -22,6 +22,8 @@ from controller.tablefold import Step, TableFold, wire
 from controller.watch import Reader
 
 T = "tp-01"
+J1 = "a1" * 16  # the table's journal
+J2 = "b2" * 16  # the journal that replaces it
 NOW = 1_795_000_000.0  # 2026-11-19: the status below is a few seconds old
 DEEP = b"[" * 3000 + b"]" * 3000  # the probe's ~6 kB value
 OPENED = {"round_no": 1, "game": "teen-patti-20-20", "betting_seconds": 15,
@@ -29,14 +31,16 @@ OPENED = {"round_no": 1, "game": "teen-patti-20-20", "betting_seconds": 15,
 
 
 def env(kind: str, seq: int, data: dict[str, Any], **extra: Any) -> bytes:
-    body = {"schema_version": "2", "table": T, "round": extra.pop("round", f"{T}-000001"),
-            "seq": seq, "session": 1, "kind": kind, "at": "2026-11-19T08:00:00.000000Z",
-            "delayed": False, "data": data, **extra}  # fmt: skip
+    body = {"schema_version": "3", "table": T, "journal": extra.pop("journal", J1),
+            "round": extra.pop("round", f"{T}-000001"), "seq": seq, "session": 1,
+            "kind": kind, "at": "2026-11-19T08:00:00.000000Z", "delayed": False, "data": data,
+            **extra}  # fmt: skip
     return json.dumps(body).encode()
 
 
 def status(head: int = 40, **extra: Any) -> bytes:
-    body = {"schema_version": "2", "state": "online", "table": T, "session": 1,
+    body = {"schema_version": "3", "state": "online", "table": T, "journal": J1,
+            "session": 1,
             "game": "teen-patti-20-20", "version": "1", "at": "2026-11-19T08:13:15.000000Z",
             "chain_head": {"seq": head, "hash": "0" * 64}, **extra}  # fmt: skip
     return json.dumps(body).encode()
@@ -94,14 +98,52 @@ def test_late_events_are_new_to_a_feed_but_never_folded_and_repeats_are_nothing(
     assert isinstance(gap, tuple) and gap[0].gap_text == "! gap: events 43..44 not received"
 
 
-def test_a_lower_session_is_a_new_journal_whose_seq_starts_over():
+def test_another_journal_id_is_a_new_journal_whose_seq_starts_over_whatever_its_session():
     fold = TableFold(T)
     fold.read("status", status(session=3), NOW)
     fold.read("events", env("round_opened", 40, OPENED), NOW)
-    fold.read("status", status(head=0, session=1), NOW)
-    assert fold.last_seq == 0
-    step = fold.read("events", env("round_opened", 1, OPENED, round="tp-01-000009"), NOW)
-    assert isinstance(step, tuple) and step[0].changed and fold.round.round_id == "tp-01-000009"
+    # The new journal's session is higher (a new file counts from 1; here 4): the journal id,
+    # not the session, says the seq starts over.
+    fold.read("status", status(head=0, session=4, journal=J2), NOW)
+    assert fold.last_seq == 0 and fold.journal == J2
+    change = fold.journal_change
+    assert change is not None and (change.previous, change.previous_last_seq) == (J1, 40)
+    assert change.text == (
+        "tp-01 started a new journal at 2026-11-19T08:13:15.000000Z; the previous one ended "
+        "at seq 40"
+    )
+    new_round = f"{T}-b2b2b2b2-000001"
+    step = fold.read("events", env("round_opened", 1, OPENED, round=new_round, journal=J2), NOW)
+    assert isinstance(step, tuple) and step[0].changed and fold.round.round_id == new_round
+    # A late message of the journal the table left is refused, not folded as a repeat or a
+    # new round: seq 41 of the old journal is not seq 41 of the new one.
+    late = fold.read("events", env("round_halted", 2, {"reason": "old"}, journal=J1), NOW)
+    assert isinstance(late, Rejection) and late.code == "other_journal"
+    assert not fold.round.halted and fold.last_seq == 1
+    # The same seq in the new journal is new.
+    step = fold.read("events", env("round_halted", 2, {"reason": "new"}, journal=J2), NOW)
+    assert isinstance(step, tuple) and step[0].changed and fold.round.halted
+
+
+def test_the_same_journal_with_a_lower_session_is_an_older_birth_not_a_new_journal():
+    fold = TableFold(T)
+    fold.read("status", status(session=3), NOW)
+    fold.read("events", env("round_opened", 40, OPENED), NOW)
+    fold.read("status", status(head=0, session=1), NOW)  # an older birth, retained
+    assert fold.last_seq == 40 and fold.journal_change is None
+    repeat = fold.read("events", env("round_opened", 40, OPENED), NOW)
+    assert isinstance(repeat, tuple) and repeat[0] == Step(False, False)
+
+
+def test_an_event_of_a_new_journal_after_the_old_ones_last_will_starts_it():
+    fold = TableFold(T)
+    fold.read("status", status(), NOW)
+    fold.read("events", env("round_opened", 40, OPENED), NOW)
+    fold.read("status", status(state="offline", reason="connection lost", chain_head=None), NOW)
+    step = fold.read("events", env("round_opened", 1, OPENED, journal=J2), NOW)
+    assert isinstance(step, tuple) and step[0].changed
+    assert fold.journal == J2 and fold.last_seq == 1
+    assert fold.journal_change is not None and fold.journal_change.previous_last_seq == 40
 
 
 def test_times_that_cannot_be_written_in_utc_are_shown_as_sent():
@@ -193,7 +235,7 @@ times = st.sampled_from(
      "9999-12-31T23:59:59-05:00", "nope"]
 )  # fmt: skip
 shaped = st.fixed_dictionaries(
-    {"schema_version": st.just("2"), "table": st.just(T),
+    {"schema_version": st.just("3"), "table": st.just(T), "journal": st.sampled_from([J1, J2]),
      "round": st.none() | st.sampled_from([f"{T}-000001", f"{T}-000002"]),
      "seq": st.integers(-2, 2**64), "session": st.integers(-2, 5),
      "kind": st.sampled_from([*PUBLIC_DATA_MODELS, "round_snapshot", "other"]),
@@ -213,6 +255,11 @@ def _topic(channel: str) -> str:
     return f"tables/{T}/" + ("secure/events" if channel == "secure" else channel)
 
 
+LATER = NOW + 3600
+"""When the real table comes: a forged birth (of another journal, say) at a low head holds
+the real table's seq back only until the rate times the time since allows it."""
+
+
 def _then_the_real_table(apply: Callable[[str, bytes], object], shown: Callable[[], bool]) -> None:
     # Past any seq a forged message could have had admitted (a forged seq the table could
     # have sent is indistinguishable from its own without signatures).
@@ -224,10 +271,12 @@ def _then_the_real_table(apply: Callable[[str, bytes], object], shown: Callable[
 
 @given(hostile)
 def test_no_payload_raises_in_the_studio_view(messages: list[tuple[str, bytes]]):
-    view = TableView(T, secure=True, clock=lambda: NOW)
+    clock = [NOW]
+    view = TableView(T, secure=True, clock=lambda: clock[0])
     for channel, payload in messages:
         view.apply(channel, _topic(channel), payload)  # type: ignore[arg-type]
         view.to_wire()
+    clock[0] = LATER
     _then_the_real_table(
         lambda channel, payload: view.apply(channel, _topic(channel), payload),  # type: ignore[arg-type]
         lambda: view.fold.round_id == f"{T}-000777" and view.fold.halted,
@@ -236,11 +285,13 @@ def test_no_payload_raises_in_the_studio_view(messages: list[tuple[str, bytes]])
 
 @given(hostile)
 def test_no_payload_raises_on_the_pit_floor(messages: list[tuple[str, bytes]]):
-    floor = Floor(clock=lambda: NOW)
+    clock = [NOW]
+    floor = Floor(clock=lambda: clock[0])
     for channel, payload in [*messages, ("betting", messages[0][1])]:
         topic = "betting/status" if channel == "betting" else _topic(channel)
         floor.apply(topic, payload)
         floor.view()
+    clock[0] = LATER
     _then_the_real_table(
         lambda channel, payload: floor.apply(_topic(channel), payload),
         lambda: floor.table_view(T)["round"] == f"{T}-000777" and floor.table_view(T)["halted"],
@@ -249,11 +300,55 @@ def test_no_payload_raises_on_the_pit_floor(messages: list[tuple[str, bytes]]):
 
 @given(hostile)
 def test_no_payload_raises_in_watch(messages: list[tuple[str, bytes]]):
-    reader = Reader(f"tables/{T}", TableFold(T), RejectionLog(reader="watch"), clock=lambda: NOW)
+    clock = [NOW]
+    reader = Reader(
+        f"tables/{T}", TableFold(T), RejectionLog(reader="watch"), clock=lambda: clock[0]
+    )
     out: list[str] = []
     for channel, payload in messages:
         out += reader.lines(_topic(channel), payload)
+    clock[0] = LATER
     _then_the_real_table(
         lambda channel, payload: out.extend(reader.lines(_topic(channel), payload)),
         lambda: out[-1].endswith("HALTED: real"),
     )
+
+
+# -- a new journal, as the three readers show it (issue 22) -----------------------------------
+
+NOTICE = (
+    "! tp-01 started a new journal at 2026-11-19T08:13:15.000000Z; the previous one ended at "
+    "seq 40"
+)
+
+
+def test_the_studio_view_shows_a_new_journal():
+    view = TableView(T, clock=lambda: NOW)
+    view.apply("status", f"tables/{T}/status", status())
+    view.apply("events", f"tables/{T}/events", env("round_opened", 40, OPENED))
+    assert view.to_wire()["journal_change"] is None and view.to_wire()["journal"] == J1
+    assert view.apply("status", f"tables/{T}/status", status(head=0, journal=J2))
+    shown = view.to_wire()
+    assert shown["line"] == NOTICE and shown["kind"] == "journal"
+    assert shown["journal"] == J2 and shown["journal_change"]["previous_last_seq"] == 40
+    assert shown["journal_change"]["text"] == NOTICE.removeprefix("! ")
+    assert shown["round"]["id"] is None and shown["last_seq"] == 0  # the old round is gone
+
+
+def test_the_pit_floor_shows_a_new_journal_and_forgets_the_old_rounds_seqs():
+    floor = Floor(clock=lambda: NOW)
+    floor.apply(f"tables/{T}/status", status())
+    floor.apply(f"tables/{T}/events", env("round_opened", 40, OPENED))
+    assert floor.table_view(T)["rounds"] == {f"{T}-000001": [40, 40]}
+    floor.apply(f"tables/{T}/status", status(head=0, journal=J2))
+    shown = floor.table_view(T)
+    assert NOTICE in shown["lines"] and shown["rounds"] == {}
+    assert shown["journal"] == J2 and shown["journal_change"]["previous"] == J1
+
+
+def test_watch_prints_a_new_journal():
+    reader = Reader(f"tables/{T}", TableFold(T), RejectionLog(reader="watch"), clock=lambda: NOW)
+    reader.lines(f"tables/{T}/status", status())
+    reader.lines(f"tables/{T}/events", env("round_opened", 40, OPENED))
+    out = reader.lines(f"tables/{T}/status", status(head=0, journal=J2))
+    assert out[0] == NOTICE and "ONLINE" in out[1]

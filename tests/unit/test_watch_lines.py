@@ -73,7 +73,8 @@ def test_a_late_seq_is_shown_once_and_a_repeat_is_not():
 
     def event(seq: int) -> bytes:
         return json.dumps(
-            {"schema_version": "2", "table": "t-1", "round": None, "seq": seq, "session": 1,
+            {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+             "table": "t-1", "round": None, "seq": seq, "session": 1,
              "kind": "table_status", "at": "2026-01-01T10:00:00.000Z", "data": {"state": "ready"}}
         ).encode()  # fmt: skip
 

@@ -48,7 +48,7 @@ from controller.journal.entries import (
 )
 from controller.messages import Envelope, StatusMessage
 from controller.studio.pit.words import device_label, device_words, state_words
-from controller.tablefold import Channel, TableFold, at_text, wire
+from controller.tablefold import Channel, JournalChange, TableFold, at_text, wire
 from controller.watch import describe
 
 ALERT_KINDS = frozenset({"pit_alert", "round_halted", "table_status", "device_status"})
@@ -348,6 +348,7 @@ class Floor:
             return None
         table, channel = found
         state = self.tables.get(table) or self._new(table)
+        change = state.fold.journal_change
         read = state.fold.read(channel, payload, self.clock())
         if isinstance(read, Rejection):
             self._reject(read.at(topic, table))
@@ -357,6 +358,7 @@ class Floor:
             return None  # a repeat, or a retained message cleared
         self.tables[table] = state
         self.last_message = Message(table, channel, topic, _as_received(payload, message))
+        self._new_journal(state, change)
         if step.gap_text:
             self._line(state, step.gap_text)
         if isinstance(message, Envelope) and channel in ("events", "results"):
@@ -369,6 +371,18 @@ class Floor:
         if channel != "results":
             self._line(state, describe(topic, wire(message)))
         return table
+
+    def _new_journal(self, state: TableState, before: JournalChange | None) -> None:
+        """A new journal the message started (issue 22): said in the feed.
+
+        Its ``seq`` starts over, so the rounds' ``seq`` ranges seen so far are another
+        journal's: a replay by round must not ask the new journal for them.
+        """
+        change = state.fold.journal_change
+        if change is None or change is before:
+            return
+        state.rounds.clear()
+        self._line(state, f"! {change.text}")
 
     def set_broker(self, connected: bool, detail: str) -> None:
         """Note the console's own broker connection (up, or lost and why)."""
@@ -418,6 +432,10 @@ class Floor:
             "rounds": {round_id: list(span) for round_id, span in state.rounds.items()},
             "delayed": list(state.delayed),
             "lines": list(state.lines),
+            "journal": fold.journal,
+            "journal_change": None
+            if fold.journal_change is None
+            else fold.journal_change.to_wire(),
         }
 
     def floor_view(self) -> dict[str, Any]:
