@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test check lint typecheck imports bench chaos clean
+.PHONY: run test check lint typecheck imports bench chaos clean gallery
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ test: $(STAMP)
 	  echo "chromium not found: installing it with apt-get (the studio's page tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+## make gallery: the screenshot matrix (tests/studio/test_gallery.py: every game, page and
+## state on a real simulated table, in Chromium) at half scale, its chosen shots written to
+## docs/gallery/ (committed, shown in docs/studio.md "Gallery"). Needs what `make test`
+## installs (Mosquitto, Chromium). The matrix's findings are printed; the gallery is made anyway.
+gallery: $(STAMP)
+	rm -f docs/gallery/*.png
+	TABLECTL_GALLERY=docs/gallery TABLECTL_SCREENS_SCALE=0.5 $(BIN)/pytest \
+	  tests/studio/test_gallery.py -q -p no:cacheprovider; status=$$?; \
+	  du -ch docs/gallery/*.png | tail -1; \
+	  [ $$status -eq 0 ] || echo "make gallery: the matrix has findings (above): the gallery shows the pages as they are"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -6,10 +6,10 @@ delay, the pit console mounted at ``/pit``), a simulated table on the scanner si
 screen, the public overlay, the secure-delay overlay and the pit console. The table is driven
 through the states of the issue's matrix in two rounds:
 
-* round 1: **betting** (the betting window), **dealing** (the third card's frame leaves the
-  simulator 3 s late: two cards on the table), **halted** (the scanner's cable pulled at the
-  fifth card for longer than ``rounds.device_halt_seconds``), **voided** (the pit void
-  command, after the pit's Void button was clicked once and nothing was published);
+* round 1: **betting** (the betting window), **dealing** (the third card's first eight
+  transmissions are lost: 4 s with two cards on the table), **halted** (the scanner's cable
+  pulled at the fifth card for longer than ``rounds.device_halt_seconds``), **voided** (the
+  pit void command, after the pit's Void button was clicked once and nothing was published);
 * round 2: **decision** (the crowd leaves the round's first window to its deadline:
   :class:`FirstWindowWaits`), **result**.
 
@@ -327,10 +327,30 @@ class Stage:
         sent = [topic for topic, _ in self.commands[before:] if topic.endswith("/cmd/pit/void")]
         if sent:
             self.found("pit", "halted", "the Void button published a void before any confirmation")
-        await pit.screenshot(path=str(screens_dir() / f"{self.game}-pit-void-confirm.png"))
+        shot = screens_dir() / f"{self.game}-pit-void-confirm.png"
+        await pit.screenshot(path=str(shot))
+        self.shots[("pit", "void-confirm")] = shot
         cancel = pit.locator('[data-role="confirm-cancel"]')
         if await cancel.count() and await cancel.first.is_visible():
             await cancel.first.click()
+
+    async def recall(self, round_id: str) -> None:
+        """The pit console recalls ``round_id`` (just settled): shot and checked as "recall"."""
+        pit = self.pages["pit"].page
+        await pit.locator('[data-role="recall-round"], #recall-round').first.fill(round_id)
+        await pit.locator('[data-role="recall-go"], #recall-go').first.click()
+        result = pit.locator('[data-role="recall-result"], #recall-result').first
+        await wait_for(result.text_content, 20, f"{self.game}: the pit's recall of {round_id}")
+        await asyncio.sleep(0.3)  # drawn
+        path = screens_dir() / f"{self.game}-pit-recall.png"
+        await pit.screenshot(path=str(path), full_page=True)
+        self.shots[("pit", "recall")] = path
+        problems = await page_problems(pit)
+        problems += await pit.evaluate(
+            CHECK_MORE, ["pit", self.game, game_name(self.game), self.table, round_id]
+        )
+        for problem in dict.fromkeys(str(p) for p in problems):
+            self.found("pit", "recall", problem)
 
     async def void(self, round_id: str) -> None:
         """The pit's void command for ``round_id``, as the pit role sends it (unless sent)."""
@@ -360,10 +380,13 @@ def _host_port(url: str) -> tuple[str, int]:
 
 
 def simulation(seed: int) -> Simulation:
-    """Round 1's deal: the third card 3 s late (dealing), the cable out at the fifth (halt)."""
+    """Round 1's deal: the third card's first 8 transmissions lost (the device sends it again
+    every 0.5 s: 4 s of dealing with two cards on the table), the cable out at the fifth card
+    (the halt). A ``delay`` fault would not hold the deal: the device's retransmission after
+    0.5 s overtakes the late frame."""
     faults = FaultPlan(
         script=(
-            CardFault(at=2, kind="delay", seconds=3.0),
+            CardFault(at=2, kind="loss", times=8),
             CardFault(at=4, kind="unplug", seconds=1.0),
         )
     )
@@ -500,6 +523,7 @@ async def play_the_matrix(stage: Stage) -> None:
     if HAS_DECISION[stage.game]:
         await stage.capture("decision", 2)
     await stage.capture("result", 2, seconds=60)
+    await stage.recall(str(_round(stage.pages["dealer"].view or {}).get("id")))
 
 
 def write_report(stage: Stage) -> Path:

@@ -29,9 +29,11 @@ pytestmark = [pytest.mark.hil, pytest.mark.slow]
 @pytest.mark.parametrize("game", list(GAME_OPTIONS))
 async def test_every_page_of_the_game_at_every_state(mosquitto, browser, tmp_path, game):
     async with game_stage(game, mosquitto.url, browser, tmp_path / "j.sqlite") as stage:
-        await play_the_matrix(stage)
-    report = write_report(stage)
-    keep_for_gallery(stage)
+        try:
+            await play_the_matrix(stage)
+        finally:
+            report = write_report(stage)
+            keep_for_gallery(stage)
     assert not stage.problems, f"{len(stage.problems)} finding(s), also in {report}:\n" + "\n".join(
         stage.problems
     )
