@@ -10,6 +10,7 @@ consumer tells apart, whatever the store.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 import psycopg
@@ -17,6 +18,7 @@ import psycopg
 from controller.archive.batch import GapStamp, Stored
 from controller.archive.errors import ArchiveDatabaseLost, ArchiveError, ArchiveRefused
 from controller.archive.ingest import Entry, Rejected, Status
+from controller.archive.journals import JournalRecord
 from controller.archive.sqlite_store import SqliteArchiveStore, is_sqlite_url
 
 LOST: tuple[type[Exception], ...] = (
@@ -56,6 +58,14 @@ class Store(Protocol):
 
     async def store_status(self, status: Status) -> None:
         """Keep a status message."""
+
+    async def journals(self) -> list[JournalRecord]:
+        """Every journal of every table the archive knows."""
+
+    async def adopt_journal(
+        self, table: str, journal: str, *, head_seq: int | None, at: datetime
+    ) -> tuple[JournalRecord, bool]:
+        """The chain of a journal met for the first time (recorded, alerted); whether new."""
 
     async def highest_seqs(self, tables: Sequence[str] | None = None) -> dict[str, int]:
         """Each table's highest archived seq (of ``tables`` only, if given)."""

@@ -8,6 +8,7 @@ new entries alone (:class:`RoundFolds`): the rules live here once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 import structlog
 
-from controller.archive.ingest import Entry, Rejected, TableKeys, classify
+from controller.archive.ingest import Entry, Rejected, TableKeys, classify, table_of
 from controller.journal.fold import RoundFold
 
 _log = structlog.get_logger("archive.chain")
@@ -544,9 +545,14 @@ def entry_of_copy(topic: str, payload: bytes, table: str) -> Entry | None:
     """A conflicting copy kept in ``rejected``, read again as the entry the chain shows it is.
 
     Its signature (if any) is not what makes it the table's: its place on the signed chain is.
+    ``table`` is the chain's id (:func:`~controller.archive.ingest.chain_id`): the copy is
+    read as its table's and placed in that chain.
     """
-    found = classify(topic, payload, TableKeys({table: None}))
-    return found if isinstance(found, Entry) and found.table == table else None
+    real = table_of(table)
+    found = classify(topic, payload, TableKeys({real: None}))
+    if not isinstance(found, Entry) or found.table != real:
+        return None
+    return dataclasses.replace(found, table=table)
 
 
 def state_of(entry: Entry) -> str:

@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import typing
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -51,8 +53,16 @@ from controller.archive.dblink import DbLink
 from controller.archive.errors import ArchiveError
 from controller.archive.gap_tracker import GapTracker, TrackedGap
 from controller.archive.gaps import Gap, GapBook, ranges
-from controller.archive.ingest import Entry, Rejected, Status, TableKeys, classify_batch
-from controller.archive.store import ArchiveStore
+from controller.archive.ingest import (
+    Entry,
+    Rejected,
+    Status,
+    TableKeys,
+    classify_batch,
+    table_of,
+)
+from controller.archive.journals import JournalRecord
+from controller.archive.store import ArchiveStore, journal_records
 from controller.inbound import Code, Rejection, RejectionLog, SeqGuard
 from controller.mqtt import drain
 from controller.mqtt.connection import Connector
@@ -183,6 +193,8 @@ class ArchiveConsumer:
         self.wall_clock = wall_clock
         self.seqs = SeqGuard()
         self.rejections = RejectionLog(reader="archive")
+        self.chains: dict[tuple[str, str], str] = {}
+        self.current: dict[str, str] = {}
 
     def _new_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if not isinstance(self.store, ArchiveStore) or conn is not self.store.conn:
@@ -212,17 +224,68 @@ class ArchiveConsumer:
         return [f"{share}{prefix}/+/{suffix}" for share in shares for suffix in suffixes]
 
     async def load_state(self) -> None:
-        """Each configured table's highest archived ``seq``: where :attr:`seqs` starts.
+        """Each configured table's highest archived ``seq``, per journal: where :attr:`seqs` starts.
 
         SQLite path: also the gap tracker's (a restart sees no old gaps); on PostgreSQL the
         gaps are the database's.
         """
-        highest = await self.store.highest_seqs(sorted(self.keys.tables))
+        self._know(await self.store.journals())
+        highest = await self.store.highest_seqs(self.chain_ids())
         now = self.wall_clock()
-        for table, seq in highest.items():
-            self.seqs.admit(table, seq, now)
+        for chain, seq in highest.items():
+            self.seqs.admit(table_of(chain), seq, now)
         if not self.shared_gaps:
             self.gaps = GapTracker(highest)
+
+    # -- journals: each of a table's journals is its own chain -------------------------------
+
+    def _know(self, records: Sequence[JournalRecord]) -> None:
+        """Remember which chain each journal is (and each table's latest journal)."""
+        for record in sorted(records, key=lambda r: r.first_seen):
+            self.chains[(record.table, record.journal)] = record.chain
+            self.current[record.table] = record.chain
+
+    def chain_ids(self) -> list[str]:
+        """The configured tables and the chains of their journals (what gaps are kept for)."""
+        tables = set(self.keys.tables)
+        return sorted(tables | {c for (t, _), c in self.chains.items() if t in tables})
+
+    async def _placed(self, found: Sequence[Found]) -> list[Found]:
+        """Each entry and status placed in its journal's chain (a new journal recorded).
+
+        A journal met for the first time is recorded (and, when it replaced another, alerted
+        on: one ``new_journal`` alert; docs/archive.md, "Journals"). Placing is idempotent: a
+        batch retried after a lost database is placed again to the same chains.
+        """
+        out: list[Found] = []
+        for item in found:
+            if isinstance(item, Entry | Status) and item.journal:  # version 3
+                table = table_of(item.table)
+                chain = self.chains.get((table, item.journal))
+                if chain is None:
+                    chain = await self._adopt(table, item)
+                out.append(dataclasses.replace(item, table=chain))
+            else:
+                out.append(item)
+        return out
+
+    async def _adopt(self, table: str, item: Entry | Status) -> str:
+        head = item.chain_head[0] if isinstance(item, Status) and item.chain_head else None
+        at = _message_time(item.envelope.get("at")) or datetime.now(UTC)
+        record, new = await self.store.adopt_journal(table, item.journal, head_seq=head, at=at)
+        self._know([record])
+        if new and record.alert is not None:
+            self.counts["new_journal"] += 1
+            log.error(
+                "a table started a new journal",
+                table=table,
+                journal=record.journal,
+                chain=record.chain,
+                previous=record.previous_chain,
+                previous_last_seq=record.previous_last_seq,
+                alert=record.alert,
+            )
+        return record.chain
 
     # -- one message -------------------------------------------------------------------------
 
@@ -347,6 +410,7 @@ class ArchiveConsumer:
             done: As in :meth:`handle_batch`.
         """
         outcomes = done if done is not None else [""] * len(found)
+        found = await self._placed(found)
         entries = [(i, f) for i, f in enumerate(found) if isinstance(f, Entry) and not outcomes[i]]
         for i, item in enumerate(found):
             if not isinstance(item, Entry) and not outcomes[i]:
@@ -485,9 +549,10 @@ class ArchiveConsumer:
         if not self.shared_gaps:
             await self.db.retry(self._check_tracked_gaps)
             return
-        tables = sorted(self.keys.tables)
-        if not tables:
+        if not self.keys.tables:
             return
+        self._know(await self._gap_link().call(journal_records))
+        tables = self.chain_ids()
         config = self.settings.gaps
         self._checks += 1
         alerted_too = self._checks % ALERTED_FILL_EVERY == 1
@@ -534,6 +599,12 @@ class ArchiveConsumer:
         return await self._gap_link().call(work)
 
     def _ask_replay(self, table: str, lo: int, hi: int) -> None:
+        if self.current.get(table_of(table), table_of(table)) != table:
+            # A gap in a journal the table replaced: the table cannot re-send it (its journal
+            # is another now); the gap's alert follows.
+            log.warning("gap in a replaced journal: no replay", chain=table, from_seq=lo, to_seq=hi)
+            return
+        table = table_of(table)
         task = asyncio.create_task(self._replay(table, lo, hi), name=f"replay-{table}-{lo}")
         self._replays.add(task)
         task.add_done_callback(self._replays.discard)
@@ -667,3 +738,14 @@ async def _waiting(
         while len(batch) < BATCH_MAX and not queue.empty():
             batch.append(queue.get_nowait())
         yield batch
+
+
+def _message_time(value: Any) -> datetime | None:
+    """A message's ``at`` as an aware time, or ``None`` (absent, not a time, no zone)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None

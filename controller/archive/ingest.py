@@ -51,8 +51,33 @@ from controller.inbound import (
 from controller.messages import StatusMessage
 from controller.signing import ALGORITHM, SIGNATURE_FIELD, why_invalid
 
-SCHEMA_VERSIONS = frozenset({"2"})
-"""The contract versions this archive reads (docs/mqtt.md, "Changelog")."""
+SCHEMA_VERSIONS = frozenset({"2", "3"})
+"""The contract versions this archive reads (docs/mqtt.md, "Changelog"): 3, and 2 for what a
+table published before it had a journal identity (its entries keep their plain chain)."""
+JOURNAL_TEXT = re.compile("[0-9a-f]{32}")
+"""A journal id (schema version 3: every envelope and status carries one)."""
+
+
+def chain_id(table: str, journal: str | None = None) -> str:
+    """The archive's name of a table's journal: its *chain* (docs/archive.md, "Journals").
+
+    ``table`` for the first journal the archive met for the table (and for version 2
+    entries, which name none), ``table/journal`` for each journal after it: ``/`` is never in
+    a table id (one MQTT topic level), so a chain id never names another table.
+    """
+    return table if not journal else f"{table}/{journal}"
+
+
+def table_of(chain: str) -> str:
+    """The table id of a chain id (:func:`chain_id`)."""
+    return chain.partition("/")[0]
+
+
+def journal_of(chain: str) -> str:
+    """The journal id a chain id names (``""``: the table's first journal, or version 2)."""
+    return chain.partition("/")[2]
+
+
 SIGNED_KINDS = frozenset({"round_result", "round_voided"})
 """The kinds a signing table signs."""
 ENTRY_TOPICS = frozenset({"events", "results"})
@@ -70,7 +95,8 @@ class Entry:
 
     Attributes:
         topic: Where it came from.
-        table: The table id.
+        table: The table id; once the consumer placed it in its journal's chain, the chain
+            id (:func:`chain_id`), under which the stores keep it.
         session: The run that journalled it.
         seq: Its journal ``seq``.
         at: When it happened.
@@ -108,17 +134,23 @@ class Entry:
     link: tuple[str, str] | None = None
     head: str | None = None
     unsigned: bool = False
+    journal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """A table's status message (birth, Last Will, clean stop)."""
+    """A table's status message (birth, Last Will, clean stop).
+
+    ``table`` is the table id, then (placed by the consumer) its journal's chain id;
+    ``journal`` the journal id it names (``""``: version 2).
+    """
 
     table: str
     state: str
     session: int | None
     chain_head: tuple[int, str] | None
     envelope: dict[str, Any]
+    journal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,10 +345,9 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
             f"config ([tables.{table}] unsigned = true): nothing it sends can be verified",
             envelope.get("seq") if type(envelope.get("seq")) is int else None,
         )
-    if envelope.get("table") != table:
-        return reject(
-            "malformed", f"field 'table' is {envelope.get('table')!r}, the topic says {table!r}"
-        )
+    wrong = _header_error(version, envelope, table)
+    if wrong is not None:
+        return reject("malformed", wrong)
     if parts[1] == "status":
         return _status(envelope, table, reject)
     try:
@@ -332,6 +363,16 @@ def classify(topic: str, payload: bytes, keys: TableKeys) -> Entry | Status | Re
         )
     except UnicodeEncodeError as exc:
         return reject("malformed", f"a string is not valid Unicode ({exc.reason})")
+
+
+def _header_error(version: str, envelope: dict[str, Any], table: str) -> str | None:
+    """Why the ``table`` (the topic's) or the ``journal`` (a version 3 message's) is wrong."""
+    if envelope.get("table") != table:
+        return f"field 'table' is {envelope.get('table')!r}, the topic says {table!r}"
+    journal = envelope.get("journal")
+    if version == "2" or (isinstance(journal, str) and JOURNAL_TEXT.fullmatch(journal)):
+        return None
+    return f"field 'journal' is {journal!r:.60}, not a journal id (32 hex digits)"
 
 
 def _needs_walk(payload: bytes, bounds: Bounds) -> bool:
@@ -458,7 +499,15 @@ def _status(
         and isinstance(head.get("hash"), str)
     ):
         chain = (head["seq"], head["hash"])
-    return Status(table, state, session if isinstance(session, int) else None, chain, envelope)
+    journal = envelope.get("journal")
+    return Status(
+        table,
+        state,
+        session if isinstance(session, int) else None,
+        chain,
+        envelope,
+        journal if isinstance(journal, str) else "",
+    )
 
 
 def _field_error(envelope: dict[str, Any]) -> str | None:
@@ -550,6 +599,7 @@ def _entry(
         link=link,
         head=head,
         unsigned=key is None,
+        journal=envelope.get("journal") or "",
     )
 
 

@@ -42,6 +42,8 @@ def _entry(row: tuple[Any, ...]) -> JournalEntry:
 async def recall_from_archive(url: str, round_id: str, table: str | None = None) -> RoundRecord:
     """The round ``round_id`` (of ``table``, when round ids could repeat across tables).
 
+    ``table`` is a table id (every journal of it) or a chain id (``table/journal``: one).
+
     Raises:
         ArchiveRoundNotFound: No entry of that round is archived.
         ArchiveError: The archive database cannot be read, or the round id is on several
@@ -56,9 +58,12 @@ async def recall_from_archive(url: str, round_id: str, table: str | None = None)
     if not rows:
         raise ArchiveRoundNotFound("no such round in the archive", round_id=round_id, table=table)
     if len(tables) > 1:
+        # Several tables, or several journals of one table (chains: docs/archive.md,
+        # "Journals"; round ids carry the journal's short id since issue 22, so only rounds
+        # journalled before it can meet here).
         raise ArchiveError(
-            f"round {round_id} is archived for several tables ({', '.join(tables)}): "
-            "name one with --table",
+            f"round {round_id} is archived for several tables or journals "
+            f"({', '.join(tables)}): name one with --table",
             round_id=round_id,
         )
     record = round_record(round_id, [_entry(tuple(row[:7])) for row in rows])
@@ -86,9 +91,9 @@ async def _postgres_rows(url: str, round_id: str, table: str | None) -> list[tup
                 "SELECT e.seq, e.session, e.round_id, e.kind, e.at, e.envelope->'data',"
                 " e.received_at, e.table_id, k.state FROM events e JOIN entry_keys k"
                 " ON k.table_id = e.table_id AND k.session = e.session AND k.seq = e.seq"
-                " WHERE e.round_id = %s AND (%s::text IS NULL OR e.table_id = %s)"
-                " ORDER BY e.table_id, e.seq",
-                (round_id, table, table),
+                " WHERE e.round_id = %s AND (%s::text IS NULL OR e.table_id = %s"
+                " OR starts_with(e.table_id, %s || '/')) ORDER BY e.table_id, e.seq",
+                (round_id, table, table, table),
             )
             return list(await cursor.fetchall())
     except psycopg.Error as exc:
@@ -102,8 +107,9 @@ def _sqlite_rows(url: str, round_id: str, table: str | None) -> list[tuple[Any, 
         "SELECT e.seq, e.session, e.round_id, e.kind, e.at, e.envelope, e.received_at,"
         " e.table_id, k.state FROM events e JOIN entry_keys k ON k.table_id = e.table_id"
         " AND k.session = e.session AND k.seq = e.seq"
-        " WHERE e.round_id = ? AND (? IS NULL OR e.table_id = ?) ORDER BY e.table_id, e.seq",
-        (round_id, table, table),
+        " WHERE e.round_id = ? AND (? IS NULL OR e.table_id = ?"
+        " OR substr(e.table_id, 1, length(?) + 1) = ? || '/') ORDER BY e.table_id, e.seq",
+        (round_id, table, table, table, table),
     )
     return [
         (

@@ -61,6 +61,9 @@ class TableReport:
         bets: Per bet (the bet id, then ``name=value`` qualifiers), the count per outcome.
         void_rounds: The voids, in time order.
         delayed_rounds: The delayed results and voids, in time order.
+        journals: Per journal of the table with rounds in the period (its chain id, the
+            table's id for its first journal: docs/archive.md, "Journals"), in time order:
+            ``(chain, rounds, games)``.
     """
 
     table: str
@@ -74,12 +77,14 @@ class TableReport:
     bets: dict[str, dict[str, int]]
     void_rounds: list[Finished]
     delayed_rounds: list[Finished]
+    journals: list[tuple[str, int, str]] = dataclasses.field(default_factory=list)
 
 
 _IN_PERIOD = (
-    "table_id = %s AND coalesce(opened_at, finished_at) >= %s"
-    " AND coalesce(opened_at, finished_at) < %s"
+    "(table_id = %s OR starts_with(table_id, %s || '/'))"
+    " AND coalesce(opened_at, finished_at) >= %s AND coalesce(opened_at, finished_at) < %s"
 )
+"""A table's rounds (of every journal's chain) in a period."""
 
 
 async def table_report(url: str, table: str, start: datetime, end: datetime) -> TableReport:
@@ -94,9 +99,11 @@ async def table_report(url: str, table: str, start: datetime, end: datetime) -> 
             table=table,
         )
     if is_sqlite_url(url):
-        counts, lines, finished = await asyncio.to_thread(_sqlite_rows, url, table, start, end)
+        counts, lines, finished, chains = await asyncio.to_thread(
+            _sqlite_rows, url, table, start, end
+        )
     else:
-        counts, lines, finished = await _postgres_rows(url, table, start, end)
+        counts, lines, finished, chains = await _postgres_rows(url, table, start, end)
     if counts is None:  # pragma: no cover (an aggregate always answers)
         raise ArchiveError("the report's count returned nothing", table=table)
     return TableReport(
@@ -111,15 +118,18 @@ async def table_report(url: str, table: str, start: datetime, end: datetime) -> 
         bets=_bets(lines),
         void_rounds=[_finished(row) for row in finished if row[2] == "void"],
         delayed_rounds=[_finished(row) for row in finished if row[3]],
+        journals=[(str(chain), int(count), str(games or "")) for chain, count, games in chains],
     )
 
 
-_Rows = tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], list[tuple[Any, ...]]]
+_Rows = tuple[
+    tuple[Any, ...] | None, list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]
+]
 
 
 async def _postgres_rows(url: str, table: str, start: datetime, end: datetime) -> _Rows:
-    """The report's three queries on PostgreSQL: counts, settlement lines, voids/delayed."""
-    period = (table, start, end)
+    """The report's queries on PostgreSQL: counts, settlement lines, voids/delayed, journals."""
+    period = (table, table, start, end)
     try:
         async with await psycopg.AsyncConnection.connect(url) as conn:
             cursor = await conn.execute(
@@ -149,23 +159,30 @@ async def _postgres_rows(url: str, table: str, start: datetime, end: datetime) -
                 period,
             )
             finished = await cursor.fetchall()
+            cursor = await conn.execute(
+                "SELECT table_id, count(*), string_agg(DISTINCT game, ',') FROM rounds"
+                f" WHERE {_IN_PERIOD} GROUP BY table_id"
+                " ORDER BY min(coalesce(opened_at, finished_at)), table_id",
+                period,
+            )
+            chains = await cursor.fetchall()
     except psycopg.Error as exc:
         raise ArchiveError(f"cannot read the archive: {exc}", table=table) from exc
-    return counts, lines, finished
+    return counts, lines, finished, chains
 
 
 _SQLITE_IN_PERIOD = (
-    "table_id = ? AND coalesce(opened_at, finished_at) >= ?"
-    " AND coalesce(opened_at, finished_at) < ?"
+    "(table_id = ? OR substr(table_id, 1, length(?) + 1) = ? || '/')"
+    " AND coalesce(opened_at, finished_at) >= ? AND coalesce(opened_at, finished_at) < ?"
 )
 
 
 def _sqlite_rows(url: str, table: str, start: datetime, end: datetime) -> _Rows:
-    """The same three queries on an SQLite archive.
+    """The same queries on an SQLite archive.
 
     Times are UTC text (text order is time order); JSON through SQLite's JSON functions.
     """
-    period = (table, time_text(start), time_text(end))
+    period = (table, table, table, time_text(start), time_text(end))
     counts = read_rows(
         url,
         "SELECT count(*), count(*) FILTER (WHERE outcome = 'result'),"
@@ -191,10 +208,18 @@ def _sqlite_rows(url: str, table: str, start: datetime, end: datetime) -> _Rows:
         f" AND {_SQLITE_IN_PERIOD} ORDER BY finished_at, round_id",
         period,
     )
+    chains = read_rows(
+        url,
+        "SELECT table_id, count(*), group_concat(DISTINCT game) FROM rounds"
+        f" WHERE {_SQLITE_IN_PERIOD} GROUP BY table_id"
+        " ORDER BY min(coalesce(opened_at, finished_at)), table_id",
+        period,
+    )
     return (
         counts[0] if counts else None,
         lines,
         [(r[0], from_time_text(r[1]), r[2], bool(r[3]), *r[4:]) for r in finished],
+        chains,
     )
 
 
@@ -236,6 +261,13 @@ def format_report(report: TableReport) -> str:
             extra = sorted(set(row) - set(OUTCOMES))
             more = "".join(f"  {o} {row[o]}" for o in extra)
             out.append(f"{name:<{width}}  {cells}{more}")
+    if len(report.journals) > 1 or any("/" in chain for chain, _, _ in report.journals):
+        width = max(len(chain) for chain, _, _ in report.journals)
+        out.append("")
+        out.append("journals (each its own seq; round ids carry the journal's short id):")
+        for chain, count, games in report.journals:
+            plural = "round" if count == 1 else "rounds"
+            out.append(f"  {chain:<{width}}  {count} {plural}  {games}")
     for title, rows in (("voids", report.void_rounds), ("delayed", report.delayed_rounds)):
         if rows:
             out.append("")

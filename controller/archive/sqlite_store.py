@@ -50,6 +50,7 @@ from controller.archive.batch import (
 )
 from controller.archive.errors import ArchiveDatabaseLost, ArchiveError, ArchiveRefused
 from controller.archive.ingest import Entry, Rejected, Status
+from controller.archive.journals import NEW_JOURNAL, JournalRecord, place
 from controller.archive.migrate import migrations
 
 SCHEME = "sqlite://"
@@ -88,6 +89,23 @@ def time_text(moment: datetime) -> str:
 def from_time_text(text: str | None) -> datetime | None:
     """A time kept by :func:`time_text` (``None`` stays ``None``)."""
     return None if text is None else datetime.fromisoformat(text)
+
+
+_JOURNALS = (
+    "SELECT table_id, journal, chain_id, first_seen, previous_chain, previous_last_seq"
+    " FROM journals"
+)
+
+
+def _journal_record(row: Sequence[Any]) -> JournalRecord:
+    return JournalRecord(
+        str(row[0]),
+        str(row[1]),
+        str(row[2]),
+        datetime.fromisoformat(str(row[3])),
+        None if row[4] is None else str(row[4]),
+        None if row[5] is None else int(row[5]),
+    )
 
 
 def _now() -> str:
@@ -472,6 +490,51 @@ class SqliteArchiveStore:
                 _now(),
             ),
         )
+
+    async def journals(self) -> list[JournalRecord]:
+        """Every journal of every table the archive knows (``journals``)."""
+        rows = await self._run(lambda: self.conn.execute(_JOURNALS).fetchall())
+        return [_journal_record(row) for row in rows]
+
+    async def adopt_journal(
+        self, table: str, journal: str, *, head_seq: int | None, at: datetime
+    ) -> tuple[JournalRecord, bool]:
+        """The chain of a journal of ``table`` met for the first time, recorded; whether new.
+
+        A journal that replaced another raises the one alert (``new_journal``) in the same
+        transaction (docs/archive.md, "Journals").
+        """
+        return await self._write(self._adopt, table, journal, head_seq, at)
+
+    def _adopt(
+        self, table: str, journal: str, head_seq: int | None, at: datetime
+    ) -> tuple[JournalRecord, bool]:
+        rows = self.conn.execute(_JOURNALS + " WHERE table_id = ?", (table,)).fetchall()
+        known = [_journal_record(row) for row in rows]
+        for record in known:
+            if record.journal == journal:
+                return record, False
+        plain = self.conn.execute(
+            "SELECT max(seq) FROM entry_keys WHERE table_id = ?", (table,)
+        ).fetchone()[0]
+        chain, previous = place(table, journal, known, plain_highest=plain, head_seq=head_seq)
+        last = None
+        if previous is not None:
+            last = self.conn.execute(
+                "SELECT max(seq) FROM entry_keys WHERE table_id = ?", (previous,)
+            ).fetchone()[0]
+        record = JournalRecord(table, journal, chain, at, previous, last)
+        self.conn.execute(
+            "INSERT INTO journals (table_id, journal, chain_id, first_seen, previous_chain,"
+            " previous_last_seq) VALUES (?, ?, ?, ?, ?, ?)",
+            (table, journal, chain, time_text(at), previous, last),
+        )
+        if record.alert is not None:
+            self.conn.execute(
+                "INSERT INTO alerts (table_id, kind, detail, raised_at) VALUES (?, ?, ?, ?)",
+                (table, NEW_JOURNAL, record.alert, _now()),
+            )
+        return record, True
 
     async def highest_seqs(self, tables: Sequence[str] | None = None) -> dict[str, int]:
         """Each archived table's highest ``seq`` (of ``tables`` only, if given)."""

@@ -45,6 +45,7 @@ from controller.archive.batch import (
 )
 from controller.archive.errors import ArchiveError
 from controller.archive.ingest import Entry, Rejected, Status
+from controller.archive.journals import NEW_JOURNAL, JournalRecord, place
 from controller.archive.migrate import migrate
 
 __all__ = ["ArchiveStore", "Stored"]
@@ -501,6 +502,54 @@ class ArchiveStore:
                 ),
             )
 
+    async def journals(self) -> list[JournalRecord]:
+        """Every journal of every table the archive knows (``journals``)."""
+        return await journal_records(self.conn)
+
+    async def adopt_journal(
+        self, table: str, journal: str, *, head_seq: int | None, at: datetime
+    ) -> tuple[JournalRecord, bool]:
+        """The chain of a journal of ``table`` met for the first time, recorded; whether new.
+
+        One transaction under a lock per table (``pg_advisory_xact_lock``): two instances
+        meeting the same new journal agree on one chain and raise one alert
+        (``new_journal``; docs/archive.md, "Journals").
+        """
+        async with self.conn.transaction():
+            await self.conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('tablectl-journals'), hashtext(%s))",
+                (table,),
+            )
+            known = await journal_records(self.conn, table)
+            for record in known:
+                if record.journal == journal:
+                    return record, False
+            cursor = await self.conn.execute(
+                "SELECT max(seq) FROM entry_keys WHERE table_id = %s", (table,)
+            )
+            row = await cursor.fetchone()
+            plain = None if row is None or row[0] is None else int(row[0])
+            chain, previous = place(table, journal, known, plain_highest=plain, head_seq=head_seq)
+            last = None
+            if previous is not None:
+                cursor = await self.conn.execute(
+                    "SELECT max(seq) FROM entry_keys WHERE table_id = %s", (previous,)
+                )
+                row = await cursor.fetchone()
+                last = None if row is None or row[0] is None else int(row[0])
+            record = JournalRecord(table, journal, chain, at, previous, last)
+            await self.conn.execute(
+                "INSERT INTO journals (table_id, journal, chain_id, first_seen, previous_chain,"
+                " previous_last_seq) VALUES (%s, %s, %s, %s, %s, %s)",
+                (table, journal, chain, at, previous, last),
+            )
+            if record.alert is not None:
+                await self.conn.execute(
+                    "INSERT INTO alerts (table_id, kind, detail) VALUES (%s, %s, %s)",
+                    (table, NEW_JOURNAL, record.alert),
+                )
+        return record, True
+
     async def highest_seqs(self, tables: Sequence[str] | None = None) -> dict[str, int]:
         """Each archived table's highest ``seq`` (of ``tables`` only: one index look-up each)."""
         if tables is None:
@@ -564,6 +613,28 @@ class ArchiveStore:
                     "UPDATE gaps SET alerted_at = now(), missing = %s WHERE id = %s",
                     (list(missing) or None, gap_id),
                 )
+
+
+async def journal_records(
+    conn: psycopg.AsyncConnection[Any], table: str | None = None
+) -> list[JournalRecord]:
+    """The ``journals`` rows (of ``table`` only, if given), on any connection."""
+    cursor = await conn.execute(
+        "SELECT table_id, journal, chain_id, first_seen, previous_chain, previous_last_seq"
+        " FROM journals WHERE %s::text IS NULL OR table_id = %s",
+        (table, table),
+    )
+    return [
+        JournalRecord(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            row[3],
+            None if row[4] is None else str(row[4]),
+            None if row[5] is None else int(row[5]),
+        )
+        for row in await cursor.fetchall()
+    ]
 
 
 def _json_loads(data: bytes | bytearray | memoryview | str) -> Any:

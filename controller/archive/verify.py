@@ -10,18 +10,27 @@ gives the chain heads the table's results carried (``chain_head``: the ``seq`` a
 the result's own journal entry), so that the table's journal can be verified against what
 the archive holds (``Journal.verify(anchors)``): the archive and the journal agree when the
 journal's hash chain passes through every archived chain head.
+
+A table whose journal was replaced has several chains (docs/archive.md, "Journals"): each is
+checked on its own (:func:`table_chains`, :func:`sqlite_table_chains`), and a journal file is
+checked against the chain of its own journal id (:func:`chain_of_journal`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
+from controller.archive.errors import ArchiveError
 from controller.archive.gaps import ranges
-from controller.archive.sqlite_store import reading
+from controller.archive.journals import JournalRecord
+from controller.archive.sqlite_store import from_time_text, is_sqlite_url, reading
+from controller.archive.store import journal_records
 from controller.journal.anchors import Anchor
 
 
@@ -219,3 +228,87 @@ async def archive_anchors(conn: psycopg.AsyncConnection[Any], table: str) -> lis
         Anchor(int(row[2]), str(row[3]), table, f"archive seq {row[0]} ({row[1]})")
         for row in await cursor.fetchall()
     ]
+
+
+def ordered_chains(table: str, records: list[JournalRecord]) -> list[JournalRecord | None]:
+    """A table's chains in the order its journals came.
+
+    ``None`` stands for the table's own chain when no journal id is recorded for it (entries
+    of version 2 only, or none).
+    """
+    ordered = sorted(records, key=lambda record: record.first_seen)
+    own: list[JournalRecord | None] = [] if any(r.chain == table for r in ordered) else [None]
+    return own + list(ordered)
+
+
+def chain_of_journal(table: str, records: list[JournalRecord], journal: str | None) -> str:
+    """The chain a journal file's entries are archived in (the table's own when unknown)."""
+    return next((r.chain for r in records if r.journal == journal), table)
+
+
+async def table_chains(conn: psycopg.AsyncConnection[Any], table: str) -> list[JournalRecord]:
+    """The journals the PostgreSQL archive recorded for ``table``."""
+    return await journal_records(conn, table)
+
+
+def sqlite_table_chains(url: str, table: str) -> list[JournalRecord]:
+    """The journals an SQLite archive recorded for ``table`` (blocking)."""
+    with reading(url) as conn:
+        rows = conn.execute(
+            "SELECT table_id, journal, chain_id, first_seen, previous_chain, previous_last_seq"
+            " FROM journals WHERE table_id = ?",
+            (table,),
+        ).fetchall()
+    return [
+        JournalRecord(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            from_time_text(str(row[3])) or datetime.now(UTC),
+            None if row[4] is None else str(row[4]),
+            None if row[5] is None else int(row[5]),
+        )
+        for row in rows
+    ]
+
+
+@dataclass(slots=True)
+class ChainCheck:
+    """One journal (chain) of a table, checked.
+
+    Attributes:
+        record: The journal as recorded (``None``: the table's own chain, no id recorded).
+        check: What the archive holds of it, checked.
+        anchors: The chain heads its signed results carry.
+    """
+
+    record: JournalRecord | None
+    check: ArchiveCheck
+    anchors: list[Anchor]
+
+
+async def verify_archive(url: str, table: str) -> tuple[list[JournalRecord], list[ChainCheck]]:
+    """Every journal (chain) of ``table`` the archive at ``url`` holds, checked on its own.
+
+    Raises:
+        ArchiveError: The archive cannot be read.
+    """
+    out: list[ChainCheck] = []
+    if is_sqlite_url(url):
+        records = await asyncio.to_thread(sqlite_table_chains, url, table)
+        for record in ordered_chains(table, records):
+            chain = table if record is None else record.chain
+            check, anchors = await asyncio.to_thread(verify_sqlite_table, url, chain)
+            out.append(ChainCheck(record, check, anchors))
+        return records, out
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise ArchiveError(f"cannot connect to the archive database: {exc}") from exc
+    async with conn:
+        records = await table_chains(conn, table)
+        for record in ordered_chains(table, records):
+            chain = table if record is None else record.chain
+            check = await verify_table(conn, chain)
+            out.append(ChainCheck(record, check, await archive_anchors(conn, chain)))
+    return records, out

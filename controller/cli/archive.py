@@ -18,6 +18,10 @@ import asyncio
 import signal
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.archive.verify import ChainCheck
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -222,41 +226,59 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def verify_command(args: argparse.Namespace) -> int:
-    """Entry point of ``tablectl archive verify``: 0 when all is well, 1 otherwise."""
-    import psycopg
+    """Entry point of ``tablectl archive verify``: 0 when all is well, 1 otherwise.
 
+    Each of the table's journals (its chains: docs/archive.md, "Journals") is checked on its
+    own; ``--journal`` is checked against the chain of its own journal id.
+    """
     from controller.archive.config import load_archive_settings
-    from controller.archive.errors import ArchiveError
-    from controller.archive.sqlite_store import is_sqlite_url
-    from controller.archive.verify import (
-        ArchiveCheck,
-        archive_anchors,
-        verify_sqlite_table,
-        verify_table,
-    )
-    from controller.journal import Journal, VerifyReport
+    from controller.archive.verify import chain_of_journal, verify_archive
+    from controller.journal import Journal
 
     url = args.database or load_archive_settings(args.config).database.url
-
-    async def main() -> tuple[ArchiveCheck, VerifyReport | None]:
-        if is_sqlite_url(url):
-            check, anchors = await asyncio.to_thread(verify_sqlite_table, url, args.table)
-        else:
-            try:
-                conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-            except psycopg.Error as exc:
-                raise ArchiveError(f"cannot connect to the archive database: {exc}") from exc
-            async with conn:
-                check = await verify_table(conn, args.table)
-                anchors = await archive_anchors(conn, args.table)
-        if args.journal is None:
-            return check, None
+    table: str = args.table
+    records, chains = asyncio.run(verify_archive(url, table))
+    several = len(chains) > 1
+    if several:
+        print(f"archive, table {table}: {len(chains)} journals, each its own seq (chains)")
+    for chain in chains:
+        _print_check(chain, several=several)
+    ok = all(chain.check.ok for chain in chains)
+    if args.journal is not None:
         with Journal.open_readonly(args.journal) as journal:
-            return check, journal.verify(anchors)
+            name = chain_of_journal(table, records, journal.journal_id)
+            found = next((c for c in chains if c.check.table == name), chains[0])
+            report = journal.verify(found.anchors)
+        check = found.check
+        agree = report.ok and report.anchors_checked == check.anchors
+        print(
+            f"journal {report.path}: {report.entries} entries (seq 1..{report.last_seq}); "
+            f"{report.anchors_checked} of the archive's {check.anchors} chain heads checked"
+            + (f" (chain {check.table})" if several else "")
+            + ": "
+            + ("the journal and the archive agree" if agree else "they DO NOT agree")
+        )
+        for problem in report.problems:
+            print(f"  problem: {problem.what} (seq {problem.seq})")
+        if report.last_seq != check.last_seq:
+            print(f"  the archive holds up to seq {check.last_seq}, the journal {report.last_seq}")
+        ok = ok and agree and report.last_seq == check.last_seq
+    return 0 if ok else 1
 
-    check, report = asyncio.run(main())
+
+def _print_check(chain: ChainCheck, *, several: bool) -> None:
+    """One journal's (chain's) check, as ``archive verify`` prints it."""
+    check, record = chain.check, chain.record
+    name = f"table {check.table}"
+    if several:
+        journal = "no journal id (published before schema version 3)"
+        if record is not None:
+            journal = f"journal {record.journal}"
+            if record.alert is not None:
+                journal += f": {record.alert}"
+        name = f"table {check.table.partition('/')[0]}, chain {check.table} ({journal})"
     print(
-        f"archive, table {check.table}: {check.entries} entries (seq 1..{check.last_seq}), "
+        f"archive, {name}: {check.entries} entries (seq 1..{check.last_seq}), "
         f"{check.rounds} rounds ({check.settled} settled, {check.voided} voided), "
         f"{check.anchors} chain heads, {check.open_gaps} open gaps"
     )
@@ -268,20 +290,6 @@ def verify_command(args: argparse.Namespace) -> int:
         print(f"  problem: {problem}")
     for note in check.notes:
         print(f"  note: {note}")
-    ok = check.ok
-    if report is not None:
-        agree = report.ok and report.anchors_checked == check.anchors
-        print(
-            f"journal {report.path}: {report.entries} entries (seq 1..{report.last_seq}); "
-            f"{report.anchors_checked} of the archive's {check.anchors} chain heads checked: "
-            + ("the journal and the archive agree" if agree else "they DO NOT agree")
-        )
-        for found in report.problems:
-            print(f"  problem: {found.what} (seq {found.seq})")
-        if report.last_seq != check.last_seq:
-            print(f"  the archive holds up to seq {check.last_seq}, the journal {report.last_seq}")
-        ok = ok and agree and report.last_seq == check.last_seq
-    return 0 if ok else 1
 
 
 def retain_command(args: argparse.Namespace) -> int:

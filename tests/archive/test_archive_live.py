@@ -200,7 +200,7 @@ async def test_tables_arrive_exactly_once_matching_their_journals(mosquitto, arc
         await _publish(
             mosquitto,
             "tables/arc-2/events",
-            json.dumps({**envelope, "schema_version": "3"}).encode(),
+            json.dumps({**envelope, "schema_version": "4"}).encode(),
         )
         await _publish(mosquitto, "tables/stranger/events", json.dumps(envelope).encode())
         await _wait_rows(archive_db, "SELECT count(*) FROM rejected", 4)
@@ -212,7 +212,7 @@ async def test_tables_arrive_exactly_once_matching_their_journals(mosquitto, arc
         assert "does not match" in by_category["signature"][2]
         assert by_category["signature"][1] == "arc-1"
         assert "not JSON" in by_category["not_json"][2]
-        assert "'3'" in by_category["schema_version"][2]
+        assert "'4'" in by_category["schema_version"][2]
         assert "stranger" in by_category["unknown_table"][2]
         assert (await _rows(archive_db, "SELECT count(*) FROM events"))[0][0] == total
         assert (

@@ -138,7 +138,7 @@ async def test_bad_input_is_rejected_counted_and_never_stops_the_consumer(mosqui
                 ("tables/m-1/events", {**_envelope("m-1", 3), "table": "m-2"}),
             ],
             "unknown_table": [("tables/stranger/events", _envelope("stranger", 1))],
-            "schema_version": [("tables/m-1/events", _envelope("m-1", 3, schema_version="3"))],
+            "schema_version": [("tables/m-1/events", _envelope("m-1", 3, schema_version="4"))],
             "signature": [
                 (
                     "tables/m-2/results",

@@ -160,7 +160,7 @@ async def test_the_consumer_keeps_what_it_rejects_on_both_stores(archive_url):
             [
                 ("tables/t1/events", json.dumps(OPENED).encode()),
                 ("tables/t1/events", b"not json"),
-                ("tables/t1/events", json.dumps({**CLOSED, "schema_version": "3"}).encode()),
+                ("tables/t1/events", json.dumps({**CLOSED, "schema_version": "4"}).encode()),
                 ("tables/t9/events", json.dumps({**CLOSED, "table": "t9"}).encode()),
                 ("tables/t1/results", json.dumps(forged).encode()),
                 ("tables/t1/status", json.dumps(status).encode()),
