@@ -320,3 +320,18 @@ def test_a_status_after_a_forged_first_seq_anchors_at_the_table():
     assert guard.on_status(_status(40, 1), now) is None
     assert guard.admit("tp-01", 41, now) is None
     assert guard.admit("tp-01", 10**6 + 1, now) is not None
+
+
+def test_a_version_2_message_gets_one_clear_refusal_naming_the_versions():
+    """What a table of the previous release publishes (no journal id): refused, once, saying
+    which version it is and which this reader reads (issue 22: version 3)."""
+    old = json.loads(event())
+    old["schema_version"] = "2"
+    del old["journal"]
+    found = parse_envelope(json.dumps(old).encode())
+    assert isinstance(found, Rejection) and found.code == "schema_version"
+    assert found.reason == "schema_version '2' is not one this reader knows (3)"
+    # A version 3 message without its journal is not the schema.
+    missing = parse_envelope(json.dumps({**old, "schema_version": "3"}).encode())
+    assert isinstance(missing, Rejection) and missing.code == "invalid"
+    assert "journal" in missing.reason
