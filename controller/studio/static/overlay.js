@@ -22,6 +22,7 @@
 //   #result[data-winner], #equity[data-street], #banner[data-state]
 //   body[data-game], body[data-round], body[data-conn|feed|online|mode]
 //   window.studioPaints               the paint stamps (bench/studio_overlay.py)
+//   window.studioRenders              each state message's render time in ms (the bench)
 import {
   asList,
   follow,
@@ -464,7 +465,18 @@ function renderTitle(round, view, game) {
   setText($("state"), line.text);
 }
 
+const RENDERS_KEPT = 5000;
+
 function render(message) {
+  const started = performance.now();
+  draw(message);
+  // The page's own share of scan -> pixel (bench/studio_overlay.py reports it).
+  const renders = (window.studioRenders ||= []);
+  renders.push(performance.now() - started);
+  if (renders.length > RENDERS_KEPT) renders.splice(0, renders.length - RENDERS_KEPT);
+}
+
+function draw(message) {
   last = message;
   offsetMs = message.server_time * 1000 - Date.now();
   const view = message.view;
