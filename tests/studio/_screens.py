@@ -43,6 +43,7 @@ from typing import Any
 
 import aiomqtt
 from playwright.async_api import Browser, Page
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from controller.games.registry import GAME_IDS
 from controller.studio.pit.passwords import hash_password
@@ -134,6 +135,10 @@ CHECK_MORE = r"""
   // A slot or element id (bar-s1, seat-s3), not the table's own name.
   const ids = text.replaceAll(table, '').match(/\b[a-z]+-[a-z]+\d+\b/g) || [];
   for (const id of new Set(ids)) problems.push(`raw id ${JSON.stringify(id)} in the visible text`);
+  // The game's id (any case: a style may print it in capitals) where its name is meant.
+  if (text.toLowerCase().includes(game)) {
+    problems.push(`the game's id ${JSON.stringify(game)} in the visible text`);
+  }
   // The game's id turned into words ("teen patti 20 20") where its name is meant.
   const spaced = game.replaceAll('-', ' ');
   if (gameName && spaced !== gameName && text.includes(spaced)) {
@@ -268,22 +273,32 @@ class Stage:
         """Note a problem of ``page`` at ``state``."""
         self.problems.append(f"{self.game} {page} {state}: {problem}")
 
-    async def capture(self, state: str, round_no: int, seconds: float = 30) -> None:
-        """Shoot and check every page once it shows ``state`` of round ``round_no``."""
+    async def capture(
+        self, state: str, round_no: int, seconds: float = 30, pages: tuple[str, ...] = PAGES
+    ) -> None:
+        """Shoot and check ``pages`` once each shows ``state`` of round ``round_no``.
+
+        A page that never shows it, or leaves it before its screenshot is taken, is a finding
+        (the matrix goes on: one run reports everything).
+        """
         holds = in_state(state, round_no)
         await asyncio.gather(
-            *(self._capture_one(watched, state, holds, seconds) for watched in self.pages.values())
+            *(self._capture_one(self.pages[name], state, holds, seconds) for name in pages)
         )
 
     async def _capture_one(
         self, watched: Watched, state: str, holds: Condition, seconds: float
     ) -> None:
         source = self.pages["dealer"] if watched.name == "pit" else watched
-        await wait_for(
-            lambda: source.view is not None and holds(source.view),
-            seconds,
-            f"{self.game}: the {watched.name} page showing {state}",
-        )
+        try:
+            await wait_for(
+                lambda: source.view is not None and holds(source.view),
+                seconds,
+                f"the {watched.name} page showing {state}",
+            )
+        except AssertionError as missed:
+            self.found(watched.name, state, f"not shown: {missed}")
+            return
         seen = time.monotonic()
         # Drawn: two animation frames after the view arrived (the pit: its own feed's moment).
         await asyncio.sleep(0.4 if watched.name == "pit" else 0.05)
@@ -304,9 +319,11 @@ class Stage:
         for problem in dict.fromkeys(str(p) for p in problems):
             self.found(watched.name, state, problem)
         if source.view is None or not holds(source.view):
-            raise AssertionError(
-                f"{self.game}: the {watched.name} page left {state} before its screenshot was "
-                "taken (the matrix's timing is too tight for this machine)"
+            self.found(
+                watched.name,
+                state,
+                f"the page left {state} before its screenshot was taken (after "
+                f"{time.monotonic() - seen:.1f} s: the shot may show the next state)",
             )
 
     async def void_button_publishes_nothing_first(self) -> None:
@@ -317,7 +334,11 @@ class Stage:
             f'[data-role="table"][data-table="{self.table}"], #card-{self.table}'
         ).first
         button = card.locator('[data-role="void"], button.void').first
-        await button.wait_for(state="visible", timeout=10_000)
+        try:
+            await button.wait_for(state="visible", timeout=10_000)
+        except PlaywrightTimeoutError:
+            self.found("pit", "halted", "no Void button on the halted table's card")
+            return
         reason = card.locator(".void-reason")
         if await reason.count():  # the console before issue 23 took the reason beside the button
             await reason.first.fill("screenshot matrix: the Void button clicked once")
@@ -341,9 +362,11 @@ class Stage:
         await pit.locator('[data-role="recall-go"], #recall-go').first.click()
         result = pit.locator('[data-role="recall-result"], #recall-result').first
         await wait_for(result.text_content, 20, f"{self.game}: the pit's recall of {round_id}")
+        recalled = pit.locator('[data-role="recalled"], #recall-result').first
+        await recalled.scroll_into_view_if_needed()  # where a pit boss scrolls to read it
         await asyncio.sleep(0.3)  # drawn
         path = screens_dir() / f"{self.game}-pit-recall.png"
-        await pit.screenshot(path=str(path), full_page=True)
+        await pit.screenshot(path=str(path))
         self.shots[("pit", "recall")] = path
         problems = await page_problems(pit)
         problems += await pit.evaluate(
@@ -500,15 +523,17 @@ async def game_stage(
                 game_options=GAME_OPTIONS[game],
                 betting={"think_seconds": 0.05, "policy": FirstWindowWaits(seed=seed)},
                 round_settings={
-                    "betting_seconds": 2.5,
-                    "pause_seconds": 2.5,
+                    "betting_seconds": 2.0,
+                    "pause_seconds": 3.0,
                     "device_halt_seconds": 0.5,
                 },
             ):
                 yield stage
         finally:
             for watched in pages.values():
-                await watched.page.close()
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(10):
+                        await watched.page.close()
 
 
 async def play_the_matrix(stage: Stage) -> None:
@@ -517,9 +542,18 @@ async def play_the_matrix(stage: Stage) -> None:
     await stage.capture("dealing", 1)
     await stage.capture("halted", 1)
     round_id = str(_round(stage.pages["dealer"].view or {}).get("id"))
-    await stage.void_button_publishes_nothing_first()
-    await stage.void(round_id)
-    await stage.capture("voided", 1)
+
+    async def void_from_the_pit() -> None:
+        await stage.void_button_publishes_nothing_first()
+        await stage.void(round_id)
+        await stage.capture("voided", 1, pages=("pit",))
+
+    # The other pages watch for the void meanwhile: a console that voids on the first click
+    # starts the void's few seconds on screen before the check is over.
+    await asyncio.gather(
+        void_from_the_pit(),
+        stage.capture("voided", 1, pages=("dealer", "overlay", "overlay-secure")),
+    )
     if HAS_DECISION[stage.game]:
         await stage.capture("decision", 2)
     await stage.capture("result", 2, seconds=60)
