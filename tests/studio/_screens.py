@@ -117,6 +117,42 @@ CHECK_MORE = r"""
       }
     }
   }
+  // Words that run into other words or onto a card: the boxes of the text itself (a long
+  // hand name overflowing its seat is drawn outside its element's box).
+  const overlap = (a, b) =>
+    Math.min(a.right, b.right) - Math.max(a.left, b.left) > 2 &&
+    Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 2;
+  const labels = [...document.querySelectorAll('[data-role="label"]')].filter(visible);
+  const texts = labels.map((label) => {
+    const rects = [];
+    const walker = document.createTreeWalker(label, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.textContent.trim()) continue;
+      if (node.parentElement.closest('[data-role="label"]') !== label) continue;
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      for (const r of range.getClientRects()) if (r.width > 0 && r.height > 0) rects.push(r);
+    }
+    return [label, rects];
+  });
+  const said = (el) => JSON.stringify((el.textContent || '').trim().slice(0, 40));
+  for (let i = 0; i < texts.length; i += 1) {
+    const [a, ra] = texts[i];
+    for (let j = i + 1; j < texts.length; j += 1) {
+      const [b, rb] = texts[j];
+      if (a.contains(b) || b.contains(a)) continue;
+      if (ra.some((x) => rb.some((y) => overlap(x, y)))) {
+        problems.push(`the words ${said(a)} and ${said(b)} are drawn over each other`);
+      }
+    }
+    for (const card of cards) {
+      if (a.contains(card) || card.contains(a)) continue;
+      const box = card.getBoundingClientRect();
+      if (ra.some((x) => overlap(x, box))) {
+        problems.push(`the words ${said(a)} are drawn over card ${name(card)}`);
+      }
+    }
+  }
   // Mahjong: a tile is a tile, never a playing card with a suit glyph.
   if (game === 'mahjong-pai-gow') {
     for (const el of cards) {
