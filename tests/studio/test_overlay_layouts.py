@@ -49,6 +49,49 @@ SLOTS = """
 """Each reserved slot's place on the page (a fixed layout: it does not move)."""
 
 
+FACES = """
+() => [...document.querySelectorAll('[data-role="card"][data-face="up"]')]
+  .map((el) => [el.dataset.card, el.dataset.kind])
+"""
+"""Each face-up piece's notation and the face drawn for it."""
+
+HEIGHTS = """
+() => [...document.querySelectorAll('[data-role="card"]')]
+  .map((el) => el.getBoundingClientRect().height)
+"""
+
+PROMPTING = """
+() => [...document.querySelectorAll('#prompt > *')].some((el) => !el.hidden)
+"""
+
+
+def _kind(card: str) -> str:
+    """The face a piece of notation must be drawn as."""
+    if card == "JK":
+        return "joker"
+    if card == "wd" or (len(card) == 2 and card[0] in "123456789" and card[1] == "p"):
+        return "tile"
+    return "card"
+
+
+async def _faces_and_heights(pages: dict[str, Any], game: str) -> None:
+    """At the result: the game's name, every face drawn as its piece, the dealer's card sizes."""
+    shown = 0
+    for name, (page, _) in pages.items():
+        assert await page.locator("#game").inner_text() == game_spec(game).name, name
+        faces = await page.evaluate(FACES)
+        shown += len(faces)
+        for card, kind in faces:
+            assert kind == _kind(card), f"{name}: {card} drawn as {kind}"
+    # (A Hold'em hand won by folds before the flop shows no card face up on a public page.)
+    assert shown, "no card face up on any page at the result"
+    # The dealer's cards: a fifth of the screen's height at least (no prompt showing).
+    dealer = pages["dealer"][0]
+    if not await dealer.evaluate(PROMPTING):
+        heights = await dealer.evaluate(HEIGHTS)
+        assert min(heights) >= 0.2 * 1080 - 1, f"dealer cards {min(heights)} px high"
+
+
 @pytest.mark.parametrize("game", list(GAMES))
 async def test_every_page_of_a_game_keeps_its_cards_apart_inside_and_in_words(
     mosquitto, browser, tmp_path, game
@@ -104,11 +147,7 @@ async def test_every_page_of_a_game_keeps_its_cards_apart_inside_and_in_words(
                 assert not errors, f"{name}: script errors {errors}"
             for name in pages:
                 assert not problems[name], f"{name}: {sorted(problems[name])}"
-            for name, (page, _) in pages.items():
-                assert await page.locator("#game").inner_text() == game_spec(game).name, name
-                dealt = await page.locator("[data-role='card'][data-face='up']").count()
-                assert dealt > 0, f"{name}: no card face up at the result"
-            assert checks >= 3, "the pages were checked fewer than three times before the result"
+            await _faces_and_heights(pages, game)
             if game == "texas-holdem":
                 # Secure-delay: every seat still in gets its win chances once the round's
                 # secrets are out; the public overlay shows none for hands never shown.
