@@ -269,7 +269,13 @@ function fillHands(round, game) {
 const OUTCOME = { win: "WIN", lose: "LOSE", push: "PUSH", refund: "RETURNED", tie: "PUSH" };
 
 function fillBets(round) {
-  const lines = Array.isArray(round.settlement) ? round.settlement : [];
+  // A result's settlement lines; a void's refunds come as a map of bet -> settlement.
+  const settled = round.settlement;
+  const lines = Array.isArray(settled)
+    ? settled
+    : settled && typeof settled === "object"
+      ? Object.entries(settled).map(([bet, line]) => ({ ...(line || {}), bet }))
+      : [];
   const byBet = new Map(lines.map((l) => [l.bet, l]));
   for (const chip of document.querySelectorAll("#table .bet")) {
     const line = byBet.get(chip.dataset.bet);
@@ -450,11 +456,13 @@ function renderResult(round, game) {
   el.hidden = !result;
   el.dataset.winner = result && result.winner ? result.winner : "";
   if (!result) return;
-  setText(
-    el,
-    result.voided ? `Round void \u2014 all bets returned (${result.reason})` : winnerWords(game, game === "three-card-mulligan" ? { player: "P", dealer: "D" }[result.winner] || result.winner : result.winner),
-  );
+  const text = result.voided
+    ? `Round void \u2014 all bets returned (${result.reason})`
+    : winnerWords(game, game === "three-card-mulligan" ? { player: "P", dealer: "D" }[result.winner] || result.winner : result.winner);
+  el.dataset.long = String(text.length > 30);
+  setText(el, text);
 }
+
 
 function renderTitle(round, view, game) {
   $("game").textContent = round.game_name || view.status.game_name || "";
