@@ -250,6 +250,10 @@ class TableView:
             cards.append(item)
         return cards
 
+    def _status_game(self) -> str | None:
+        status = self.state.status
+        return status.game if status is not None else None
+
     def to_wire(self) -> dict[str, Any]:
         """The view as the pages get it (JSON-able). A public view has no secure member."""
         fold, extras = self.fold, self.extras
@@ -258,7 +262,8 @@ class TableView:
             "no": fold.round_no,
             "game": fold.game,
             "game_name": game_name(fold.game) if fold.game else None,
-            "layout": layout(fold.game, self.state.seats),
+            # Before a round, the table's game (its status) gives the layout a page reserves.
+            "layout": layout(fold.game or self._status_game(), self.state.seats),
             "state": fold.state,
             "halted": fold.halted,
             "halt_reason": extras.halt_reason if fold.halted else None,

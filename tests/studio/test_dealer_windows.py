@@ -68,4 +68,10 @@ async def test_a_decision_window_is_shown_with_its_countdown(mosquitto, browser,
             )
             seconds = float(await page.locator("#countdown").get_attribute("data-seconds") or -1)
             assert 0 <= seconds <= 4
+            # The countdown as a bar across the screen: its share of the window's 4 s.
+            timer = page.locator("[data-role='timer']")
+            assert await timer.is_visible()
+            assert float(await timer.get_attribute("data-total") or 0) == 4.0
+            width = await timer.evaluate("(t) => t.firstElementChild.getBoundingClientRect().width")
+            assert 0 < width <= 1920
             await page.screenshot(path=artifacts_dir() / "dealer-decision.png")

@@ -155,6 +155,16 @@ def test_mahjong_positions_come_from_the_bank_offers():
     assert wired["game_name"] == "Mahjong Pai Gow"
 
 
+def test_before_any_round_the_tables_game_gives_the_layout():
+    view = TableView(T, clock=lambda: NOW)
+    assert view.to_wire()["round"]["layout"] == []
+    view.apply("status", "s", status("teen-patti-20-20"))
+    wired = view.to_wire()
+    assert wired["round"]["id"] is None
+    assert [h["hand"] for h in wired["round"]["layout"]] == ["A", "B"]
+    assert wired["status"]["game_name"] == "Teen Patti 20-20"
+
+
 def test_every_game_reserves_its_hands():
     assert [h["hand"] for h in layout("three-card-mulligan", ())] == ["P", "D", "PM", "DM"]
     assert [h["hand"] for h in layout("teen-patti-20-20", ())] == ["A", "B"]
