@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import socket
 import time
 import uuid
@@ -80,6 +81,10 @@ def _house_way_mulligans(info: Mapping[str, Any]) -> bool:
     return info.get("house_way") == "mulligan"
 
 
+_JOURNAL_IN_ROUND_ID = re.compile(r"-[0-9a-f]{8}(-\d{6,})$")
+"""The journal's short id in a round id (``tp-01-3f9a1c2e-000042``: ``-3f9a1c2e``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BettingPolicy:
     """A seeded crowd of online players, as the betting system reports them.
@@ -97,7 +102,10 @@ class BettingPolicy:
     bank_decline: float = 0.25
 
     def _rng(self, step_info: Mapping[str, Any]) -> random.Random:
-        return random.Random(f"{self.seed}:{step_info.get('round')}:{step_info.get('window')}")
+        # Seeded by the round as numbered, not by the journal's id in it (issue 22: random):
+        # a seed repeats the same decisions whatever journal the table runs on.
+        rounds = _JOURNAL_IN_ROUND_ID.sub(r"\1", str(step_info.get("round")))
+        return random.Random(f"{self.seed}:{rounds}:{step_info.get('window')}")
 
     def decide(self, step_info: Mapping[str, Any]) -> dict[str, Any] | None:
         """The decision for one open window, or ``None`` to let the deadline default apply.

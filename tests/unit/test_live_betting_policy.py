@@ -123,3 +123,21 @@ def test_the_mulligan_answer_follows_the_published_house_way() -> None:
     assert policy.decide(window({"house_way": "stay"})) == {"choice": "stay"}
     # Nothing published: stay (the safe default), whatever the cards.
     assert policy.decide(window({"player": ["2c", "5d", "9h"]})) == {"choice": "stay"}
+
+
+def test_a_seed_decides_alike_whatever_journal_the_round_ids_carry():
+    """Round ids carry the journal's random short id (issue 22): the simulated betting
+    system's decisions follow the seed and the round number, as before, not that id."""
+    policy = BettingPolicy(seed=7, abstain=0.0)
+    step = {"window": "w-1", "kind": "action", "seat": "S1",
+            "options": ["fold", "check", "call", "raise"],
+            "info": {"to_call": 10, "min_raise": 20, "stack": 1000}}  # fmt: skip
+    rounds = ("sim-1-000003", "sim-1-3f9a1c2e-000003", "sim-1-653e0a0a-000003")
+    decisions = [
+        [policy.decide({**step, "round": r, "window": f"w-{n}"}) for n in range(20)] for r in rounds
+    ]
+    assert decisions[0] == decisions[1] == decisions[2]
+    assert decisions[0] != [
+        policy.decide({**step, "round": "sim-1-3f9a1c2e-000004", "window": f"w-{n}"})
+        for n in range(20)
+    ]
