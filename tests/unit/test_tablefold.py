@@ -317,8 +317,7 @@ def test_no_payload_raises_in_watch(messages: list[tuple[str, bytes]]):
 # -- a new journal, as the three readers show it (issue 22) -----------------------------------
 
 NOTICE = (
-    "! tp-01 started a new journal at 2026-11-19T08:13:15.000000Z; the previous one ended at "
-    "seq 40"
+    "! tp-01 started a new journal at 2026-11-19T08:13:15.000000Z; the previous one ended at seq 40"
 )
 
 
