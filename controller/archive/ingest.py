@@ -48,7 +48,7 @@ from controller.inbound import (
     check_value,
     validate,
 )
-from controller.messages import StatusMessage
+from controller.messages import ChainHead, StatusMessage
 from controller.signing import ALGORITHM, SIGNATURE_FIELD, why_invalid
 
 SCHEMA_VERSIONS = frozenset({"2", "3"})
@@ -460,7 +460,8 @@ def _guarded(
     """
     if isinstance(found, Status):
         status = validate(StatusMessage, found.envelope, "status")
-        refused = guard.on_status(status, now) if isinstance(status, StatusMessage) else None
+        birth = _version_2_birth(found) if isinstance(status, Rejection) else status
+        refused = None if birth is None else guard.on_status(birth, now)
         if refused is None:
             return found
         return Rejected(topic, found.table, refused.seq, "seq_ahead", refused.reason, payload)
@@ -476,6 +477,27 @@ def _guarded(
         "seq_ahead",
         ahead.reason,
         found.raw or canonical_json(found.envelope),
+    )
+
+
+def _version_2_birth(found: Status) -> StatusMessage | None:
+    """A version 2 online status (no journal id) as the guard reads a birth, if it is one.
+
+    Its chain head anchors the guard as a version 3 birth's does (its journal reads as ``""``:
+    the table's first version 3 birth is then another journal, held to the same limit).
+    """
+    if found.state != "online" or found.chain_head is None:
+        return None
+    seq, digest = found.chain_head
+    return StatusMessage.model_construct(
+        state="online",
+        table=found.table,
+        session=found.session or 0,
+        journal="",
+        game=str(found.envelope.get("game", "")),
+        version=str(found.envelope.get("version", "")),
+        at=None,
+        chain_head=ChainHead(seq=seq, hash=digest),
     )
 
 

@@ -97,7 +97,7 @@ def _settings(url: str, broker: str) -> ArchiveSettings:
                 "reconnect_max_seconds": 0.3,
             },
             "gaps": {"grace_seconds": 30, "timeout_seconds": 60},
-            "tables": {TABLE: {}},
+            "tables": {TABLE: {"unsigned": True}},
         }
     )
 
