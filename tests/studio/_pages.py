@@ -9,7 +9,7 @@ of overlay.js and dealer.js:
 * no two cards overlap, and no visible ``[data-role="label"]`` overlaps a card;
 * the cards of one row (``.slots``) end on one baseline;
 * no visible label is covered by another element (the element at its centre is the label or
-  inside it);
+  inside it), and each fits its box (no text cut or spilling over a neighbour);
 * no raw token in the visible text: ``None``, ``null``, ``undefined``, ``NaN``,
   ``snake_case`` ids (``all_in``), a lower-case seat id (``seat3``), a game slug.
 """
@@ -65,6 +65,9 @@ CHECK_PAGE = """
     for (const [card, c] of boxes) {
       if (label.contains(card) || card.contains(label)) continue;
       if (overlap(r, c)) problems.push(`label ${name(label)} overlaps card ${name(card)}`);
+    }
+    if (label.scrollWidth > label.clientWidth + 1 && getComputedStyle(label).display !== 'inline') {
+      problems.push(`label ${name(label)} does not fit its box (cut or spilling over)`);
     }
     const x = Math.min(Math.max(r.left + r.width / 2, 0), vw - 1);
     const y = Math.min(Math.max(r.top + r.height / 2, 0), vh - 1);

@@ -124,6 +124,7 @@ function renderPrompt(round, game) {
   const hand = next ? handOfSlot(round, next) : null;
   $("next").dataset.slot = next;
   setText($("next").querySelector("b"), next);
+  $("next").querySelector("b").dataset.len = String(next.length);
   setText($("next-hand"), hand ? handName(game, hand) : "");
   show($("next"), Boolean(next) && !round.halted);
 }
