@@ -131,7 +131,14 @@ CHECK_MORE = r"""
       if (node.parentElement.closest('[data-role="label"]') !== label) continue;
       const range = document.createRange();
       range.selectNodeContents(node);
-      for (const r of range.getClientRects()) if (r.width > 0 && r.height > 0) rects.push(r);
+      for (const r of range.getClientRects()) {
+        // The glyphs, not the font's whole ascent and descent: a huge line set tight (the
+        // dealer's "A2") has a text box taller than its ink, reaching the line above.
+        const inset = r.height * 0.2;
+        if (r.width > 0 && r.height > 0) {
+          rects.push({left: r.left, right: r.right, top: r.top + inset, bottom: r.bottom - inset});
+        }
+      }
     }
     return [label, rects];
   });

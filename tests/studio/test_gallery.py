@@ -25,6 +25,7 @@ import pytest
 
 from tests.studio._gallery import keep_for_gallery
 from tests.studio._screens import (
+    CHECK_MORE,
     GAME_OPTIONS,
     game_stage,
     play_the_matrix,
@@ -89,3 +90,54 @@ def test_the_gallery_recompresses_a_png_to_the_same_pixels_and_smaller():
     assert smaller.count(b"IDAT") == 1
     with pytest.raises(AssertionError, match="not a PNG"):
         recompressed_png(b"GIF89a" + original[6:])
+
+
+CHECKED_PAGE = """
+<body style="margin:0;font-family:sans-serif">
+<div data-role="label" style="position:absolute;left:100px;top:100px;font-size:20px">
+  two pair, jacks and nines, ace kicker</div>
+<div data-role="label" style="position:absolute;left:200px;top:104px;font-size:20px">
+  one pair, jacks</div>
+<div style="position:absolute;left:100px;top:300px;line-height:0.85">
+  <div data-role="label" style="font-size:20px">next</div>
+  <div data-role="label" style="font-size:160px;font-weight:bold">A2</div>
+</div>
+<div data-role="card" class="card" data-slot="P1a" data-card="wd" data-kind="card"
+  style="position:absolute;left:900px;top:300px;width:80px;height:110px">W&#9830;</div>
+<div data-role="label" style="position:absolute;left:880px;top:330px">Banker</div>
+<div data-role="card" class="card" data-slot="P2a" data-card=""
+  style="position:absolute;left:20px;top:600px;width:80px;height:110px"></div>
+<p>TEXAS-HOLDEM round gal-9-00000042 bar-s1 [object Object] seats</p>
+</body>
+"""
+"""A page with each fault the matrix looks for, and one it must not take for a fault (a huge
+"A2" set tight under a small "next": their text boxes touch, their glyphs do not)."""
+
+
+@pytest.mark.hil
+async def test_the_matrix_checks_find_each_fault_and_not_a_tight_line(browser):
+    page = await browser.new_page(viewport={"width": 1920, "height": 1080})
+    await page.set_content(CHECKED_PAGE)
+    found = await page.evaluate(
+        CHECK_MORE, ["overlay", "mahjong-pai-gow", "Mahjong Pai Gow", "gal-9", "gal-9-00000042"]
+    )
+    assert any("two pair" in f and "one pair" in f and "over each other" in f for f in found)
+    assert any('"Banker" are drawn over card P1a' in f for f in found)
+    assert not [f for f in found if '"next"' in f], found
+    assert "tile P1a carries the suit glyph \u2666" in found
+    assert "tile P1a (wd) drawn as a playing card" in found
+    assert 'raw id "bar-s1" in the visible text' in found
+    assert 'raw token "[object Object]" in the text' in found
+    assert 'the round id "gal-9-00000042" in the visible text' in found
+    game = await page.evaluate(
+        CHECK_MORE, ["overlay", "texas-holdem", "Texas Hold'em", "gal-9", "gal-9-00000042"]
+    )
+    assert 'the game\'s id "texas-holdem" in the visible text' in game
+    assert "card P2a outside the title-safe area (90% of 1920x1080)" in game
+    assert not [f for f in game if "P1a" in f and "title-safe" in f]
+    assert not [f for f in game if "tile" in f], "only a Mahjong page's pieces are tiles"
+    pit = await page.evaluate(
+        CHECK_MORE, ["pit", "texas-holdem", "Texas Hold'em", "gal-9", "gal-9-00000042"]
+    )
+    assert not [f for f in pit if "round id" in f], "the pit console may name a round by id"
+    assert not [f for f in pit if "title-safe" in f]
