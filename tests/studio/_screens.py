@@ -566,7 +566,7 @@ async def game_stage(
                 game_options=GAME_OPTIONS[game],
                 betting={"think_seconds": 0.05, "policy": FirstWindowWaits(seed=seed)},
                 round_settings={
-                    "betting_seconds": 2.0,
+                    "betting_seconds": 3.0,
                     "pause_seconds": 3.0,
                     "device_halt_seconds": 0.5,
                 },
