@@ -60,6 +60,16 @@ HEIGHTS = """
   .map((el) => el.getBoundingClientRect().height)
 """
 
+BARS = """
+() => ({
+  shown: [...document.querySelectorAll('[data-role="bar"]:not([hidden])')]
+    .map((b) => b.dataset.who),
+  in: [...document.querySelectorAll('[data-role="seat"][data-folded="false"]')]
+    .map((s) => s.dataset.seat),
+})
+"""
+"""The seats with a win bar shown, and the seats still in the hand."""
+
 PROMPTING = """
 () => [...document.querySelectorAll('#prompt > *')].some((el) => !el.hidden)
 """
@@ -149,14 +159,16 @@ async def test_every_page_of_a_game_keeps_its_cards_apart_inside_and_in_words(
                 assert not problems[name], f"{name}: {sorted(problems[name])}"
             await _faces_and_heights(pages, game)
             if game == "texas-holdem":
-                # Secure-delay: every seat still in gets its win chances once the round's
-                # secrets are out; the public overlay shows none for hands never shown.
+                # Win chances: on the public overlay never for a hand not shown; on the
+                # secure-delay overlay (its secrets out at the round's end) a bar for each seat
+                # still in while two or more are, none once the hand is decided.
+                await asyncio.sleep(1.0)  # the secure-delay floor's 0.5 s, and the secrets
                 secure = pages["secure-1080"][0]
-                await wait_for(
-                    lambda: secure.locator("[data-role='bar']:not([hidden])").count(), 15, "bars"
-                )
+                bars = await secure.evaluate(BARS)
+                assert bars["shown"] == (bars["in"] if len(bars["in"]) >= 2 else []), bars
                 assert not await page_problems(secure)
-                assert not await overlay.locator("[data-role='bar']:not([hidden])").count()
+                public = await overlay.evaluate(BARS)
+                assert public["shown"] == [], public
         # The table stops: the overlay says so in a viewer's words, beside the title.
         await wait_for(lambda: overlay.locator("body[data-online='false']").count(), 15, "offline")
         banner = overlay.locator("#banner")

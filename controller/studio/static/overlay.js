@@ -258,6 +258,8 @@ function fillHands(round, game) {
     const summary = described[hand];
     setText(q(".desc", box), summary ? summary.description || words(summary.category) : "");
     box.dataset.winner = String(Boolean(result) && winners.has(hand));
+    const seat = box.closest("[data-role='seat']");
+    if (seat) seat.dataset.winner = box.dataset.winner; // (no :has(): OBS's CEF may be older)
   }
   if (game === "teen-patti-20-20") fillBets(round);
   if (game === "three-card-mulligan") fillMulligan(round);
