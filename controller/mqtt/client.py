@@ -267,7 +267,7 @@ class Client:
         self._lost: BaseException | None = None
         self._down: asyncio.Event | None = None
         self._connack: asyncio.Future[None] | None = None
-        self._message_waiter: asyncio.Future[None] | None = None
+        self._message_waiters: set[asyncio.Future[None]] = set()
         self._misc: asyncio.Task[None] | None = None
         self._fileno = -1
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -524,11 +524,11 @@ class Client:
                 raise MqttLinkError("disconnected during message iteration") from self._lost
             assert self._loop is not None
             waiter = self._loop.create_future()
-            self._message_waiter = waiter
+            self._message_waiters.add(waiter)  # several readers may wait: each is woken
             try:
                 await waiter
             finally:
-                self._message_waiter = None
+                self._message_waiters.discard(waiter)
 
     def take_queued(self) -> list[Message]:
         """Every message received and not handed over yet, oldest first (none waited for)."""
@@ -625,9 +625,13 @@ class Client:
                 getattr(message, "properties", None),
             )
         )
-        waiter = self._message_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake every reader waiting for a message (or for the link's end)."""
+        for waiter in self._message_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _on_publish(
         self, client: Any, userdata: Any, mid: int, reason: ReasonCode, properties: Any
@@ -758,9 +762,7 @@ class Client:
         self._up = False
         if self._down is not None:
             self._down.set()
-        waiter = self._message_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake()
 
     def _teardown(self) -> None:
         """The link is given up (failed, aborted, or closed): stop watching, close the socket.

@@ -80,6 +80,20 @@ async def test_a_publish_is_written_inside_hand_off_and_its_puback_resolves_it(
             assert client.hand_off(topic, b"x", 0) is None  # QoS 0: nothing to wait for
 
 
+async def test_two_readers_waiting_at_once_each_get_a_message(mosquitto_session: Any) -> None:
+    connector = _connector(mosquitto_session.url)
+    address = parse_broker_url(mosquitto_session.url)
+    topic = f"tests/client/{uuid.uuid4().hex[:8]}"
+    async with asyncio.timeout(20), connector.connect(address) as client:
+        await client.subscribe(topic, qos=1)
+        readers = [asyncio.create_task(client.messages.__anext__()) for _ in range(2)]
+        await asyncio.sleep(0.05)  # both wait
+        for n in range(2):
+            await client.publish(topic, f"m-{n}", qos=1)
+        got = sorted(message.payload for message in await asyncio.gather(*readers))
+    assert got == [b"m-0", b"m-1"]
+
+
 async def test_a_lost_link_ends_the_messages_and_every_wait_at_once(
     mosquitto: Any,
 ) -> None:
