@@ -87,11 +87,6 @@ KEEP_DECISIONS = 12
 KEEP_PIT_ALERTS = 5
 """Pit alerts kept (the latest last)."""
 
-HOLDEM = "texas-holdem"
-"""The game whose seats the fold follows (stacks, actions, pots)."""
-
-MAHJONG = "mahjong-pai-gow"
-"""The game whose positions the fold remembers."""
 
 KEEP_SEQS = 2000
 """``seq`` values remembered per stream to drop repeats (the newest are kept)."""
@@ -796,26 +791,29 @@ class TableFold:
 
     def _decision_applied(self, envelope: Envelope, data: DecisionAppliedData) -> None:
         self.extras.decisions = [*self.extras.decisions, dict(envelope.data)][-KEEP_DECISIONS:]
-        if self.round.game == HOLDEM and data.decision.get("seat") is not None:
-            self._holdem().decided(data.decision)
+        if self.extras.holdem is not None and data.decision.get("seat") is not None:
+            self._holdem().decided(data.decision)  # a seat's action at a betting table
 
     def _decision_open(self, _envelope: Envelope, data: DecisionOpenData) -> None:
-        if self.round.game == HOLDEM and data.kind == "action":
+        # By the window's kind, as the betting system answers it (docs/live-play.md): an
+        # ``action`` window is a seat's turn at a betting table (stacks, actions, pots), a
+        # ``bank`` window names the positions in their order.
+        if data.kind == "action":
             holdem = self._holdem()
             holdem.window(data.info)
             self.seats = tuple(holdem.seats)
-        elif self.round.game == MAHJONG and data.kind == "bank":
+        elif data.kind == "bank":
             order = data.info.get("order")
             if isinstance(order, list) and all(isinstance(p, str) for p in order) and order:
                 self.seats = tuple(sorted(order, key=_seat_key))
 
     def _round_result(self, _envelope: Envelope, data: RoundResultData) -> None:
         self.extras.details = dict(data.details)
-        if data.game == HOLDEM:
+        if self.extras.holdem is not None or "stacks_after" in data.details:
             holdem = self._holdem()
             holdem.settled(data.details)
             self.seats = tuple(holdem.seats)
-        elif data.game == MAHJONG:
+        elif "dealing_order" in data.details:
             order = data.details.get("dealing_order")
             if isinstance(order, list) and all(isinstance(p, str) for p in order) and order:
                 self.seats = tuple(sorted(order, key=_seat_key))

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any, Final
 from controller.games.base import DealPlan, Declared, GameFacts
 from controller.money import PayTables
 
+PageHands = list[tuple[str, list[str]]]
+"""``(hand, slots)`` in the order a page shows them."""
+
 if TYPE_CHECKING:
     from controller.analysis import AnalyzeFunction
     from controller.games.live.base import LiveGame
@@ -72,6 +75,20 @@ class GameSpec(Declared):
             return self.deal_plan
         plan: DealPlan = plan_for(options)
         return plan
+
+    def page_hands(self, hands: PageHands, seats: tuple[str, ...]) -> PageHands:
+        """The hands a page reserves room for, as ``(hand, slots)``.
+
+        From the default plan's ``hands`` and the table's ``seats`` (Hold'em's seats,
+        Mahjong's positions, once seen): the live module's ``page_hands(hands, seats)``
+        when a round can show other hands than its default plan's (Hold'em's and Mahjong's
+        seats, the Mulligan's redraws), else ``hands`` as they are.
+        """
+        shape = getattr(importlib.import_module(self.live), "page_hands", None)
+        if shape is None:
+            return hands
+        shaped: PageHands = shape(hands, seats)
+        return shaped
 
     def build_live(self, options: GameOptions, paytables: PayTables) -> LiveGame:
         """The table's live game, from its validated options and merged pay tables."""

@@ -93,6 +93,18 @@ def _plan_hands(game: str) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
     return tuple((hand, tuple(slots)) for hand, slots in hands.items())
 
 
+def _page_hands(
+    game: str, hands: list[tuple[str, list[str]]], seats: tuple[str, ...]
+) -> list[tuple[str, list[str]]]:
+    """The game's own say on the hands a page shows (:meth:`GameSpec.page_hands`)."""
+    from controller.games.registry import game_spec
+
+    try:
+        return game_spec(game).page_hands(hands, seats)
+    except Exception:  # an unknown game, or a game module that fails: the plan as it is
+        return hands
+
+
 def layout(game: str | None, seats: tuple[str, ...]) -> list[dict[str, Any]]:
     """The hands a page reserves room for, each with its slots, before any card is dealt.
 
@@ -106,20 +118,7 @@ def layout(game: str | None, seats: tuple[str, ...]) -> list[dict[str, Any]]:
     if plan is None:
         return []
     hands = [(hand, list(slots)) for hand, slots in plan if hand and hand != "burn"]
-    if seats and game == "texas-holdem":
-        board = [(hand, slots) for hand, slots in hands if not hand.startswith("seat")]
-        seat_hands = [
-            (seat, [f"S{seat.removeprefix('seat')}-1", f"S{seat.removeprefix('seat')}-2"])
-            for seat in seats
-        ]
-        hands = seat_hands + board
-    elif game == "three-card-mulligan":
-        # The mulligan hand and the dealer's redraw are dealt only when called for.
-        named = {hand for hand, _ in hands}
-        extra = [("PM", ["PM1", "PM2", "PM3"]), ("DM", ["DM1", "DM2", "DM3"])]
-        hands += [(hand, slots) for hand, slots in extra if hand not in named]
-    elif seats and game == "mahjong-pai-gow":
-        hands = [(pos, [f"{pos}a", f"{pos}b"]) for pos in seats] + [("B", ["Ba", "Bb"])]
+    hands = _page_hands(game, hands, seats)
     return [{"hand": hand, "slots": slots} for hand, slots in hands]
 
 

@@ -354,3 +354,15 @@ def build(options: Options, paytables: PayTables) -> MahjongLiveGame:
 
 
 __all__ = ["CHOICES", "NO_BANKER", "MahjongLiveGame", "MahjongLiveRound", "offer_window"]
+
+
+def page_hands(
+    hands: list[tuple[str, list[str]]], seats: tuple[str, ...]
+) -> list[tuple[str, list[str]]]:
+    """The hands a page shows: the table's positions once seen (two tiles each), the banker.
+
+    (:meth:`controller.games.spec.GameSpec.page_hands`; without seats the default plan's.)
+    """
+    if not seats:
+        return hands
+    return [(pos, [f"{pos}a", f"{pos}b"]) for pos in seats] + [("B", ["Ba", "Bb"])]

@@ -597,3 +597,20 @@ __all__ = [
     "HoldemTable",
     "seat_label",
 ]
+
+
+def page_hands(
+    hands: list[tuple[str, list[str]]], seats: tuple[str, ...]
+) -> list[tuple[str, list[str]]]:
+    """The hands a page shows: the table's seats once seen (two hole cards each), the board.
+
+    (:meth:`controller.games.spec.GameSpec.page_hands`; without seats the default plan's.)
+    """
+    if not seats:
+        return hands
+    board = [(hand, slots) for hand, slots in hands if not hand.startswith("seat")]
+    seated = [
+        (seat, [f"S{seat.removeprefix('seat')}-1", f"S{seat.removeprefix('seat')}-2"])
+        for seat in seats
+    ]
+    return seated + board

@@ -188,3 +188,15 @@ def build(options: Options, paytables: PayTables) -> MulliganLiveGame:
 
 
 __all__ = ["CHOICES", "WINDOW", "MulliganLiveGame", "MulliganLiveRound", "read_choice"]
+
+
+def page_hands(
+    hands: list[tuple[str, list[str]]], seats: tuple[str, ...]
+) -> list[tuple[str, list[str]]]:
+    """The hands a page reserves: the plan's, and the mulligan hands dealt only when called.
+
+    (:meth:`controller.games.spec.GameSpec.page_hands`.)
+    """
+    named = {hand for hand, _ in hands}
+    extra = [("PM", ["PM1", "PM2", "PM3"]), ("DM", ["DM1", "DM2", "DM3"])]
+    return hands + [(hand, slots) for hand, slots in extra if hand not in named]
