@@ -182,9 +182,10 @@ async def test_sockets_are_capped_per_client_and_in_all(mosquitto_session):
 
 
 @pytest.mark.hil
-async def test_a_socket_for_a_made_up_table_creates_nothing(mosquitto_session):
-    # No table list: the studio shows every table it hears, and only those.
-    settings = make_studio_settings(mosquitto_session.url, tables=[])
+async def test_a_socket_for_a_made_up_table_creates_nothing(mosquitto):
+    # No table list: the studio shows every table it hears, and only those (a broker of its
+    # own: the shared one keeps other tests' retained tables).
+    settings = make_studio_settings(mosquitto.url, tables=[])
     async with running_studio(settings) as address:
         ws = address.url.replace("http", "ws")
         for n in range(60):
@@ -199,7 +200,7 @@ async def test_a_socket_for_a_made_up_table_creates_nothing(mosquitto_session):
         status = {"schema_version": "3", "journal": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
                   "table": "heard-1", "state": "online", "game": "x",
                   "session": 1, "version": "t", "at": "2026-11-25T10:00:00Z"}  # fmt: skip
-        async with aiomqtt.Client("127.0.0.1", mosquitto_session.port) as client:
+        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
             await client.publish("tables/heard-1/status", json.dumps(status), qos=1)
         async with asyncio.timeout(5):
             while await _status(f"{ws}/ws/tables/heard-1/public") != 101:
