@@ -142,7 +142,8 @@ async def test_recall_from_what_the_console_saw_and_from_the_archive(
     assert archived.source == "archive"
     from_archive = _without_delivery(archived.record)
     # The archive also says what its entries are worth: this table signs, its chain covers all.
-    assert from_archive.pop("verification") == "verified: every entry is on the table's signed chain"
+    verified = "verified: every entry is on the table's signed chain"
+    assert from_archive.pop("verification") == verified
     assert from_archive == expected
     assert [(s["kind"], s["verified"]) for s in archived.signatures] == [("round_result", True)]
     assert archived.signatures[0]["text"] == "signature verified by the archive"
