@@ -160,7 +160,7 @@ def test_recall_without_the_archive_says_so(client):
         ws.send_json({"type": "recall", "round": "tp-01-000042"})
         answer = ws.receive_json()
     assert answer["type"] == "recall_error"
-    assert "not seen by this console" in answer["text"] and "archive_url" in answer["text"]
+    assert "not seen by this console" in answer["text"] and "studio archive" in answer["text"]
 
 
 def test_mounted_at_pit_every_link_is_under_pit():

@@ -584,7 +584,7 @@ class PitHandlers:
         if found is None:
             raise RecallError(
                 f"round {round_id} was not seen by this console since it started; recall of "
-                "any older round needs the studio archive (archive_url in the pit settings)",
+                "any older round needs the studio archive (its address in the pit settings)",
                 round_id=round_id,
             )
         return found

@@ -29,6 +29,7 @@ message is ignored, whatever the broker delivered).
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -218,11 +219,33 @@ def _as_received(
     return wire(message) if isinstance(body, Rejection) else body
 
 
+_SEAT = re.compile(r"\bseat(\d+)\b")
+
+
+def _people(text: str) -> str:
+    """A hand or seat token for people: ``seat5`` reads ``seat 5``."""
+    return _SEAT.sub(r"seat \1", text)
+
+
+def game_name(game: str | None) -> str | None:
+    """The game's name for people (the registry's), ``None`` for no or an unknown game."""
+    from controller.games.registry import game_spec
+
+    if not game:
+        return None
+    try:
+        return game_spec(game).name
+    except Exception:
+        return None
+
+
 def _decision_text(decision: Mapping[str, Any] | None) -> str | None:
     if decision is None:
         return None
-    seat = f" seat {decision['seat']}" if decision.get("seat") else ""
-    return f"{decision.get('window')} ({decision.get('kind')}{seat})"
+    seat = str(decision["seat"]).removeprefix("seat") if decision.get("seat") else ""
+    return _people(
+        f"{decision.get('window')} ({decision.get('kind')}{' seat ' + seat if seat else ''})"
+    )
 
 
 def _result_text(result: Mapping[str, Any] | None) -> str | None:
@@ -232,7 +255,7 @@ def _result_text(result: Mapping[str, Any] | None) -> str | None:
     if result.get("voided"):
         return f"voided: {result.get('reason')}"
     winner = result.get("winner")
-    return "tie" if winner == "tie" else f"{winner} wins"
+    return "tie" if winner == "tie" else _people(f"{winner} wins")
 
 
 def _data_result_text(data: BaseModel | None) -> str | None:
@@ -240,7 +263,7 @@ def _data_result_text(data: BaseModel | None) -> str | None:
     if isinstance(data, RoundVoidedData):
         return f"voided: {data.reason}"
     if isinstance(data, RoundResultData):
-        return "tie" if data.winner == "tie" else f"{data.winner} wins"
+        return "tie" if data.winner == "tie" else _people(f"{data.winner} wins")
     return None
 
 
@@ -402,6 +425,7 @@ class Floor:
             "status_reason": state.status_reason,
             "status_at": state.status_at,
             "game": state.game,
+            "game_name": game_name(state.game),
             "session": state.session,
             "round": round_.round_id,
             "round_no": round_.round_no,

@@ -221,8 +221,12 @@ function clock(at) {
 function ageSpan(at) {
   return el("span", {class: "age", "data-at": at || ""}, age(at));
 }
+const gameNames = new Map();  // game id -> its name for people, from the floor's views
 function words(token) {
-  return String(token || "").replace(/[_-]+/g, " ").trim();
+  return String(token || "").replace(/[_-]+/g, " ").replace(/\bseat(\d+)\b/g, "seat $1").trim();
+}
+function gameName(game) {
+  return gameNames.get(game) || words(game);
 }
 function send(message) {
   if (socket && socket.readyState === WebSocket.OPEN) {
@@ -447,7 +451,8 @@ function drawTable(view) {
   parts.card.classList.toggle("halted", !!view.halted);
   parts.halted.hidden = !view.halted;
   parts.headline.textContent = headline(view);
-  parts.game.textContent = view.game ? words(view.game) : "-";
+  if (view.game && view.game_name) gameNames.set(view.game, view.game_name);
+  parts.game.textContent = view.game ? gameName(view.game) : "-";
   parts.round.textContent = view.round ? view.round : "-";
   parts.state.textContent = (view.state ? words(view.state) : "-")
     + (view.halted ? " (HALTED)" : "");
@@ -584,10 +589,10 @@ function drawRecalled(box, message) {
   const drawn = el("div", {class: "recalled", "data-role": "recalled",
     "data-round": message.round});
   const outcome = record.void ? "voided: " + record.void.reason
-    : result.winner ? (result.winner === "tie" ? "tie" : result.winner + " wins")
+    : result.winner ? (result.winner === "tie" ? "tie" : words(result.winner) + " wins")
     : "unfinished";
   drawn.append(el("div", {class: "headline", "data-role": "recall-outcome"},
-    "Round " + (record.round_no || message.round) + " \u00b7 " + words(record.game)
+    "Round " + (record.round_no || message.round) + " \u00b7 " + gameName(record.game)
     + " \u00b7 " + outcome));
   const hands = el("div", {class: "hands"});
   const tiles = String(record.game || "").startsWith("mahjong");
@@ -596,7 +601,9 @@ function drawRecalled(box, message) {
     const node = el("div", {class: "hand" + (winner ? " winner" : ""), "data-role": "recall-hand",
       "data-hand": hand});
     const summary = (result.hands || {})[hand] || {};
-    node.append(el("div", {class: "name"}, (hand ? "Hand " + hand : "Cards")
+    const seatHand = /^seat(\d+)$/.exec(hand || "");
+    node.append(el("div", {class: "name"}, (seatHand ? "Seat " + seatHand[1]
+      : hand ? "Hand " + hand : "Cards")
       + (summary.description ? ": " + summary.description : "") + (winner ? " (winner)" : "")));
     for (const item of items) node.append(cardElement(document, item, false, {tiles: tiles}));
     hands.append(node);

@@ -202,7 +202,8 @@ def recall_seen(
         signatures=_signature_lines(table, results, public_keys),
         note=(
             f"table {table}: the public entries this console received since it started "
-            "(hidden cards as published; configure archive_url for every round)"
+            "(hidden cards as published; the studio archive in the pit settings recalls every "
+            "round)"
         ),
     )
 
