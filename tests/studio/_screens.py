@@ -176,7 +176,11 @@ CHECK_MORE = r"""
     if (text.includes(token)) problems.push(`raw token ${JSON.stringify(token)} in the text`);
   }
   // A slot or element id (bar-s1, seat-s3), not the table's own name.
-  const ids = text.replaceAll(table, '').match(/\b[a-z]+-[a-z]+\d+\b/g) || [];
+  // A round id carries its journal's short id (8 hex digits, docs/mqtt.md "Journal identity"):
+  // the pit shows round ids where one is asked for, and a short id that starts with letters
+  // is no slot id.
+  const ids = (text.replaceAll(table, '').match(/\b[a-z]+-[a-z]+\d+\b/g) || [])
+    .filter((id) => !/-[0-9a-f]{8}$/.test(id));
   for (const id of new Set(ids)) problems.push(`raw id ${JSON.stringify(id)} in the visible text`);
   // The game's id (any case: a style may print it in capitals) where its name is meant.
   if (text.toLowerCase().includes(game)) {
