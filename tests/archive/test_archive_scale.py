@@ -161,6 +161,9 @@ async def _tables(broker_url: str, tmp: Path, private: dict[str, Path]) -> None:
                 journal={"path": tmp / f"{table}.sqlite"},
                 rounds={"betting_seconds": 0.5, "pause_seconds": 0.3},
                 signing={"key_file": private[table], "key_id": f"{table}-key"},
+                # Two archives killed and restarted ask many replays of one table within a
+                # minute; the per-role replay limit (test_replay_limit.py) is not under test.
+                replay={"commands_per_minute": 10_000, "messages_per_minute": 1_000_000},
             )
             group.create_task(run_table(settings, rounds=ROUNDS), name=table)
 
