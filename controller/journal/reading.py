@@ -115,23 +115,26 @@ class EntryReader:
         self, db: sqlite3.Connection, *, from_seq: int, round_id: str | None, page: int
     ) -> Iterator[JournalEntry]:
         """Entries with ``seq >= from_seq`` (of one round if given), read in pages of ``page``."""
-        after = from_seq - 1
+        if round_id is None:
+            return self._paged(db, "", (), from_seq - 1, page)
+        return self._paged(db, "round_id = ? AND ", (round_id,), from_seq - 1, page)
+
+    def _paged(
+        self,
+        db: sqlite3.Connection,
+        where: str,
+        params: tuple[object, ...],
+        after: int,
+        page: int,
+    ) -> Iterator[JournalEntry]:
+        """The entries past ``after`` that ``where`` (a condition and ``AND``) keeps, by page."""
         while True:
-            if round_id is None:
-                rows = self._rows(
-                    db,
-                    f"SELECT {self.columns} FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
-                    (after, page),
-                    seq=after + 1,
-                )
-            else:
-                rows = self._rows(
-                    db,
-                    f"SELECT {self.columns} FROM entries WHERE round_id = ? AND seq > ? "
-                    "ORDER BY seq LIMIT ?",
-                    (round_id, after, page),
-                    seq=after + 1,
-                )
+            rows = self._rows(
+                db,
+                f"SELECT {self.columns} FROM entries WHERE {where}seq > ? ORDER BY seq LIMIT ?",
+                (*params, after, page),
+                seq=after + 1,
+            )
             for row in rows:
                 entry = row_to_entry(row)
                 after = entry.seq
@@ -150,21 +153,7 @@ class EntryReader:
         return heapq.merge(*(self._of_kind(db, kind, page) for kind in kinds), key=_seq)
 
     def _of_kind(self, db: sqlite3.Connection, kind: str, page: int) -> Iterator[JournalEntry]:
-        after = 0
-        while True:
-            rows = self._rows(
-                db,
-                f"SELECT {self.columns} FROM entries WHERE kind = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (kind, after, page),
-                seq=after + 1,
-            )
-            for row in rows:
-                entry = row_to_entry(row)
-                after = entry.seq
-                yield entry
-            if len(rows) < page:
-                return
+        return self._paged(db, "kind = ? AND ", (kind,), 0, page)
 
     def last_of_kind(
         self, db: sqlite3.Connection, kind: str, *, before_seq: int
