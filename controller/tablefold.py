@@ -708,15 +708,10 @@ class TableFold:
 
     def on_event(self, envelope: Envelope, now: float) -> Step | Rejection:
         """One ``events`` entry: folded in when above ``last_seq``."""
-        other = self._follow(envelope)
-        if other is not None:
-            return other
-        ahead = self.guard.admit(self.table, envelope.seq, now)
-        if ahead is not None:
-            return ahead
-        new, gap = self.events.see(envelope.seq)
-        if not new:
-            return NOTHING
+        seen = self._seen(envelope, now, self.events)
+        if not isinstance(seen, tuple):
+            return seen
+        gap = seen[0]
         data = typed_data(envelope)
         if envelope.seq <= self.last_seq:
             return Step(changed=False, new=True, gap=gap, data=data)
@@ -728,17 +723,28 @@ class TableFold:
         self._extras(envelope, data)
         return Step(changed=True, new=True, gap=gap, data=data)
 
-    def on_result(self, envelope: Envelope, now: float) -> Step | Rejection:
-        """One ``results`` message: the settlement of the current round."""
+    def _seen(
+        self, envelope: Envelope, now: float, window: SeqWindow
+    ) -> tuple[tuple[int, int] | None] | Step | Rejection:
+        """``(gap,)`` for an entry new on ``window``; else what to answer.
+
+        What to answer: a rejection (a journal the table has left, a ``seq`` beyond the
+        guard), or :data:`NOTHING` for a repeat.
+        """
         other = self._follow(envelope)
         if other is not None:
             return other
         ahead = self.guard.admit(self.table, envelope.seq, now)
         if ahead is not None:
             return ahead
-        new, _ = self.results.see(envelope.seq)
-        if not new:
-            return NOTHING
+        new, gap = window.see(envelope.seq)
+        return (gap,) if new else NOTHING
+
+    def on_result(self, envelope: Envelope, now: float) -> Step | Rejection:
+        """One ``results`` message: the settlement of the current round."""
+        seen = self._seen(envelope, now, self.results)
+        if not isinstance(seen, tuple):
+            return seen
         data = typed_data(envelope)
         if envelope.round is None or envelope.round != self.round.round_id:
             return Step(changed=False, new=True, data=data)  # a replayed result of an earlier round
