@@ -22,7 +22,7 @@ from pathlib import Path
 
 from drivers.errors import DriverError
 from drivers.profile import CodeTable, load_code_table
-from drivers.source import CardSource, DeviceStatus, Misread
+from drivers.source import CardRemoved, CardSource, DeviceStatus, Misread
 
 __all__ = ["EnrolmentError", "enrol", "write_code_table"]
 
@@ -101,8 +101,8 @@ async def _one_tag(
                 "put it aside and bring a tagged one (nothing is skipped)"
             )
             continue
-        if isinstance(read, DeviceStatus):
-            continue
+        if isinstance(read, DeviceStatus | CardRemoved):
+            continue  # a latched reader's removal: the tag before taken off the antenna
         if isinstance(read, Misread):
             what = "no tag read" if read.cause == "device" else "refused"
             say(f"  {what}: {read.detail} ({read.cause}); scan {label} again")

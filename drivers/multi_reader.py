@@ -27,7 +27,15 @@ import structlog
 
 from drivers.codec import LedColor
 from drivers.errors import DriverError, TransportError
-from drivers.source import CardRead, CardSource, DeviceStatus, DriverSettings, Misread, Read
+from drivers.source import (
+    CardRead,
+    CardRemoved,
+    CardSource,
+    DeviceStatus,
+    DriverSettings,
+    Misread,
+    Read,
+)
 from drivers.supervisor import SupervisedCardSource
 
 __all__ = ["MultiReaderError", "MultiReaderSource", "ReaderBinding"]
@@ -238,6 +246,9 @@ class MultiReaderSource:
             return Misread(
                 read.cause, f"{reader.describe()}: {read.detail}", read.device_seq, read.at
             )
+        if isinstance(read, CardRemoved):
+            # A card left a latched reader: the orchestrator knows which slot it was dealt to.
+            return read
         self._last_reader = reader
         if expected is None:
             return CardRead(read.value, None, read.device_seq, read.at)

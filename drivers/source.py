@@ -15,7 +15,9 @@ URLs (see ``docs/protocol.md``):
   ``drivers/profile.py``), ``codes`` an enrolled deck's code table replacing the profile's;
 * ``hidpos://VID:PID?profile=NAME`` / ``hidkbd://VID:PID?profile=NAME``: a USB HID barcode
   scanner (HID POS or keyboard mode) read with pyusb, codes mapped by the profile's code table
-  (``drivers/hid.py``).
+  (``drivers/hid.py``);
+* ``memory://NAME``: protocol v1 on the in-memory null modem of ``drivers/memory.py`` (a
+  simulator served in the same process: the fast test tier and demos).
 """
 
 from __future__ import annotations
@@ -101,7 +103,27 @@ class DeviceStatus:
     device: str | None = None
 
 
-Read = CardRead | Misread | DeviceStatus
+@dataclass(frozen=True, slots=True)
+class CardRemoved:
+    """A card that had been placed (latched) left its reader or antenna.
+
+    Only a source built on the presence latch (``drivers/presence.py``) gives these: the card
+    was absent for longer than the latch's removal time (a shorter drop is no removal). A
+    source that is not latched never does.
+
+    Attributes:
+        value: The piece in raw notation, as in :class:`CardRead`.
+        position: Where it had been placed, as in :class:`CardRead`.
+        at: ``time.monotonic()`` when the latch decided (the absence's start plus the
+            removal time).
+    """
+
+    value: str
+    position: str | None
+    at: float
+
+
+Read = CardRead | Misread | DeviceStatus | CardRemoved
 """Everything :meth:`CardSource.next_read` returns."""
 
 
@@ -260,6 +282,33 @@ class ProfileSpec:
     codes: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class MemorySpec:
+    """What a ``memory://NAME`` URL resolves to.
+
+    Attributes:
+        name: The name a device serves.
+        device: ``"memory:NAME"``, for logs and errors.
+    """
+
+    name: str
+    device: str
+    kind: Literal["memory"] = "memory"
+
+
+def parse_memory_url(url: str, netloc: str, path: str, query: str) -> MemorySpec:
+    """Read ``memory://NAME`` (a name of letters, digits, ``-``, ``_`` and ``.``).
+
+    Raises:
+        UnsupportedUrl: No name, a path or options.
+    """
+    if not netloc or path not in ("", "/") or query:
+        raise UnsupportedUrl("a memory URL is memory://NAME, without path or options", url=url)
+    if not all(ch.isalnum() or ch in "-_." for ch in netloc):
+        raise UnsupportedUrl("a memory URL's name takes letters, digits, - _ and .", url=url)
+    return MemorySpec(netloc, f"memory:{netloc}")
+
+
 def _options(url: str, query: str, kind: str, known: str) -> dict[str, list[str]]:
     """The URL's query options; refuses any not in ``known`` (comma-separated)."""
     options = parse_qs(query, keep_blank_values=True, strict_parsing=False)
@@ -345,7 +394,9 @@ def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
     return ProfileSpec(path, path, baud, profile, codes=codes)
 
 
-def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec | ProfileSpec | HidSpec:
+def parse_url(
+    url: str, default_baud: int = 115200
+) -> PortSpec | UsbSpec | ProfileSpec | HidSpec | MemorySpec:
     """Resolve a card-source URL.
 
     Raises:
@@ -363,12 +414,15 @@ def parse_url(url: str, default_baud: int = 115200) -> PortSpec | UsbSpec | Prof
         return _parse_usb(url, parts.netloc, parts.path, parts.query)
     if scheme == "profile+serial":
         return _parse_profile(url, parts.path, parts.netloc, parts.query)
+    if scheme == "memory":
+        return parse_memory_url(url, parts.netloc, parts.path, parts.query)
     for hid in HID_SCHEMES:
         if scheme == hid:
             return parse_hid_url(url, hid, parts.netloc, parts.path, parts.query)
     raise UnsupportedUrl(
         "unknown card-source URL scheme"
-        " (serial://, socket://, usb://, profile+serial://, hidpos://, hidkbd:// or a /dev path)",
+        " (serial://, socket://, usb://, profile+serial://, hidpos://, hidkbd://, memory:// or"
+        " a /dev path)",
         url=url,
         detail=scheme or "no scheme",
     )
@@ -381,6 +435,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "profile+serial": ("drivers.profile_source", "ProfileCardSource"),
     "hidpos": ("drivers.hid_source", "HidCardSource"),
     "hidkbd": ("drivers.hid_source", "HidCardSource"),
+    "memory": ("drivers.memory", "MemoryCardSource"),
 }
 """The driver of each URL kind: ``(module, class)``, imported only when a URL of that kind is
 opened (so this module does not import the drivers that import it, and ``tablectl --help``
