@@ -140,6 +140,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="do not run the archive beside the simulated table",
     )
     sim.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign the results as TABLECTL_SIGNING__KEY_FILE does, with an Ed25519 key kept "
+        "beside the journal (var/keys/<table-id>.key, made on first use), and print the "
+        "command that verifies what the table sent (docs/security.md, 'Signing in the "
+        "simulator')",
+    )
+    sim.add_argument(
         "--deal-delay",
         type=float,
         default=0.4,
@@ -309,7 +317,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         "journal": {"path": Path("var") / f"{table_id}.sqlite"},
         "logging": {"level": "WARNING" if args.show else "INFO"},
     }
-    merged = deep_merge(defaults, overrides)
+    merged, signing = _SimulationKey.asked(args, deep_merge(defaults, overrides), table_id)
     configure_logging(level=merged["logging"]["level"], fmt=merged["logging"].get("format", "auto"))
     from controller.games.registry import GAME_IDS as LIVE_GAME_IDS
 
@@ -321,7 +329,9 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # input ends the command with its error and nothing else. The pty's path is not known
     # yet; a placeholder stands for it, replaced below.
     load_settings(None, **deep_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
+    _leave_out_missing_extras(args)
     _say_seed(args, seed)
+    _SimulationKey.make_if_asked(signing)
     async with simulated_devices(game_id, sim) as devices, contextlib.AsyncExitStack() as stack:
         settings = load_settings(None, **deep_merge(merged, devices.settings))
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
@@ -349,9 +359,109 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         )
         summaries = await table if args.no_archive else await _archived(args, settings, table)
         _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
+        _say_how_to_verify(args, settings, signing)
         if linger is not None:
             await linger.serve_until_stopped(settings.table_id, args.studio_secure_delay > 0)
     return 0
+
+
+class _SimulationKey:
+    """``run --simulate --sign``: the table's Ed25519 key pair, kept beside its journal.
+
+    ``<journal's folder>/keys/<table id>.key`` (mode 0600) and ``.pub`` (``var/keys/sim-1.key``
+    for ``make run``), made by :func:`controller.signing.generate_keypair` on first use and
+    kept between runs, so every run of the table signs with the same key (key id: the table
+    id). The table signs as with ``TABLECTL_SIGNING__KEY_FILE`` (``signing.key_file``).
+
+    Args:
+        journal: The table's journal file.
+        table_id: The table id (the key id and the files' stem).
+    """
+
+    def __init__(self, journal: Path, table_id: str) -> None:
+        self.folder = journal.parent / "keys"
+        self.key_id = table_id
+        self.private = self.folder / f"{table_id}.key"
+        self.public = self.folder / f"{table_id}.pub"
+
+    @classmethod
+    def asked(
+        cls, args: argparse.Namespace, merged: dict[str, Any], table_id: str
+    ) -> tuple[dict[str, Any], _SimulationKey | None]:
+        """The merged settings with the ``signing`` of ``--sign``, and its key (else ``None``)."""
+        if not args.sign:
+            return merged, None
+        key = cls(Path(merged["journal"]["path"]), table_id)
+        signing = {"key_file": key.private, "key_id": key.key_id}
+        return {**merged, "signing": {**merged.get("signing", {}), **signing}}, key
+
+    @staticmethod
+    def make_if_asked(key: _SimulationKey | None) -> None:
+        """:meth:`make` the key of ``--sign`` (nothing without it)."""
+        if key is not None:
+            key.make()
+
+    def make(self) -> None:
+        """Make the key pair unless it exists (its public key again if only that is lost).
+
+        Raises:
+            SignatureError: The key cannot be written or read (names the file).
+        """
+        from controller.signing import Signer, generate_keypair
+
+        if not self.private.exists():
+            generate_keypair(self.folder, self.key_id)
+            made = "made now"
+        else:
+            made = "kept from an earlier run"
+            if not self.public.exists():
+                from cryptography.hazmat.primitives import serialization
+
+                key = Signer.from_file(self.private, self.key_id).public_key
+                self.public.write_bytes(
+                    key.public_bytes(
+                        serialization.Encoding.PEM,
+                        serialization.PublicFormat.SubjectPublicKeyInfo,
+                    )
+                )
+        print(
+            f"tablectl run: results signed with {self.private} (key id {self.key_id!r}, "
+            f"{made}; its public key {self.public})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _say_how_to_verify(
+    args: argparse.Namespace, settings: TableSettings, signing: _SimulationKey | None
+) -> None:
+    """After a signing run: the command lines that check what the table sent."""
+    from controller.archive.embedded import default_url
+
+    if settings.signing.key_file is None:
+        return
+
+    table, journal = settings.table_id, settings.journal.path
+    lines = []
+    if not args.no_archive:
+        url = args.archive or default_url(journal)
+        lines.append(
+            f"tablectl archive verify --database {url} --table {table} --journal {journal}"
+            "  (every signature checked on arrival, the entries under the signed chain "
+            "heads, and the journal against them)"
+        )
+    if signing is not None:
+        lines.append(
+            f"tablectl verify --public-key {signing.public} MESSAGE_FILE  (one result as a "
+            f"subscriber received it, from {settings.mqtt.topic_prefix}/{table}/results)"
+        )
+    if lines:
+        print(
+            "tablectl run: the results were signed; check what the table sent with:\n  "
+            + "\n  ".join(lines),
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _card_numbers(text: str | None) -> tuple[int, ...]:
@@ -367,6 +477,34 @@ def _card_numbers(text: str | None) -> tuple[int, ...]:
             )
         numbers.append(int(part) - 1)
     return tuple(numbers)
+
+
+def _leave_out_missing_extras(args: argparse.Namespace) -> None:
+    """Without the studio or the archive extra installed, run the table without that part.
+
+    A table computer's ``pip install tablectl`` has neither (docs/operations.md, "Installing");
+    its simulated table still plays, and says what it left out and how to install it. An
+    archive asked for by URL (``--archive URL``) without the extra is an error.
+
+    Raises:
+        MissingExtra: ``--archive URL`` was given and the archive extra is not installed.
+    """
+    from controller.extras import MissingExtra, missing_modules
+
+    for extra, option in (("studio", "no_studio"), ("archive", "no_archive")):
+        missing = missing_modules(extra)
+        if getattr(args, option) or not missing:
+            continue
+        if extra == "archive" and args.archive:
+            raise MissingExtra(extra, missing[0])
+        setattr(args, option, True)
+        print(
+            f"tablectl run: the {extra} is not installed (no module {missing[0]!r}): running "
+            f"without it, as with --{option.replace('_', '-')}; pip install "
+            f"'tablectl[{extra}]' adds it",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 async def _with_broker(stack: contextlib.AsyncExitStack, settings: TableSettings) -> TableSettings:
@@ -408,7 +546,13 @@ async def _archived(
 
     url = args.archive or default_url(settings.journal.path)
     config = archive_settings(settings.mqtt, url, settings.table_id)
-    keys = TableKeys({settings.table_id: None}, config.mqtt.topic_prefix)
+    public_key = None
+    if settings.signing.key_file is not None:  # --sign, or TABLECTL_SIGNING__KEY_FILE
+        from controller.signing import Signer
+
+        signer = Signer.from_file(settings.signing.key_file, settings.signing.key_id)
+        public_key = signer.public_key
+    keys = TableKeys({settings.table_id: public_key}, config.mqtt.topic_prefix)
     stop, ready = asyncio.Event(), asyncio.Event()
     outcome: list[_T] = []
     failure: BaseException | None = None
