@@ -144,25 +144,45 @@ class AnalysisReport:
         ]
         lines.extend(f"  note: {note}" for note in self.notes)
         for bet_id, bet in self.bets.items():
+            wager = any(row.pays != 0 for row in bet.outcomes)
             rtp = float(bet.rtp or 0)
             se = f" ± {bet.rtp_se * 100:.4f}" if bet.rtp_se is not None else ""
             lines.append("")
             lines.append(
                 f"{bet_id}: return to player {rtp * 100:.4f}%{se}"
                 f"  (house edge {(1 - rtp) * 100:.4f}%)"
+                if wager
+                else f"{bet_id}: no house bet (how often each outcome comes; nothing is staked)"
             )
             width = max((len(row.name) for row in bet.outcomes), default=10)
             for row in bet.outcomes:
                 count = f"  n={row.count:,}" if row.count is not None else ""
-                lines.append(
-                    f"  {row.name:<{width}}  pays {to_decimal_str(row.pays):>8}"
-                    f"  p={float(row.probability):.10f}{count}"
-                )
+                pays = f"{payout_words(row.pays):<{PAYOUT_WIDTH}}  " if wager else ""
+                lines.append(f"  {row.name:<{width}}  {pays}p={float(row.probability):.10f}{count}")
         return "\n".join(lines)
 
     def dumps(self) -> str:
         """The JSON form as text."""
         return json.dumps(self.to_json(), indent=2)
+
+
+PAYOUT_WIDTH = 22
+"""The width :meth:`AnalysisReport.to_text` gives :func:`payout_words` (``"pays 1000 to 1"``)."""
+
+
+def payout_words(pays: Fraction) -> str:
+    """A net payout per unit staked in words: ``"pays 0.95 to 1"``, a push, a lost stake.
+
+    The par sheet counts profit per unit staked (net); the table's feed and the terminal view
+    count what is returned, stake included (``"returns 1.95 per 1 staked"``): each says which.
+    """
+    if pays > 0:
+        return f"pays {to_decimal_str(pays)} to 1"
+    if pays == 0:
+        return "push (stake back)"
+    if pays == -1:
+        return "loses the stake"
+    return f"loses {to_decimal_str(-pays)} per 1 staked"
 
 
 def standard_error(values_sum: float, squares_sum: float, n: int) -> float:

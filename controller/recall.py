@@ -18,6 +18,7 @@ The command line is :mod:`controller.cli.recall`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ from controller.journal import (
     format_time,
     settlement_rows,
 )
+from controller.wording import reason_words, returns_words, settled_reason
 
 
 class RoundNotFound(JournalError):
@@ -283,6 +285,7 @@ class RoundRecord:
                     "face": entry.body.get("face"),
                     "seq": entry.seq,
                     "at": format_time(entry.happened_at),
+                    **_manual(entry.body),
                 }
                 for entry in self.cards
             ],
@@ -375,6 +378,7 @@ class RoundRecord:
             lines.append(
                 f"  {body.get('slot')!s:<4} hand {body.get('hand')!s:<3} {body.get('card')!s:<4} "
                 f"{body.get('face', '')!s:<6} seq {entry.seq}  {_when(entry.happened_at)}"
+                + _manual_text(body)
             )
 
     def _text_outcome(self, lines: list[str]) -> None:
@@ -391,7 +395,7 @@ class RoundRecord:
                     f"{summary.get('description', '') if isinstance(summary, dict) else ''}"
                 )
         elif void is not None:
-            lines.append(f"voided (seq {void.seq}): {void.body.get('reason')}")
+            lines.append(f"voided (seq {void.seq}): {reason_words(void.body.get('reason'))}")
         else:
             lines.append("no result yet: the round is unfinished")
 
@@ -399,11 +403,13 @@ class RoundRecord:
         rows = settlement_rows(self.settlement)
         if rows:
             lines.append("")
-            lines.append("settlement (returned per unit staked, stake included)")
+            lines.append("settlement (what each bet returns, stake included)")
             for bet, outcome in rows.items():
-                reason = f"  ({outcome['reason']})" if outcome.get("reason") else ""
+                why = settled_reason(outcome)
+                reason = f"  ({why})" if why else ""
                 lines.append(
-                    f"  {bet:<20} {outcome.get('outcome')!s:<7} {outcome.get('payout')}{reason}"
+                    f"  {bet:<20} {outcome.get('outcome')!s:<7} "
+                    f"{returns_words(outcome.get('payout'))}{reason}"
                 )
 
     def _text_timing(self, lines: list[str]) -> None:
@@ -440,11 +446,30 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f} s"
 
 
+def _manual(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A card entered by the pit boss: ``source``, with who and why where the record has them.
+
+    The journal and ``secure/events`` have them; the public feed has ``source`` alone.
+    """
+    if body.get("source") != "manual":
+        return {}
+    return {key: body.get(key) for key in ("source", "operator", "reason") if key in body}
+
+
+def _manual_text(body: Mapping[str, Any]) -> str:
+    """``  MANUAL by alice: reader dead`` for a card the pit boss entered, else nothing."""
+    if body.get("source") != "manual":
+        return ""
+    who = f" by {body['operator']}" if body.get("operator") else ""
+    why = f": {body['reason']}" if body.get("reason") else ""
+    return f"  MANUAL{who}{why}"
+
+
 def _brief(entry: JournalEntry) -> str:
     body = entry.body
     kind = entry.kind
     if kind == "card_dealt":
-        return f"{body.get('slot')} {body.get('card')}"
+        return f"{body.get('slot')} {body.get('card')}{_manual_text(body)}"
     if kind == "rescan_requested":
         return (
             f"{body.get('slot')}: {body.get('cause')} (attempt {body.get('attempt')}) "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import ssl
 import sys
 import time
@@ -29,6 +30,7 @@ from controller.journal import settlement_rows
 from controller.messages import Envelope
 from controller.mqtt.receive import take_until_stopped
 from controller.tablefold import Channel, TableFold, wire
+from controller.wording import reason_words, returns_words, settled_reason
 
 log = structlog.get_logger(__name__)
 
@@ -53,12 +55,32 @@ def _fields(data: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in data.items())
 
 
-def _round_label(envelope: Mapping[str, Any], data: Mapping[str, Any]) -> str:
-    number = data.get("round_no")
-    if number is not None:
-        return f"round {number}"
+_ROUND_NUMBER = re.compile(r"-(\d{6,})$")
+"""A round id's number (``sim-1-3f9a1c2e-000042``: 42)."""
+
+
+def _round_label(
+    envelope: Mapping[str, Any],
+    data: Mapping[str, Any],
+    *,
+    with_id: bool = False,
+    game: Any = None,
+) -> str:
+    """``round 42``: one name for a round on every line (the number people count by).
+
+    ``with_id``: ``round 42 (sim-1-3f9a1c2e-000042)``, on the lines where the id is what a
+    command asks for next (halted: ``pit resume --round ID``); ``game``: ``round 42
+    (sim-1-3f9a1c2e-000042, teen-patti-20-20)``, the round opened (``tablectl recall ID``).
+    """
     round_id = envelope.get("round")
-    return f"round {round_id}" if round_id else "table"
+    number = data.get("round_no")
+    if number is None and isinstance(round_id, str):
+        found = _ROUND_NUMBER.search(round_id)
+        number = int(found.group(1)) if found else None
+    if number is None:
+        return f"round {round_id}" if round_id else "table"
+    named = [str(part) for part in (round_id if with_id or game else None, game) if part]
+    return f"round {number} ({', '.join(named)})" if named else f"round {number}"
 
 
 def _describe_status(envelope: Mapping[str, Any]) -> str:
@@ -79,13 +101,12 @@ def _round_opened(
     """``round_opened`` (or, after steps before betting, ``betting_opened``)."""
     if data.get("before_betting"):
         return (
-            f"{_round_label(envelope, data)} ({data.get('game')}): opened; betting "
+            f"{_round_label(envelope, data, with_id=True, game=data.get('game'))}: opened; betting "
             f"({data.get('betting_seconds')} s) opens after the bank offers"
         )
     closes = data.get("betting_closes_at")
-    game = f" ({data['game']})" if data.get("game") else ""
     text = (
-        f"{_round_label(envelope, data)}{game}: betting open for "
+        f"{_round_label(envelope, data, with_id=True, game=data.get('game'))}: betting open for "
         f"{data.get('betting_seconds')} s, closes {closes}"
     )
     closes_at = _parse_utc(closes)
@@ -142,8 +163,23 @@ def _decision_open(data: Mapping[str, Any]) -> str:
 
 
 def _decision_applied(data: Mapping[str, Any]) -> str:
+    decision = data.get("decision") or {}
+    if not decision:
+        return (
+            f"  decision {data.get('window')}: nothing chosen by the deadline "
+            "(the game's default applies)"
+        )
     how = " (default at the deadline)" if data.get("default") else ""
-    return f"  decision {data.get('window')}: {_fields(data.get('decision') or {})}{how}"
+    return f"  decision {data.get('window')}: {_fields(decision)}{how}"
+
+
+def _card_refused(data: Mapping[str, Any]) -> str:
+    """A refused card: at its slot, or read before the deal (a stray read during betting)."""
+    card = data.get("card") or "a card"
+    reason = reason_words(data.get("reason"))
+    if data.get("slot") is None:
+        return f"  {card} read before the deal, refused: {reason}"
+    return f"  {data.get('slot')} refused {card}: {reason}"
 
 
 def _command_answered(data: Mapping[str, Any]) -> str:
@@ -165,9 +201,7 @@ _Envelope = Mapping[str, Any]
 _DATA_LINES: dict[str, Callable[[_Data], str]] = {
     "card_dealt": lambda d: f"  {d.get('slot')} {d.get('card') or '[hidden]'}",
     "rescan_requested": _rescan,
-    "card_refused": lambda d: (
-        f"  {d.get('slot')} refused {d.get('card') or 'a card'}: {d.get('reason')}"
-    ),
+    "card_refused": _card_refused,
     "device_status": lambda d: f"device {d.get('device')}: {d.get('state')}{_detail(d)}",
     "table_status": lambda d: f"table: {d.get('state')}{_detail(d)}",
     "decision_open": _decision_open,
@@ -184,8 +218,10 @@ _DATA_LINES: dict[str, Callable[[_Data], str]] = {
 _ROUND_LINES: dict[str, Callable[[_Envelope, _Data], str]] = {
     "betting_closed": lambda e, d: f"{_round_label(e, d)}: betting closed, dealing",
     "round_result": _round_result,
-    "round_voided": lambda e, d: f"{_round_label(e, d)} VOIDED: {d.get('reason')}",
-    "round_halted": lambda e, d: f"{_round_label(e, d)} HALTED: {d.get('reason')}",
+    "round_voided": lambda e, d: f"{_round_label(e, d)} VOIDED: {reason_words(d.get('reason'))}",
+    "round_halted": lambda e, d: (
+        f"{_round_label(e, d, with_id=True)} HALTED: {reason_words(d.get('reason'))}"
+    ),
     "round_resumed": lambda e, d: f"{_round_label(e, d)} resumed by {d.get('by')}",
 }
 """Event kinds whose line names the round."""
@@ -230,10 +266,11 @@ def _bet_lines(bets: Mapping[str, Any], indent: str = "    ") -> list[str]:
             lines.append(f"{indent}... and {len(bets) - shown} more")
             break
         if isinstance(settled, Mapping) and "outcome" in settled:
-            reason = f" ({settled['reason']})" if settled.get("reason") else ""
+            why = settled_reason(settled)
+            reason = f" ({why})" if why else ""
             lines.append(
-                f"{indent}{bet:<{width}}  {settled.get('outcome', '?'):<6} pays "
-                f"{settled.get('payout', '?')}{reason}"
+                f"{indent}{bet:<{width}}  {settled.get('outcome', '?'):<6} "
+                f"{returns_words(settled.get('payout'))}{reason}"
             )
         elif isinstance(settled, Mapping):
             lines.append(f"{indent}{bet}:")

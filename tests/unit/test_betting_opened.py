@@ -82,8 +82,9 @@ def test_watch_shows_the_opening_the_banker_and_the_betting_window() -> None:
 
     opened = line("round_opened", {**OPENED, "betting_closes_at": None, "before_betting": True})
     assert opened is not None
-    assert "round 1 (mahjong-pai-gow): opened; betting (15.0 s) opens after the bank offers" in (
-        opened
+    assert (
+        "round 1 (t1-000001, mahjong-pai-gow): opened; betting (15.0 s) opens after the bank offers"
+        in (opened)
     )
     offers = [{"position": "P1", "choice": "decline"}, {"position": "P2", "choice": "accept"}]
     bank = line(
@@ -93,4 +94,4 @@ def test_watch_shows_the_opening_the_banker_and_the_betting_window() -> None:
     assert bank is not None and bank.endswith("P2 banks (declined: P1)")
     betting = line("betting_opened", {"betting_seconds": 15.0, "betting_closes_at": CLOSES})
     assert betting is not None
-    assert f"round t1-000001: betting open for 15.0 s, closes {CLOSES}" in betting
+    assert f"round 1 (t1-000001): betting open for 15.0 s, closes {CLOSES}" in betting

@@ -383,7 +383,7 @@ def test_watch_describes_a_round():
         now=datetime(2026, 3, 4, 5, 6, 10, 890123, tzinfo=UTC),
     )
     assert opened == (
-        "05:06:07.890 #5 round 3 (teen-patti-20-20): betting open for 15 s, "
+        "05:06:07.890 #5 round 3 (r-1, teen-patti-20-20): betting open for 15 s, "
         "closes 2026-03-04T05:06:22.890123Z (in 12.0 s)"
     )
     card = describe(
@@ -449,11 +449,20 @@ def test_watch_describes_a_round():
     assert settlement is not None
     lines = settlement.splitlines()
     assert lines[0] == "05:06:07.890 #5 [delayed] round 3 settlement:"
-    assert lines[1].split() == ["Ks-Qd", "main", "(default)", "lose", "pays", "0"]
-    assert lines[2].split() == ["player_a", "lose", "pays", "0"]
-    assert lines[3].split() == ["player_b", "win", "pays", "1.95"]
-    assert lines[4].split() == ["pair_plus_b", "win", "pays", "2", "(pair)"]
-    assert lines[5].split() == ["mulliganed", "ante", "push", "pays", "1"]
+    assert lines[1].split() == ["Ks-Qd", "main", "(default)", "lose", "returns", "nothing"]
+    assert lines[2].split() == ["player_a", "lose", "returns", "nothing"]
+    assert lines[3].split() == ["player_b", "win", "returns", "1.95", "per", "1", "staked"]
+    assert lines[4].split() == [
+        "pair_plus_b",
+        "win",
+        "returns",
+        "2",
+        "per",
+        "1",
+        "staked",
+        "(pair)",
+    ]
+    assert lines[5].split() == ["mulliganed", "ante", "push", "returns", "1", "per", "1", "staked"]
     unknown = describe(TOPICS.events, _envelope("some_new_kind", {"slot": "B2", "attempts": 2}))
     assert unknown is not None
     assert unknown.endswith("some new kind: slot=B2, attempts=2")

@@ -164,7 +164,7 @@ def test_recall_command_text_and_json(tmp_path, capsys):
         "B2 As: duplicate of As",
         "misreads and rescans",
         "result (seq 13): winner A",
-        "player_a             win     1.98",
+        "player_a             win     returns 1.98 per 1 staked",
         "betting window  0.500 s (announced 0.5 s)",
         "time to result  2.500 s",
         "[not delivered yet]",

@@ -211,7 +211,9 @@ def test_watch_prints_a_line_for_each_rejection_and_goes_on():
     reader.lines(f"tables/{T}/status", status(head=40))
     [far] = reader.lines(topic, env("round_halted", 10**9, {"reason": "x"}))
     assert far.startswith(f"! {topic}: rejected: seq 1000000000 is beyond")
-    assert reader.lines(topic, HALTED) == [f"08:00:00.000 #41 round {T}-000001 HALTED: device lost"]
+    assert reader.lines(topic, HALTED) == [
+        f"08:00:00.000 #41 round 1 ({T}-000001) HALTED: device lost"
+    ]
     assert reader.rejections.counts == {"too_deep": 1, "seq_ahead": 1}
     assert reader.lines(f"tables/{T}/secure/events", DEEP) == []  # not a topic watch reads
 
