@@ -88,16 +88,29 @@ def hash_password_command(*, read_stdin: bool) -> int:
     import getpass
 
     from controller.studio.pit.errors import PasswordHashError
-    from controller.studio.pit.passwords import hash_password
+    from controller.studio.pit.passwords import check_password_strength, hash_password
 
     if read_stdin:
         password = sys.stdin.read().rstrip("\r\n")
     else:
-        password = getpass.getpass("password: ")
-        if getpass.getpass("again: ") != password:
+        try:
+            if not sys.stdin.isatty():
+                raise EOFError  # a pipe, /dev/null, a script: no one to ask
+            password = getpass.getpass("password: ")
+            again = getpass.getpass("again: ")
+        except EOFError:
+            print(
+                "tablectl studio: no password to read: standard input is not a terminal; "
+                "to hash one from a pipe or a script, use --hash-password --stdin "
+                '(e.g. printf %s "$PASSWORD" | tablectl studio --hash-password --stdin)',
+                file=sys.stderr,
+            )
+            return 1
+        if again != password:
             print("tablectl studio: the two passwords differ", file=sys.stderr)
             return 1
     try:
+        check_password_strength(password)
         print(hash_password(password))
     except PasswordHashError as exc:
         print(f"tablectl studio: {exc}", file=sys.stderr)

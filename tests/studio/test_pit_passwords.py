@@ -5,10 +5,20 @@ The sign-in throttle is tested in ``test_pit_login.py``.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from controller.studio.pit.errors import PasswordHashError
-from controller.studio.pit.passwords import hash_password, parse_hash, verify_password
+from controller.studio.pit.passwords import (
+    MIN_PASSWORD_LENGTH,
+    check_password_strength,
+    hash_password,
+    parse_hash,
+    verify_password,
+)
 
 FAST = {"n": 2**10, "r": 8, "p": 1}
 """A cheap cost for tests (the default is 2**15)."""
@@ -54,28 +64,41 @@ def test_an_empty_password_cannot_be_hashed():
         hash_password("")
 
 
-def test_tablectl_studio_hash_password_prints_a_hash_of_stdin():
-    import subprocess
-    import sys
-    from pathlib import Path
-
+def _hash_password_command(*options: str, stdin: str | None) -> subprocess.CompletedProcess[str]:
     tablectl = Path(sys.executable).with_name("tablectl")
-    done = subprocess.run(
-        [str(tablectl), "studio", "--hash-password", "--stdin"],
-        input="s3cret\n",
+    return subprocess.run(
+        [str(tablectl), "studio", "--hash-password", *options],
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_tablectl_studio_hash_password_prints_a_hash_of_stdin():
+    done = _hash_password_command("--stdin", stdin="copper lamp river\n")
     assert done.returncode == 0, done.stderr
-    assert verify_password("s3cret", done.stdout.strip())
-    empty = subprocess.run(
-        [str(tablectl), "studio", "--hash-password", "--stdin"],
-        input="\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert empty.returncode == 1 and "must not be empty" in empty.stderr
+    assert verify_password("copper lamp river", done.stdout.strip())
+    empty = _hash_password_command("--stdin", stdin="\n")
+    assert empty.returncode == 1 and "has 0 character(s)" in empty.stderr
+
+
+def test_a_short_password_is_refused_with_the_rule():
+    """Issue 25: a one-character password was hashed; 12 characters are the least."""
+    short = _hash_password_command("--stdin", stdin="a\n")
+    assert short.returncode == 1
+    assert short.stdout == ""
+    assert f"use at least {MIN_PASSWORD_LENGTH}" in short.stderr and "passphrase" in short.stderr
+    with pytest.raises(PasswordHashError, match="at least 12"):
+        check_password_strength("s3cret")
+    check_password_strength("x" * MIN_PASSWORD_LENGTH)
+
+
+def test_hash_password_without_a_terminal_says_to_use_stdin():
+    """Issue 25: ``--hash-password </dev/null`` ended in an EOFError traceback."""
+    done = _hash_password_command(stdin=None)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "EOFError" not in done.stderr
+    assert "--hash-password --stdin" in done.stderr

@@ -80,6 +80,28 @@ def _derive(password: str, parameters: ScryptHash, length: int) -> bytes:
     )
 
 
+MIN_PASSWORD_LENGTH = 12
+"""The shortest password ``tablectl studio --hash-password`` hashes (a passphrase of a few
+words is the easy way to reach it)."""
+
+
+def check_password_strength(password: str) -> None:
+    """Refuse a password too short for a pit console reachable from the studio's network.
+
+    Raises:
+        PasswordHashError: Shorter than :data:`MIN_PASSWORD_LENGTH` characters (the message
+            says how long it must be, and suggests a passphrase).
+    """
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise PasswordHashError(
+            f"the password has {len(password)} character(s); use at least "
+            f"{MIN_PASSWORD_LENGTH} (a passphrase of a few words, e.g. 'copper lamp river "
+            "seven', is easy to type and to remember)",
+            length=len(password),
+            minimum=MIN_PASSWORD_LENGTH,
+        )
+
+
 def hash_password(password: str, *, n: int = N, r: int = R, p: int = P) -> str:
     """A new hash of ``password`` with a fresh random salt.
 
