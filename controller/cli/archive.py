@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,8 +68,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--database", metavar="URL", help="postgresql://USER@HOST:PORT/DB or sqlite:///PATH"
     )
     report.add_argument("--table", required=True, help="the table id")
-    report.add_argument("--from", dest="start", required=True, metavar="TIME")
-    report.add_argument("--to", dest="end", required=True, metavar="TIME")
+    report.add_argument(
+        "--from",
+        dest="start",
+        default=None,
+        metavar="TIME",
+        help="from this time (included); default: today, 00:00 UTC",
+    )
+    report.add_argument(
+        "--to",
+        dest="end",
+        default=None,
+        metavar="TIME",
+        help="to this time (excluded); default: the end of --from's day (UTC)",
+    )
     report.set_defaults(func=report_command)
     verify = actions.add_parser(
         "verify",
@@ -213,13 +225,32 @@ def parse_time(text: str, option: str) -> datetime:
     return moment
 
 
+def report_period(
+    start: str | None, end: str | None, *, now: datetime
+) -> tuple[datetime, datetime]:
+    """``archive report``'s period: ``--from`` and ``--to``, or today (UTC) by default.
+
+    Without ``--from``: today from 00:00 UTC. Without ``--to``: the end of ``--from``'s day
+    (UTC), so ``--from 2026-11-25`` alone is that day and no option at all is today.
+
+    Raises:
+        ArchiveError: A time that cannot be read (naming its option).
+    """
+    since = parse_time(start, "--from") if start is not None else None
+    if since is None:
+        since = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if end is not None:
+        return since, parse_time(end, "--to")
+    day = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return since, day + timedelta(days=1)
+
+
 def report_command(args: argparse.Namespace) -> int:
     """Entry point of ``tablectl archive report``."""
     from controller.archive.config import load_archive_settings
     from controller.archive.report import format_report, table_report
 
-    start = parse_time(args.start, "--from")
-    end = parse_time(args.end, "--to")
+    start, end = report_period(args.start, args.end, now=datetime.now(UTC))
     url = args.database or load_archive_settings(args.config).database.url
     print(format_report(asyncio.run(table_report(url, args.table, start, end))))
     return 0
@@ -259,7 +290,8 @@ def verify_command(args: argparse.Namespace) -> int:
             + ("the journal and the archive agree" if agree else "they DO NOT agree")
         )
         for problem in report.problems:
-            print(f"  problem: {problem.what} (seq {problem.seq})")
+            where = f" (seq {problem.seq})" if problem.seq is not None else ""
+            print(f"  problem: {problem.what}{where}")
         if report.last_seq != check.last_seq:
             print(f"  the archive holds up to seq {check.last_seq}, the journal {report.last_seq}")
         ok = ok and agree and report.last_seq == check.last_seq

@@ -75,6 +75,9 @@ def test_a_simulated_table_is_archived_beside_its_journal(mosquitto, tmp_path, c
     out = capsys.readouterr().out
     assert "rounds           2" in out
     assert "  results        2" in out
+    # --to defaults to the end of --from's day (issue 25: the README's example works as written).
+    assert main(report) == 0
+    assert "rounds           2" in capsys.readouterr().out
 
     # `archive verify` reads the SQLite archive too: it agrees with the journal, and says the
     # table does not sign (exit 1: nothing from it can be verified)...
@@ -83,6 +86,7 @@ def test_a_simulated_table_is_archived_beside_its_journal(mosquitto, tmp_path, c
     out = capsys.readouterr().out
     assert f"{len(entries)} entries (seq 1..{entries[-1].seq}), 2 rounds (2 settled" in out
     assert "the journal and the archive agree" in out
+    assert "None" not in out  # issue 25: a problem without a seq printed "(seq None)"
     assert [line for line in out.splitlines() if "problem" in line] == [
         f"  problem: unsigned: not verifiable ({len(entries)} entries of a table that does not "
         "sign, archived because the config allows it)"
