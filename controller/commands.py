@@ -11,6 +11,8 @@ topic                        role     name       body (besides ``command_id`` an
 ``cmd/pit/void``             pit      void       ``reason`` (str)
 ``cmd/pit/replay``           pit      replay     ``from_seq``, ``to_seq``
 ``cmd/pit/ack``              pit      ack        ``alert_seq`` (int >= 1)
+``cmd/pit/enter-card``       pit      enter-card ``card``, ``reason``, ``operator`` (str),
+                                                ``slot`` (str|null)
 ===========================  =======  =========  ==============================================
 
 The role comes from the topic, which the broker's ACL ties to a credential (docs/security.md):
@@ -140,6 +142,27 @@ class AckCommand(_CommandBody):
     operator: str | None = OPERATOR_FIELD
 
 
+class EnterCardCommand(_CommandBody):
+    """``cmd/pit/enter-card``: the pit boss enters the card of the slot the round waits for.
+
+    For a reader that is dead (or keeps misreading): the card is checked as a read card is
+    (in the game's deck, not dealt yet) and journalled as ``card_dealt`` with ``source:
+    manual``, the operator and the reason.
+    """
+
+    card: str = Field(min_length=1, max_length=16, description="the card's notation, e.g. `Qh`")
+    slot: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=32,
+        description="the slot the sender means (refused if the round waits for another)",
+    )
+    reason: str = Field(min_length=1, max_length=500, description="why the card is entered")
+    operator: str = Field(
+        min_length=1, max_length=64, description="who enters it (the pit boss's name)"
+    )
+
+
 class BettingStatusMessage(BaseModel):
     """The betting system's retained presence (``MqttSettings.betting_status_topic``)."""
 
@@ -180,6 +203,7 @@ ROUTES: dict[str, Route] = {
     "pit/void": Route("pit", "void", VoidCommand),
     "pit/replay": Route("pit", "replay", ReplayCommand),
     "pit/ack": Route("pit", "ack", AckCommand),
+    "pit/enter-card": Route("pit", "enter-card", EnterCardCommand),
 }
 """Topic (below ``{base}/cmd/``) -> route. Nothing else is accepted."""
 
@@ -190,6 +214,7 @@ _WHAT = {
     "decision": "send decisions",
     "replay": "ask for a replay there",
     "ack": "acknowledge alerts",
+    "enter-card": "enter cards",
 }
 
 

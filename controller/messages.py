@@ -869,6 +869,27 @@ PUBLIC_REASON_KINDS: dict[str, tuple[str, Callable[[object], str]]] = {
 """The kinds whose public view carries a fixed phrase: ``kind -> (member, its phrase)``."""
 
 
+MANUAL_PRIVATE_KEYS = ("operator", "reason")
+"""The fields of a manually entered ``card_dealt`` kept off the public topics."""
+
+
+def _public_card(body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A ``card_dealt`` body's public view (``body`` is changed: a copy).
+
+    A hidden card's value is withheld; a card entered by the pit boss is public as ``source:
+    manual``, who entered it and why on ``secure/events`` only (as a void's words).
+    """
+    withheld = False
+    for key in MANUAL_PRIVATE_KEYS:
+        if key in body:
+            del body[key]
+            withheld = True
+    if body.get("face") == "hidden":
+        body["card"] = None
+        withheld = True
+    return body, withheld
+
+
 def _public_reason(body: dict[str, Any], key: str, public: str) -> tuple[dict[str, Any], bool]:
     """``body`` with ``key`` set to ``public``; withheld when that changed it."""
     if body.get(key) == public:
@@ -882,22 +903,21 @@ def public_view(entry: JournalEntry, snapshot: RoundSnapshot | None) -> tuple[di
     ``snapshot`` (the round after ``entry``) may be ``None`` for a kind not in
     :data:`SNAPSHOT_VIEW_KINDS`.
 
-    Withheld: the value of a card dealt face down; a refused card (and the refusal reason)
-    when the slot is hidden or the card is one of the round's hidden cards, since naming the
-    duplicate would reveal it; the ``data`` of a secure ``table_info``; the fields of a
-    received command (its full form goes to ``secure/events``); the reason of a void, a halt
-    or a pit alert, and who resumed a round, where they are more than the cause's fixed
-    public phrase (:func:`public_void_reason`...: the pit boss's words and name stay off the
-    public topics; the full entry goes to ``secure/events``). A command's answer shows
-    only who, what and the verdict on ``events`` (its full form goes to the reply topic, not
-    to ``secure/events``), so it is not counted as withheld.
+    Withheld: the value of a card dealt face down; who entered a manual card and why; a refused
+    card (and the refusal reason) when the slot is hidden or the card is one of the round's
+    hidden cards, since naming the duplicate would reveal it; the ``data`` of a secure
+    ``table_info``; the fields of a received command (its full form goes to ``secure/events``);
+    the reason of a void, a halt or a pit alert, and who resumed a round, where they are more
+    than the cause's fixed public phrase (:func:`public_void_reason`...: the pit boss's words
+    and name stay off the public topics; the full entry goes to ``secure/events``). A command's
+    answer shows only who, what and the verdict on ``events`` (its full form goes to the reply
+    topic, not to ``secure/events``), so it is not counted as withheld.
     """
     body = dict(entry.body)
     if entry.kind == "round_result" and isinstance(body.get("bets"), Mapping):
         body["bets"] = legacy_bets(body["bets"])
-    if entry.kind == "card_dealt" and body.get("face") == "hidden":
-        body["card"] = None
-        return body, True
+    if entry.kind == "card_dealt":
+        return _public_card(body)
     if entry.kind == "table_info" and body.get("secure"):
         return {key: value for key, value in body.items() if key != "data"}, True
     if entry.kind == "command_received":

@@ -25,6 +25,7 @@ from controller.commands import (
     AckCommand,
     BettingStatusMessage,
     DecisionCommand,
+    EnterCardCommand,
     ReplayCommand,
     ResumeCommand,
     VoidCommand,
@@ -109,6 +110,7 @@ def payload_models() -> dict[str, type[BaseModel]]:
     models["command-resume"] = ResumeCommand
     models["command-void"] = VoidCommand
     models["command-ack"] = AckCommand
+    models["command-enter-card"] = EnterCardCommand
     models["betting-status"] = BettingStatusMessage
     return models
 
@@ -198,6 +200,7 @@ def asyncapi() -> dict[str, Any]:
         "cmdPitVoid": ("pit/void", "pit", "command-void"),
         "cmdPitReplay": ("pit/replay", "pit", "command-replay"),
         "cmdPitAck": ("pit/ack", "pit", "command-ack"),
+        "cmdPitEnterCard": ("pit/enter-card", "pit", "command-enter-card"),
     }
     for role in ("betting", "pit"):
         channels[f"reply{role.capitalize()}"] = {

@@ -1,4 +1,4 @@
-"""``tablectl pit resume|void`` and ``tablectl replay``: send a command, print the answer.
+"""``tablectl pit resume|void|enter-card``, ``tablectl replay``: send a command, print the answer.
 
 Exit status: 0 accepted, 1 refused, 2 no answer in time (or no connection). The client is
 :mod:`controller.pitcli`.
@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from controller.broker import DEFAULT_LOCAL_URL
+from controller.cli.run import SIM_TABLE_ID
+
 if TYPE_CHECKING:
     from controller.messages import Role
 
@@ -20,9 +23,17 @@ if TYPE_CHECKING:
 def _connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, metavar="FILE", help="a table config (TOML)")
     parser.add_argument(
-        "--broker", action="append", metavar="URL", help="broker URL (repeat to fail over)"
+        "--broker",
+        action="append",
+        metavar="URL",
+        help="broker URL (repeat to fail over; default: the config's, else the local broker "
+        f"{DEFAULT_LOCAL_URL}, as tablectl run --simulate uses)",
     )
-    parser.add_argument("--table-id", metavar="ID", help="the table (default: from --config)")
+    parser.add_argument(
+        "--table-id",
+        metavar="ID",
+        help=f"the table (default: the config's, else {SIM_TABLE_ID}, the simulated table's)",
+    )
     parser.add_argument("--username", help="broker user name (e.g. pitboss)")
     parser.add_argument(
         "--password",
@@ -40,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``tablectl pit resume``, ``tablectl pit void`` and ``tablectl replay``."""
     pit = subparsers.add_parser(
         "pit",
-        help="pit-boss commands to a table (resume, void)",
+        help="pit-boss commands to a table (resume, void, enter-card)",
         description="Send a pit-boss command to a table's controller and print its answer. "
         "Exit 0 accepted, 1 refused, 2 no answer.",
     )
@@ -54,6 +65,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     void.add_argument("--reason", required=True, help="why (journalled and published)")
     void.add_argument("--round", metavar="ID", help="the round meant (refused if not current)")
     void.set_defaults(func=_run_void)
+    enter = actions.add_parser(
+        "enter-card",
+        help="enter the card of the slot the round waits for (a dead reader)",
+        description="Enter by hand the card of the slot the table waits for, when its reader "
+        "is dead: checked like a read card (in the deck, not dealt yet), journalled with "
+        "who and why, and published as manual. Refused when no slot waits.",
+    )
+    _connection_arguments(enter)
+    enter.add_argument("--card", required=True, help="the card, e.g. Qh (tiles: their notation)")
+    enter.add_argument("--reason", required=True, help="why (journalled)")
+    enter.add_argument(
+        "--operator", required=True, metavar="NAME", help="who enters it (journalled)"
+    )
+    enter.add_argument("--slot", help="the slot meant (refused if the table waits for another)")
+    enter.add_argument("--round", metavar="ID", help="the round meant (refused if not current)")
+    enter.set_defaults(func=_run_enter_card)
 
     replay = subparsers.add_parser(
         "replay",
@@ -82,11 +109,13 @@ def _run(args: argparse.Namespace, role: Role, name: str, body: dict[str, Any]) 
     out: TextIO = sys.stdout
     if args.command_id:
         body = {"command_id": args.command_id, **body}
+    # Without a config, the defaults of `tablectl run --simulate`: the local broker, sim-1.
+    simulated = args.config is None
     try:
         target = resolve_target(
             config=args.config,
-            brokers=args.broker,
-            table_id=args.table_id,
+            brokers=args.broker or ([DEFAULT_LOCAL_URL] if simulated else None),
+            table_id=args.table_id or (SIM_TABLE_ID if simulated else None),
             username=args.username,
             password=(
                 args.password
@@ -98,7 +127,8 @@ def _run(args: argparse.Namespace, role: Role, name: str, body: dict[str, Any]) 
         )
         outcome = asyncio.run(send_command(target, role, name, body, timeout=args.timeout))
     except TablectlError as exc:
-        print(f"tablectl {name}: {exc}", file=sys.stderr)
+        command = "replay" if name == "replay" else f"pit {name}"
+        print(f"tablectl {command}: {exc}", file=sys.stderr)
         return EXIT_NO_ANSWER
     print(outcome.text, file=out if outcome.code == EXIT_ACCEPTED else sys.stderr)
     return outcome.code
@@ -110,6 +140,17 @@ def _run_resume(args: argparse.Namespace) -> int:
 
 def _run_void(args: argparse.Namespace) -> int:
     return _run(args, "pit", "void", {"round": args.round, "reason": args.reason})
+
+
+def _run_enter_card(args: argparse.Namespace) -> int:
+    body = {
+        "round": args.round,
+        "card": args.card,
+        "reason": args.reason,
+        "operator": args.operator,
+        "slot": args.slot,
+    }
+    return _run(args, "pit", "enter-card", body)
 
 
 def _run_replay(args: argparse.Namespace) -> int:

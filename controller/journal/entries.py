@@ -137,6 +137,18 @@ class CardDealtData(EntryBody):
     index: int = Field(ge=0, description="0-based position in the deal plan")
     card: str | None = Field(description="notation; null on public topics while face down")
     face: Literal["up", "hidden"]
+    source: Literal["manual"] | None = Field(
+        default=None,
+        description="`manual`: entered by the pit boss for a dead reader (`cmd/pit/enter-card`); "
+        "absent for a card a reader read",
+    )
+    operator: str | None = Field(
+        default=None,
+        description="who entered a manual card (the pit boss's name); on `secure/events` only",
+    )
+    reason: str | None = Field(
+        default=None, description="why a card was entered by hand; on `secure/events` only"
+    )
 
 
 class RescanRequestedData(EntryBody):
@@ -324,6 +336,17 @@ class DecisionAppliedData(EntryBody):
     decision: dict[str, Any]
     default: bool = Field(description="true when applied at the deadline, without a command")
     command_id: str | None
+    source: Literal["removal"] | None = Field(
+        default=None,
+        description="`removal`: decided by the cards leaving their reader during the window "
+        "(a Hold'em fold: the seat's cards lifted off its antenna); absent for a command's "
+        "decision or the default",
+    )
+    reason: str | None = Field(
+        default=None,
+        description="why a decision was taken without a command (a removal: which seat's "
+        "cards left which reader; no card is named)",
+    )
 
 
 class CardsRevealedData(EntryBody):
@@ -458,21 +481,24 @@ def body_text(body: EntryBody) -> str:
 def stored_body(body: EntryBody) -> tuple[str, dict[str, Any]]:
     """The stored JSON text of a body and the JSON object it reads back as.
 
-    A ``CORE_JSON`` body with every field set and no extra (the card) is dumped by
-    pydantic-core and its object is its fields (plain values: what ``json.loads`` would give);
-    any other body is dumped with ``json`` and read back with it.
+    A ``CORE_JSON`` body with no extra (the card) is dumped by pydantic-core and its object
+    is the fields set (plain values: what ``json.loads`` would give; optional fields left
+    unset are not written); any other body is dumped with ``json`` and read back with it.
 
     Raises:
         JournalError: The body is not JSON-able.
     """
     model = type(body)
     try:
-        if (
-            model.CORE_JSON
-            and not body.__pydantic_extra__
-            and len(body.model_fields_set) == len(model.model_fields)
-        ):
-            return model.__pydantic_serializer__.to_json(body).decode(), dict(body.__dict__)
+        if model.CORE_JSON and not body.__pydantic_extra__:
+            fields_set = body.model_fields_set
+            serializer = model.__pydantic_serializer__
+            if len(fields_set) == len(model.model_fields):
+                return serializer.to_json(body).decode(), dict(body.__dict__)
+            # Optional fields left unset (a card read by a reader has no `source`): not
+            # written, as ``json`` would not write them.
+            values = {key: value for key, value in body.__dict__.items() if key in fields_set}
+            return serializer.to_json(body, exclude_unset=True).decode(), values
         text = json.dumps(
             body_values(body), separators=(",", ":"), ensure_ascii=False, default=_nested
         )

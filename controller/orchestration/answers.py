@@ -1,4 +1,6 @@
-"""The orchestrator's answers to inbound commands: decisions, pit void and resume, replay.
+"""The orchestrator's answers to inbound commands: decisions, pit commands, replay.
+
+The pit's commands: void, resume, a card entered by hand (a dead reader), an alert's ack.
 
 The command router (:mod:`controller.commands`) has checked the schema and the role's topic;
 here the command is checked against the round: its id, the open window, the halt. Everything
@@ -11,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from controller.commands import Answer, Command
-from controller.journal import RoundResumedData
+from controller.errors import NotationError, PieceRefused
+from controller.journal import CardDealtData, RoundResumedData
 from controller.orchestration.decisions import DecisionWindows
 from controller.orchestration.desk import Desk
 from controller.round import Round
@@ -59,7 +62,74 @@ class Answers:
             return self._void_command(current, command)
         if command.name == "resume":
             return self._resume_command(current, command)
+        if command.name == "enter-card":
+            return self._enter_card(current, command)
         return Answer(False, f"unknown command {command.name!r}")
+
+    def _enter_card(self, current: Round, command: Command) -> Answer:
+        """The pit boss enters the card of the slot the round waits for (a dead reader).
+
+        Checked as a read card is (the game's deck, not dealt yet), and only for the slot the
+        deal loop waits for; journalled as ``card_dealt`` with ``source: manual``, who and
+        why, in this call (so no read can fill the slot between the check and the entry).
+        A halt stays: the reader is still away; the pit boss enters the next cards too, or
+        resumes once it is back.
+        """
+        desk = self._desk
+        if command.role != "pit":
+            return Answer(False, "only the pit boss can enter a card")
+        operator = str(command.data.get("operator") or "").strip()
+        reason = str(command.data.get("reason") or "").strip()
+        if not operator:
+            return Answer(False, "a manual entry needs the name of who enters it (operator)")
+        if not reason:
+            return Answer(False, "a manual entry needs a reason")
+        step = desk.waiting
+        if step is None:
+            return Answer(
+                False, f"round {current.round_id} is not waiting for a card (no slot is cued)"
+            )
+        slot = step.slot
+        meant = command.data.get("slot")
+        if meant is not None and meant != slot.name:
+            return Answer(
+                False,
+                f"round {current.round_id} waits for a card for {slot.name}, not {meant}",
+                {"slot": slot.name},
+            )
+        value = str(command.data.get("card") or "").strip()
+        deck = desk.game.deck
+        try:
+            piece = deck.parse(value)
+        except NotationError as exc:
+            return Answer(False, f"{value!r} is not a card of this game's deck: {exc.reason}")
+        try:
+            deck.check_can_add(current.dealt, piece)
+        except PieceRefused as exc:
+            return Answer(False, f"{piece} cannot be entered for {slot.name}: {exc.reason}")
+        desk.waiting = None
+        entry = desk.append(
+            CardDealtData(
+                slot=slot.name,
+                hand=slot.hand,
+                index=step.index,
+                card=str(piece),
+                face=slot.face.value,
+                source="manual",
+                operator=operator,
+                reason=reason,
+            )
+        )
+        desk.wait.card_entered()
+        desk.inbox.poke()
+        desk.log.warning(
+            "card entered by hand",
+            round=current.round_id,
+            slot=slot.name,
+            operator=operator,
+            reason=reason,
+        )
+        return Answer(True, "", {"round": current.round_id, "slot": slot.name, "seq": entry.seq})
 
     def _void_command(self, current: Round, command: Command) -> Answer:
         """The pit boss voids the round in progress (halted or not), with a reason."""

@@ -26,6 +26,7 @@ from controller.journal import (
     TableStatusData,
 )
 from controller.orchestration.desk import Desk, LeftHalted
+from controller.orchestration.removals import is_removal
 from controller.round import Round
 from drivers.source import CardRead, DeviceStatus, Misread, Read
 
@@ -72,19 +73,33 @@ class Dealer:
         # cued: the card that follows finds the loop idle instead of racing those PUBACKs.
         await desk.settle()
         self._cued_at = time.monotonic()
+        desk.waiting = step
         await self._cue(current, step)
         waiting_since = time.monotonic()
         while True:
             inbox.woken.clear()
             desk.check_void()
+            if desk.waiting is None:
+                # The pit boss entered the card by hand (journalled by the command's answer).
+                self._last_accept = None
+                await desk.settle()
+                return
             if wait.resumed:
                 await self._cue_after_resume(current, step)
             timeout = self._timeout(current)
             if timeout is None:
                 continue
             read = await inbox.next(timeout)
+            if read is not None and desk.waiting is None:
+                # The slot was filled by hand while this read was on its way: it goes back to
+                # the front of the inbox for whatever waits next (the next slot, where a
+                # second copy of the entered card is refused, or the round's end).
+                inbox.unread(read)
+                continue
             if read is None:
                 self._still_waiting(current, step, waiting_since)
+            elif is_removal(read) or desk.card_back(read):
+                desk.removed(read)  # a latched reader's card left (or came back): no deal
             elif isinstance(read, CardRead) and not wait.halted:
                 if await self._accept(current, step, read) is not None:
                     # The card is journalled and already handed to the broker (the journal's
@@ -264,6 +279,7 @@ class Dealer:
             return None
         # The hot path: five plain fields, validated here (cheaper than model_construct) and
         # dumped by pydantic-core (bench/journal_append.py).
+        desk.waiting = None
         entry = desk.append(
             CardDealtData(
                 slot=slot.name,

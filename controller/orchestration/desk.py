@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from controller.errors import TablectlError
-from controller.games.live.base import LiveGame
+from controller.games.live.base import DealStep, LiveGame
 from controller.journal import (
     CardRefusedData,
     DeviceStatusData,
@@ -24,11 +24,12 @@ from controller.journal import (
 )
 from controller.metrics import TableMetrics
 from controller.orchestration.inbox import Inbox
+from controller.orchestration.removals import Removals, is_removal
 from controller.orchestration.slot_wait import SlotWait
 from controller.round import Round
 from controller.settings import RoundSettings
 from drivers.errors import DriverError
-from drivers.source import CardRead, CardSource, DeviceStatus, Read
+from drivers.source import CardRead, CardRemoved, CardSource, DeviceStatus, Read
 
 LOST_STATES = frozenset({"lost"})
 BACK_STATES = frozenset({"recovered", "connected"})
@@ -66,8 +67,11 @@ class Desk:
         void_reason: Why the pit boss voided the round in progress (checked by the loops).
         inbox: The reads and the wake-ups.
         wait: What the slot being dealt waits on.
+        waiting: The slot the deal loop waits for a card for (``None`` between slots, and
+            once the slot is filled: by a read, or by the pit boss's manual entry).
         stop: Set when a stop is requested (no new round; a halted round waits for the pit
             boss at most ``halted_stop_seconds``).
+        removals: The round's dealt cards that are off their reader (latched readers).
     """
 
     def __init__(
@@ -94,7 +98,9 @@ class Desk:
         self.void_reason: str | None = None
         self.inbox = Inbox(source)
         self.wait = SlotWait()
+        self.waiting: DealStep | None = None
         self.stop = asyncio.Event()
+        self.removals = Removals(game.deck)
         self._away: set[str] = set()
 
     def append(self, body: EntryBody, *, fold: bool = True) -> JournalEntry:
@@ -177,9 +183,44 @@ class Desk:
             self.metrics.device_reconnected()
 
     async def out_of_turn(self, read: Read, reason: str) -> None:
-        """A read while no card is expected: refuse cards, record device states."""
+        """A read while no card is expected: refuse cards, record device states.
+
+        A removal (a latched reader's) is noted; a card that was off its reader, read again,
+        is put back, not refused.
+        """
+        if is_removal(read) or self.card_back(read):
+            self.removed(read)
+            return
         if isinstance(read, CardRead):
             self.append(CardRefusedData.model_construct(slot=None, card=read.value, reason=reason))
             await self.command(self.source.reject("", reason))
         elif isinstance(read, DeviceStatus):
             self.device_status(read)
+
+    def removed(self, read: Read) -> str | None:
+        """Note a removal (or a card put back) of the round in progress, and log it.
+
+        Returns:
+            The removed card (notation) when it is one dealt in the round, else ``None``.
+        """
+        current = self.current
+        if current is None:
+            self.log.info("card off a reader between rounds", read=repr(read))
+            return None
+        if isinstance(read, CardRead) and not is_removal(read):
+            self.log.info("card back on its reader", round=current.round_id)
+            return None
+        card = self.removals.note(current, read)
+        position = read.position if isinstance(read, CardRead | CardRemoved) else None
+        if card is None:
+            self.log.info("a card not dealt in this round left a reader", position=position)
+        else:
+            self.log.info("card off its reader", round=current.round_id, position=position)
+        return card
+
+    def card_back(self, read: Read) -> bool:
+        """Whether ``read`` is a card of the round put back on its reader after a removal."""
+        current = self.current
+        return (
+            current is not None and isinstance(read, CardRead) and self.removals.back(current, read)
+        )

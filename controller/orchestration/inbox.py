@@ -37,6 +37,11 @@ class Inbox:
         self._queue: asyncio.Queue[Read | Failed | None] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None
         self.woken = asyncio.Event()
+        self._front: list[Read] = []
+
+    def unread(self, read: Read) -> None:
+        """Give ``read`` back: the next :meth:`next` returns it before anything queued."""
+        self._front.append(read)
 
     def poke(self) -> None:
         """Wake the waiting loop up (a command or a stop changed what it waits for)."""
@@ -75,6 +80,8 @@ class Inbox:
         Raises:
             DriverError: The card source failed (an unsupervised source lost its device).
         """
+        if self._front:
+            return self._front.pop(0)
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._pump_reads(), name="card-source-read")
         inbox = self._queue

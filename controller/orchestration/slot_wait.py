@@ -102,6 +102,17 @@ class SlotWait:
         held = self.state is WaitState.CARD_HELD
         self.state = WaitState.RESUMED_CARD_HELD if held else WaitState.RESUMED
 
+    def card_entered(self) -> None:
+        """The pit boss entered the slot's card by hand.
+
+        A card the dealer held is not asked for again; the halt, if any, stays until the pit
+        boss resumes.
+        """
+        if self.state is WaitState.CARD_HELD:
+            self.state = WaitState.HALTED
+        elif self.state is WaitState.RESUMED_CARD_HELD:
+            self.state = WaitState.RESUMED
+
     def cue_again(self) -> bool:
         """The slot is cued again after the resume; returns whether a card is held."""
         held = self.state is WaitState.RESUMED_CARD_HELD
