@@ -32,6 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from drivers.codec import LedColor
 from drivers.errors import UnsupportedUrl
 from drivers.hid import HID_SCHEMES, HidSpec, parse_hid_url
+from drivers.json_readers import (
+    JSON_READER_SCHEMES,
+    JsonLinesSpec,
+    MqttReaderSpec,
+    parse_json_reader_url,
+)
 
 if TYPE_CHECKING:
     from usb.backend import IBackend
@@ -396,7 +402,7 @@ def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
 
 def parse_url(
     url: str, default_baud: int = 115200
-) -> PortSpec | UsbSpec | ProfileSpec | HidSpec | MemorySpec:
+) -> PortSpec | UsbSpec | ProfileSpec | HidSpec | MemorySpec | MqttReaderSpec | JsonLinesSpec:
     """Resolve a card-source URL.
 
     Raises:
@@ -419,10 +425,12 @@ def parse_url(
     for hid in HID_SCHEMES:
         if scheme == hid:
             return parse_hid_url(url, hid, parts.netloc, parts.path, parts.query)
+    if scheme in JSON_READER_SCHEMES:
+        return parse_json_reader_url(url, scheme)
     raise UnsupportedUrl(
         "unknown card-source URL scheme"
-        " (serial://, socket://, usb://, profile+serial://, hidpos://, hidkbd://, memory:// or"
-        " a /dev path)",
+        " (serial://, socket://, usb://, profile+serial://, hidpos://, hidkbd://, memory://,"
+        " mqtt-reader://, jsonl+serial:// or a /dev path)",
         url=url,
         detail=scheme or "no scheme",
     )
@@ -436,6 +444,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "hidpos": ("drivers.hid_source", "HidCardSource"),
     "hidkbd": ("drivers.hid_source", "HidCardSource"),
     "memory": ("drivers.memory", "MemoryCardSource"),
+    "mqtt-reader": ("drivers.mqtt_reader", "MqttReaderSource"),
+    "jsonl+serial": ("drivers.jsonl_source", "JsonLinesCardSource"),
 }
 """The driver of each URL kind: ``(module, class)``, imported only when a URL of that kind is
 opened (so this module does not import the drivers that import it, and ``tablectl --help``

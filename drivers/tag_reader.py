@@ -1,0 +1,121 @@
+"""What the JSON tag readers' drivers share: the reader core behind a transport, its timers.
+
+A transport (an MQTT subscription, a serial port) hands each message to
+:class:`~drivers.reader_json.ReaderCore`; between messages the core's presence latch has
+deadlines (a tag stable long enough is placed, one silent long enough is removed), so the
+reader task waits for the next message *or* the next deadline, whichever comes first
+(:meth:`TagReaderSource.next_message`). Reads go on the queue of
+:class:`~drivers.queued.QueuedReads`; the error that ended the transport too.
+
+The time a link was down does not count as the tags' absence
+(:meth:`~drivers.reader_json.ReaderCore.link_lost`, ``link_back``): silence while nothing
+could be heard says nothing about a tag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from drivers.codec import LedColor
+from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
+from drivers.presence import PresenceTimes
+from drivers.queued import QueuedReads
+from drivers.reader_json import ReaderCore, load_reader_codes
+from drivers.source import DriverSettings
+
+__all__ = ["TagReaderSource"]
+
+_T = TypeVar("_T")
+
+
+class TagReaderSource(QueuedReads):
+    """A JSON tag reader: the core, its deadlines and the commands it does not take.
+
+    Args:
+        url: The URL as configured.
+        spec: What it resolved to.
+        settings: Timeouts.
+        raw_codes: Read the tags' UIDs as they are, without a code table (enrolment).
+
+    Raises:
+        ProfileError: The code table cannot be used (the file, the field, the reason).
+
+    Attributes:
+        core: The reader core (its ``stats`` count what it saw).
+        commands_sent: Cues written to the reader.
+        skipped_commands: Commands the reader does not take (not sent).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        spec: MqttReaderSpec | JsonLinesSpec,
+        settings: DriverSettings,
+        *,
+        raw_codes: bool = False,
+    ) -> None:
+        super().__init__(url, spec.device)
+        self._settings = settings
+        table = None if raw_codes else load_reader_codes(spec.codes)
+        times = PresenceTimes.from_ms(spec.place_after_ms, spec.remove_after_ms, repeats=True)
+        self.core = ReaderCore(table, times, device_id=spec.device_id, name=spec.device)
+        self._opened_at: float | None = None
+        self.commands_sent = 0
+        self.skipped_commands = 0
+
+    @property
+    def last_heartbeat_at(self) -> float | None:
+        """When the link opened (a tag reader has no heartbeat); ``None`` while closed."""
+        return self._opened_at
+
+    def _opened(self) -> None:
+        """The link is up: the time it was down does not count as the tags' absence."""
+        now = time.monotonic()
+        self._opened_at = now
+        self.core.link_back(now)
+
+    def _lost(self) -> None:
+        """The link is down (failed or closed): the latch's time stops until it is back."""
+        self.core.link_lost(time.monotonic())
+
+    def _take(self, payload: bytes, *, retained: bool = False) -> None:
+        for read in self.core.message(payload, time.monotonic(), retained=retained):
+            self._queue.put_nowait(read)
+
+    def _tick(self) -> None:
+        for read in self.core.due(time.monotonic()):
+            self._queue.put_nowait(read)
+
+    async def next_message(self, receive: Callable[[], Awaitable[_T]]) -> _T | None:
+        """The next message, or ``None`` when a latch deadline came first (its reads queued).
+
+        ``receive`` is called once per message wanted; a deadline cancels it (it must be safe
+        to cancel, as a queue's ``get`` or a stream's ``read`` is).
+        """
+        deadline = self.core.next_deadline()
+        if deadline is None:
+            return await receive()
+        delay = deadline - time.monotonic()
+        if delay > 0:
+            try:
+                async with asyncio.timeout(delay):
+                    return await receive()
+            except TimeoutError:
+                pass
+        self._tick()
+        return None
+
+    async def led(self, color: LedColor, *, blink: bool = False, duration_ms: int = 0) -> None:
+        """A tag reader has no LED command: nothing is sent."""
+        self.skipped_commands += 1
+
+    async def beep(self, count: int = 1, duration_ms: int = 100) -> None:
+        """A tag reader has no beep command: nothing is sent."""
+        self.skipped_commands += 1
+
+    async def reset(self) -> None:
+        """A tag reader takes no reset: nothing is sent."""
+        self.skipped_commands += 1
