@@ -11,6 +11,12 @@ It also holds the fault options shared by ``simulate-scanner`` and ``tablectl ru
 builds the :class:`~simulators.faults.FaultPlan`; with ``--scenario FILE`` the scenario's own
 faults are the base and the command-line rates given explicitly are added on top, and
 ``scenario_from_args(args)`` gives the scenario (its ``cards`` are the deck to script).
+
+With ``--profile NAME`` the device is a line-oriented reader of that device profile
+(:class:`~simulators.line_device.LineDeviceSimulator`) on a pty: the first line is the pty's
+link, then the ``profile+serial://`` URL and a ``tablectl enrol`` command line that reads it.
+Without ``--cards`` or ``--seed`` it puts the game's deck on the reader in order, which is the
+order ``tablectl enrol`` asks for the cards, so a deck can be enrolled against it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from simulators.faults import TIMING, FaultPlan
 from simulators.scenario import Scenario, load_scenario
 
 if TYPE_CHECKING:
+    from simulators.line_device import LineDeviceSimulator
     from simulators.scanner import ScannerSimulator
 
 
@@ -218,6 +225,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--positions", action="store_true", help="send the cued slot as the card's position"
     )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="speak a device profile instead of wire protocol v1 (line-shoe, barcode-crlf, "
+        "rfid-ntag, or a .toml path), on a pty; without --cards or --seed the game's deck is "
+        "put on the reader in order, as `tablectl enrol` asks for it (docs/drivers.md)",
+    )
+    parser.add_argument(
+        "--codes", metavar="FILE", help="with --profile: a code table replacing the profile's"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -239,6 +256,11 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(level="INFO", stream=sys.stderr)
 
+    if args.profile is not None:
+        return _run_profile(args)
+    if args.codes is not None:
+        print("tablectl simulate-scanner: --codes needs --profile", file=sys.stderr)
+        return 2
     try:
         simulator = _simulator(args)
     except SimulatorError as exc:
@@ -256,6 +278,77 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    """``--profile NAME``: a line-oriented reader of that profile on a pty until Ctrl-C."""
+    from drivers.errors import DriverError
+    from simulators.errors import SimulatorError
+
+    if args.tcp is not None:
+        print("tablectl simulate-scanner: --profile serves on a pty only", file=sys.stderr)
+        return 2
+    try:
+        simulator = _line_simulator(args)
+    except (SimulatorError, DriverError) as exc:
+        print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve_line(simulator, args))
+    except KeyboardInterrupt:
+        pass
+    except SimulatorError as exc:
+        print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
+        return 1
+    print(f"put {len(simulator.drawn)} card(s) on the reader", file=sys.stderr)
+    return 0
+
+
+def _line_simulator(args: argparse.Namespace) -> LineDeviceSimulator:
+    """The line-device simulator ``--profile`` describes.
+
+    Raises:
+        ProfileError: The profile or the code table cannot be loaded (file, field, reason).
+        SimulatorError: A card to deal has no code, or the options do not fit.
+    """
+    from drivers.profile import load_profile
+    from simulators.decks import deck_for_game
+    from simulators.errors import SimulatorConfigError
+    from simulators.line_device import LineDeviceSimulator
+
+    if scenario_from_args(args) is not None:
+        raise SimulatorConfigError("--scenario is for wire protocol v1: drop it with --profile")
+    loaded = load_profile(args.profile, args.codes)
+    deck = deck_for_game(args.game)
+    cards = args.cards.replace(",", " ").split() if args.cards is not None else None
+    if cards is None and args.seed is None:
+        cards = [str(piece) for piece in deck]  # in order: the order `tablectl enrol` asks
+    return LineDeviceSimulator(
+        loaded,
+        cards=cards,
+        deck=deck,
+        seed=args.seed or 0,
+        faults=fault_plan_from_args(args),
+        deal_delay=args.deal_delay,
+        interval=args.interval or None,
+    )
+
+
+async def _serve_line(simulator: LineDeviceSimulator, args: argparse.Namespace) -> None:
+    """Serve the line device on its pty until SIGTERM; print the path and the URLs first."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    async with simulator.serve_pty() as path:
+        url = f"profile+serial://{path}?profile={args.profile}"
+        print(path, flush=True)
+        print(f"device: {url}", flush=True)
+        print(
+            f"enrol:  tablectl enrol --device '{url}' --deck standard --out deck.toml",
+            flush=True,
+        )
+        await stop.wait()
 
 
 def _simulator(args: argparse.Namespace) -> ScannerSimulator:
