@@ -2,22 +2,32 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# Two installs (docs/operations.md, "Installing"): `make run` the runtime with the studio and the
+# archive beside the table (.[studio,archive]: no test or type-checking tools); `make test` and
+# the checks the dev extra (which includes both). A table computer installs `tablectl` alone.
 STAMP  := $(VENV)/.installed-stamp
+RUN_STAMP := $(VENV)/.installed-run-stamp
 
 .PHONY: run test check lint typecheck imports bench chaos clean gallery
+
+$(RUN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[studio,archive]'
+	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 ## make run: a simulated Teen Patti 20-20 table, on Mosquitto at 127.0.0.1:1883 if one answers,
 ## otherwise on an embedded broker, and the studio beside it (its address is printed: dealer
 ## screen and overlay on 127.0.0.1:8080, or a free port). Ctrl-C stops the table; the studio
 ## keeps serving (--linger: the secure-delay overlay shows the last result) until Ctrl-C again.
 ## RUN_ARGS adds options to `tablectl run` (--no-studio, --studio-port P).
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/tablectl run --simulate --show --linger $(RUN_ARGS)
 
 ## make test: the whole suite. Installs Mosquitto, PostgreSQL and Chromium (the studio's page

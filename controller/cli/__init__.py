@@ -96,4 +96,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status if isinstance(status, int) else 2
     except KeyboardInterrupt:
         return 130
+    except ImportError as exc:  # an extra not installed: say which, and how to install it
+        from controller.extras import missing_extra
+
+        missing = missing_extra(exc)
+        if missing is None:
+            raise
+        print(f"tablectl {_command_name(args)}: {missing}", file=sys.stderr)
+        return 2
     return code
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    """The command as it was given: ``archive report``, not ``archive``, when it has one."""
+    words = [args.command]
+    for key in ("archive_command", "pit_command", "journal_command"):
+        sub = getattr(args, key, None)
+        if isinstance(sub, str):
+            words.append(sub)
+    return " ".join(words)

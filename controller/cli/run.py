@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 SIM_TABLE_ID = "sim-1"
 
+DEFAULT_HID_PROFILE = "barcode-crlf"
+"""The profile of ``--hid`` without ``--profile``: a USB HID barcode scanner's records."""
+
 _T = TypeVar("_T")
 
 _PENDING_DEVICE = "serial:///dev/pts/pending"
@@ -116,8 +119,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--hid",
         choices=["pos", "kbd"],
         default=None,
-        help="with --profile: the device is a USB HID scanner (HID POS or keyboard mode) on "
-        "the simulated pyusb backend, read through hidpos:// or hidkbd://",
+        help="the device is a USB HID scanner (HID POS or keyboard mode) on the simulated "
+        f"pyusb backend, read through hidpos:// or hidkbd:// (profile {DEFAULT_HID_PROFILE} "
+        "unless --profile names another)",
     )
     sim.add_argument(
         "--wrong-reader-at",
@@ -299,8 +303,10 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         if scenario.game and "game" not in overrides:
             game_id = scenario.game
             overrides["game"] = game_id
-    if (args.hid or args.codes or args.wrong_reader_at) and args.profile is None:
-        raise ConfigError("--hid, --codes and --wrong-reader-at need --profile", field="--profile")
+    if args.hid and args.profile is None:
+        args.profile = DEFAULT_HID_PROFILE  # a USB barcode scanner, as --hid's help says
+    if (args.codes or args.wrong_reader_at) and args.profile is None:
+        raise ConfigError("--codes and --wrong-reader-at need --profile", field="--profile")
     sim = Simulation(
         seed=seed,
         cards=cards,
@@ -436,14 +442,14 @@ def _say_how_to_verify(
     args: argparse.Namespace, settings: TableSettings, signing: _SimulationKey | None
 ) -> None:
     """After a signing run: the command lines that check what the table sent."""
-    from controller.archive.embedded import default_url
-
     if settings.signing.key_file is None:
         return
 
     table, journal = settings.table_id, settings.journal.path
     lines = []
-    if not args.no_archive:
+    if not args.no_archive:  # (the archive's modules only when it ran: tablectl[archive])
+        from controller.archive.embedded import default_url
+
         url = args.archive or default_url(journal)
         lines.append(
             f"tablectl archive verify --database {url} --table {table} --journal {journal}"
