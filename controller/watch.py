@@ -342,6 +342,7 @@ async def watch(
     ca_file: str | None = None,
     subscribed: asyncio.Event | None = None,
     on_event_seq: Callable[[int], None] | None = None,
+    quiet_seconds: float | None = None,
 ) -> None:
     """Print a table's public messages until ``stop`` is set (or forever), reconnecting.
 
@@ -351,6 +352,9 @@ async def watch(
     ``subscribed`` is set once the subscription is acknowledged (``tablectl run --show`` opens
     no round before, so the view misses nothing); ``on_event_seq`` is called with the ``seq``
     of each ``events`` message shown (so ``run --show`` can wait for the last one at exit).
+    ``quiet_seconds`` (``tablectl watch``: 5): once subscribed, a line says it is waiting,
+    and when nothing of the table has come after that long, a line says so (a table that
+    ever ran has a retained status, so silence is most often a wrong id or prefix).
     Stopping (``stop`` set, or the task cancelled) is quiet: no traceback.
 
     Raises:
@@ -384,17 +388,51 @@ async def watch(
                 await client.subscribe(f"{base}/#", qos=1)
                 if subscribed is not None:
                     subscribed.set()
-                await take_until_stopped(
-                    client,
-                    lambda message: _show_message(message, stream, reader, on_event_seq),
-                    stop_event,
-                )
+                silence = None
+                if quiet_seconds is not None and not reader.heard:
+                    print(
+                        f"watching table {table_id} on {address.url} ({base}/#): waiting "
+                        "for its messages (Ctrl-C stops)",
+                        file=stream,
+                        flush=True,
+                    )
+                    # A task of this connection's life only (not a TaskGroup's: the broker's
+                    # errors below stay plain MqttErrors, caught to reconnect).
+                    silence = asyncio.create_task(
+                        _say_if_silent(reader, table_id, base, quiet_seconds, stream),
+                        name="watch-silence",
+                    )
+                try:
+                    await take_until_stopped(
+                        client,
+                        lambda message: _show_message(message, stream, reader, on_event_seq),
+                        stop_event,
+                    )
+                finally:
+                    if silence is not None:
+                        silence.cancel()
+                        await asyncio.gather(silence, return_exceptions=True)
                 return
         except aiomqtt.MqttError as exc:
             print(f"! broker {address.url}: {exc}; reconnecting", file=stream, flush=True)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(reconnect_seconds):
                 await stop_event.wait()
+
+
+async def _say_if_silent(
+    reader: Reader, table_id: str, base: str, seconds: float, stream: TextIO
+) -> None:
+    """After ``seconds`` with nothing of the table read, say so (once)."""
+    await asyncio.sleep(seconds)
+    if not reader.heard:
+        print(
+            f"nothing heard from table {table_id} in {seconds:g} s: no table with this id "
+            f"has published on {base}/ (a table that ever ran keeps its status there); check "
+            "--table-id, --prefix and the broker. Still waiting.",
+            file=stream,
+            flush=True,
+        )
 
 
 READ_LEAVES: dict[str, Channel] = {
@@ -428,6 +466,8 @@ class Reader:
         self.rejections = rejections
         self.clock = clock
         self.shown_event: int | None = None
+        self.heard = False
+        """Whether any message of the table was read (taken or rejected)."""
 
     def channel(self, topic: str) -> Channel | None:
         """What ``topic`` carries, or ``None`` for a topic ``watch`` does not read."""
@@ -444,6 +484,7 @@ class Reader:
         channel = self.channel(topic)
         if channel is None:
             return []
+        self.heard = True
         change = self.fold.journal_change
         read = self.fold.read(channel, payload, self.clock())
         if isinstance(read, Rejection):

@@ -102,6 +102,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     replay.set_defaults(func=_run_replay)
 
 
+def target_defaults(
+    config: Path | None, brokers: list[str] | None, table_id: str | None
+) -> tuple[list[str] | None, str | None]:
+    """The brokers and table a pit command goes to when options are left out.
+
+    With a config, its own (``None`` here: :func:`controller.pitcli.resolve_target` reads
+    it). Without one, the defaults of ``tablectl run --simulate``: the local broker
+    (``mqtt://127.0.0.1:1883``) and the table ``sim-1``, so ``tablectl pit resume`` works
+    beside ``make run`` as written.
+    """
+    if config is not None:
+        return brokers, table_id
+    return brokers or [DEFAULT_LOCAL_URL], table_id or SIM_TABLE_ID
+
+
 def _run(args: argparse.Namespace, role: Role, name: str, body: dict[str, Any]) -> int:
     from controller.errors import TablectlError
     from controller.pitcli import EXIT_ACCEPTED, EXIT_NO_ANSWER, resolve_target, send_command
@@ -109,13 +124,12 @@ def _run(args: argparse.Namespace, role: Role, name: str, body: dict[str, Any]) 
     out: TextIO = sys.stdout
     if args.command_id:
         body = {"command_id": args.command_id, **body}
-    # Without a config, the defaults of `tablectl run --simulate`: the local broker, sim-1.
-    simulated = args.config is None
+    brokers, table_id = target_defaults(args.config, args.broker, args.table_id)
     try:
         target = resolve_target(
             config=args.config,
-            brokers=args.broker or ([DEFAULT_LOCAL_URL] if simulated else None),
-            table_id=args.table_id or (SIM_TABLE_ID if simulated else None),
+            brokers=brokers,
+            table_id=table_id,
             username=args.username,
             password=(
                 args.password

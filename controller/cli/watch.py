@@ -10,6 +10,9 @@ import asyncio
 import os
 import signal
 
+QUIET_SECONDS = 5.0
+"""After this long without a message of the table, ``watch`` says nothing has been heard."""
+
 _STOP_GRACE_SECONDS = 0.5
 """After SIGINT/SIGTERM, how long ``watch`` may take to disconnect before it is cut short."""
 
@@ -63,6 +66,7 @@ async def _watch_until_stopped(args: argparse.Namespace, password: str | None) -
             password=password,
             ca_file=args.ca_file,
             stop=stop,
+            quiet_seconds=QUIET_SECONDS,
         )
     )
     stopped = asyncio.create_task(stop.wait())

@@ -136,8 +136,8 @@ async def test_no_controller_means_exit_2(
     argv = ["pit", "resume", "--broker", mosquitto_session.url, "--table-id", "nobody-home"]
     assert await cli([*argv, "--timeout", "0.5"]) == 2
     assert "NO ANSWER within 0.5 s to resume" in capsys.readouterr().err
-    assert await cli(["pit", "resume", "--table-id", "x"]) == 2
-    assert "give --config FILE" in capsys.readouterr().err
+    # Without --broker the default is the local broker (run --simulate's, issue 25): covered
+    # by tests/unit/test_pit_defaults.py, not tried here (port 1883 may be anyone's).
 
 
 async def test_config_file_gives_broker_and_table(
