@@ -52,6 +52,9 @@ class BrokerAddress:
 def parse_broker_url(url: str) -> BrokerAddress:
     """Read ``mqtt://HOST[:PORT]`` (1883) or ``mqtts://HOST[:PORT]`` (8883).
 
+    ``memory://NAME`` is the in-process broker of the fast test tier
+    (:mod:`controller.mqtt.memory`), never a table's.
+
     Raises:
         ConfigError: Another scheme, no host, a bad port, or a path/credentials in the URL.
     """
@@ -61,6 +64,9 @@ def parse_broker_url(url: str) -> BrokerAddress:
     except ValueError as exc:
         raise ConfigError(f"broker URL {url!r} is malformed: {exc}", url=url) from exc
     scheme = parts.scheme.lower()
+    if scheme == "memory" and parts.hostname and parts.path in ("", "/") and not parts.query:
+        # The in-process broker of the fast test tier (controller/mqtt/memory.py).
+        return BrokerAddress(host=parts.hostname, port=0, tls=False, url=url)
     if scheme not in _DEFAULT_PORTS:
         raise ConfigError(
             f"broker URL {url!r} must start with mqtt:// or mqtts://", url=url, scheme=scheme

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from controller.cards import Deck
+from drivers import memory
 from drivers.codec import AckFrame, CardFrame, Frame, StatusFrame
 from drivers.errors import FrameError
 from simulators.dealer import SimulatedDealer
@@ -295,6 +296,45 @@ class ScannerSimulator:
             finally:
                 self._unplug = None
                 await stop(server)
+
+    @contextlib.asynccontextmanager
+    async def serve_memory(self, name: str) -> AsyncIterator[str]:
+        """Serve on the in-memory null modem (``drivers/memory.py``); yields ``memory://NAME``.
+
+        The same device as on a pty or TCP, with no file descriptor: for the fast test tier.
+        An unplug closes the connection and stops serving the name (a reopen is refused, as
+        for a pulled cable) until the replug serves it again.
+        """
+
+        async def on_connect(end: memory.MemoryEnd) -> None:
+            self._wire.link = end
+            self._wire.new_host()
+            try:
+                await self._wire.session(end.reader)
+            finally:
+                if self._wire.link is end:
+                    self._wire.link = None
+
+        serving = contextlib.ExitStack()
+        async with self._running():
+            try:
+                serving.enter_context(memory.serve(name, on_connect))
+
+                async def unplug(seconds: float) -> None:
+                    nonlocal serving
+                    serving.close()
+                    self._wire.link = None
+                    await asyncio.sleep(seconds)
+                    serving = contextlib.ExitStack()
+                    serving.enter_context(memory.serve(name, on_connect))
+
+                self._unplug = unplug
+                _log.info("simulator_serving", device=f"memory:{name}")
+                yield f"memory://{name}"
+            finally:
+                self._unplug = None
+                self._wire.link = None
+                serving.close()
 
     @contextlib.asynccontextmanager
     async def serve_usb(

@@ -63,8 +63,14 @@ class Simulation:
 
 
 @asynccontextmanager
-async def simulated_scanner(game_id: str, sim: Simulation) -> AsyncIterator[str]:
-    """Start the scanner simulator on a pseudo-terminal; yields the driver URL."""
+async def simulated_scanner(
+    game_id: str, sim: Simulation, *, memory: str | None = None
+) -> AsyncIterator[str]:
+    """Start the scanner simulator on a pseudo-terminal; yields the driver URL.
+
+    ``memory``: serve the framed scanner on the in-memory null modem under that name instead
+    (``memory://NAME``, ``drivers/memory.py``: the fast test tier); not for a device profile.
+    """
     from simulators.scanner import ScannerSimulator, deck_for_game
 
     if sim.profile is not None:
@@ -92,6 +98,10 @@ async def simulated_scanner(game_id: str, sim: Simulation) -> AsyncIterator[str]
         faults=sim.fault_plan(),
         deal_delay=sim.deal_delay,
     )
+    if memory is not None:
+        async with simulator.serve_memory(memory) as url:
+            yield url
+        return
     async with simulator.serve_pty() as path:
         yield f"serial://{path}"
 

@@ -1,15 +1,27 @@
-"""Shared fixtures: a real Mosquitto broker, and hypothesis profiles.
+"""Shared fixtures: a real Mosquitto broker, hypothesis profiles, and the fast tier.
 
 ``mosquitto`` (one per test) can be stopped, killed and restarted for outage tests;
 ``mosquitto_session`` is one broker shared by the tests that just need a broker.
+
+The fast tier (``make test-fast``, ``pytest --fast``) is what a developer runs on every
+change: tests/unit and the tests marked ``fast`` elsewhere (the same end-to-end tests on the
+in-memory null modem and broker: ``drivers/memory.py``, ``controller/mqtt/memory.py``),
+without any test marked ``infra`` or ``slow`` (exhaustive counts: the whole suite runs them),
+with 25 hypothesis examples a test instead of 100. A test is ``infra`` when it uses a fixture
+that starts Mosquitto, PostgreSQL or Chromium (marked here, from its fixtures) or is marked so
+by hand (a pty, a child process). Under ``--fast`` a test that opens a pty or starts a process
+anyway fails, saying to mark it: the tier's promise is checked, not assumed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,7 +33,74 @@ settings.register_profile("default", deadline=None, suppress_health_check=[Healt
 settings.register_profile(
     "ci", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow]
 )
+settings.register_profile(
+    "fast", deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+INFRA_FIXTURES = frozenset(
+    {"mosquitto", "mosquitto_session", "postgres_cluster", "archive_db", "browser"}
+)
+"""Fixtures that start Mosquitto, PostgreSQL or Chromium: their tests are ``infra``."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier: tests/unit and tests marked fast, no infra test (make test-fast)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast tier draws 25 hypothesis examples a test (the whole suite: 100)."""
+    if config.getoption("--fast") and "HYPOTHESIS_PROFILE" not in os.environ:
+        settings.load_profile("fast")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``infra`` from the fixtures; under ``--fast`` keep the fast tier only."""
+    unit = Path(__file__).parent / "unit"
+    for item in items:
+        if INFRA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.infra)
+    if not config.getoption("--fast"):
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        in_tier = unit in item.path.parents or item.get_closest_marker("fast") is not None
+        excluded = item.get_closest_marker("infra") or item.get_closest_marker("slow")
+        if in_tier and excluded is None:
+            keep.append(item)
+        else:
+            dropped.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def _refuse(what: str) -> Any:
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
+        pytest.fail(
+            f"the fast tier (--fast) never {what}: mark this test @pytest.mark.infra",
+            pytrace=False,
+        )
+
+    return refuse
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_keeps_its_promise(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``--fast``: no pty and no child process (Mosquitto, PostgreSQL and Chromium
+    come through their fixtures, whose tests are not collected)."""
+    if not request.config.getoption("--fast"):
+        return
+    monkeypatch.setattr(os, "openpty", _refuse("opens a pty"))
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("starts a process"))
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", _refuse("starts a process"))
 
 
 def find_mosquitto() -> str:

@@ -159,6 +159,16 @@ class Connector:
     def make_client(self, address: BrokerAddress) -> Client:
         """A new, unconnected client for ``address`` with every shared option."""
         settings = self.settings
+        if address.url.startswith("memory://"):
+            from controller.mqtt.memory import MemoryClient
+
+            memory_will: Will | None = None
+            if self._will is not None:
+                topic, payload = self._will()
+                memory_will = Will(topic, payload, qos=1, retain=True)
+            return MemoryClient(
+                address.host, identifier=self.client_id, will=memory_will, timeout=5.0
+            )
         options: dict[str, Any] = {
             **client_options(settings, address, self._tls),
             "identifier": self.client_id,

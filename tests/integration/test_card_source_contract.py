@@ -1,6 +1,7 @@
 """The card-source contract, against every transport and every fault the simulator makes.
 
 Whatever carries the bytes (a real pty, TCP, the USB driver on the simulated pyusb backend,
+the in-memory null modem of the fast tier,
 or a physical device named by ``TABLECTL_HW_URL``) and whatever goes wrong on the way, the
 reads that come out of the supervised source are exactly the cards that went in, in order:
 every misread comes out as a ``Misread`` (answered with RESCAN, as the orchestrator does),
@@ -22,8 +23,10 @@ import pytest
 from drivers.errors import DeviceAway
 from drivers.multi_reader import MultiReaderSource, ReaderBinding
 from drivers.profile import load_profile, shipped_profiles
-from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread
+from drivers.reader_json import load_reader_codes
+from drivers.source import CardRead, CardRemoved, DeviceStatus, DriverSettings, Misread
 from drivers.supervisor import SupervisedCardSource
+from simulators.json_reader import JsonReaderSimulator, ReaderFaults
 from simulators.line_device import LineDeviceSimulator, LineFaults
 from simulators.multi_reader import MultiReaderSimulator
 from simulators.scanner import FaultPlan, ScannerSimulator
@@ -137,6 +140,9 @@ async def served(sim: ScannerSimulator, transport: str) -> AsyncIterator[Supervi
     elif transport == "tcp":
         async with sim.serve_tcp() as (host, port):
             yield SupervisedCardSource(f"socket://{host}:{port}", SETTINGS)
+    elif transport == "memory":
+        async with sim.serve_memory(f"contract-{id(sim):x}") as url:
+            yield SupervisedCardSource(url, SETTINGS)
     else:
         async with sim.serve_usb() as backend:
             url = f"usb://{VENDOR_ID:04x}:{PRODUCT_ID:04x}"
@@ -144,7 +150,9 @@ async def served(sim: ScannerSimulator, transport: str) -> AsyncIterator[Supervi
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-@pytest.mark.parametrize("transport", ["pty", "tcp", "usb"])
+@pytest.mark.parametrize(
+    "transport", ["pty", "tcp", "usb", pytest.param("memory", marks=pytest.mark.fast)]
+)
 async def test_contract(transport: str, fault: str) -> None:
     plan = FAULTS[fault]
     sim = ScannerSimulator(
@@ -569,3 +577,140 @@ async def test_multi_reader_contract(fault: str) -> None:
         supervisors = list(source.readers.values())
         assert sum(s.losses for s in supervisors) >= 1  # type: ignore[attr-defined]
         assert sim.stats.unplugs > 0 and sim.stats.dropped_bytes > 0
+
+
+# ---------------------------------------------------------------------- JSON tag readers
+
+READER_FAULTS: dict[str, tuple[FaultPlan, ReaderFaults]] = {
+    "clean": (FaultPlan(), ReaderFaults()),
+    "misreads": (FaultPlan(misread_rate=0.25, misreads_at={2: 2}, seed=1), ReaderFaults()),
+    "unknown-tag": (FaultPlan(), ReaderFaults(unknown_tag_rate=0.4, seed=2)),
+    "hostile": (FaultPlan(), ReaderFaults(hostile_rate=0.6, seed=3)),
+    "restart": (FaultPlan(), ReaderFaults(restart_at=frozenset({2, 6}))),
+    "drops": (FaultPlan(), ReaderFaults(drop_rate=0.3, seed=4)),
+    "unplug": (FaultPlan(unplug_every=4, unplug_seconds=0.15), ReaderFaults()),
+    "everything": (
+        FaultPlan(misread_rate=0.15, unplug_every=5, unplug_seconds=0.1, seed=8),
+        ReaderFaults(
+            unknown_tag_rate=0.2,
+            hostile_rate=0.3,
+            restart_at=frozenset({3}),
+            drop_rate=0.2,
+            seed=9,
+        ),
+    ),
+}
+"""What goes wrong with a JSON tag reader: no-reads, a tag of another deck, hostile payloads
+on its topic, a reader restarting (its seq back to 0), repeats lost (a drop shorter than the
+latch's removal time), the USB cable pulled (pty only: an MQTT reader's own WiFi is not
+simulated; the table's broker lost is tests/integration/test_json_readers.py)."""
+
+LATCH = "place_after_ms=30&remove_after_ms=300"
+"""The latch of the contract runs: the simulated readers repeat a tag every 20 ms."""
+
+
+async def play_tags(source: SupervisedCardSource, count: int) -> tuple[Outcome, list[str]]:
+    """What the orchestrator does with a latched reader: as :func:`play_line` (every misread
+    asks for a rescan, the slot cued again after "recovered"), removals collected apart."""
+    out = Outcome()
+    removed: list[str] = []
+    slot = 0
+    await command(source.expect(1, slot, f"S{slot}"))
+    while len(out.cards) < count:
+        read = await source.next_read()
+        if isinstance(read, CardRemoved):
+            removed.append(read.value)
+        elif isinstance(read, DeviceStatus):
+            out.statuses.append(read.state)
+            if read.state == "recovered":
+                await command(source.expect(1, slot, f"S{slot}"))
+        elif isinstance(read, Misread):
+            out.misreads.append(read)
+            await command(source.request_rescan(f"S{slot}", "again"))
+        elif read.value in out.cards:
+            out.bounces += 1  # a card read twice: never expected of a latch
+        else:
+            out.cards.append(read.value)
+            slot += 1
+            if slot < count:
+                await command(source.expect(1, slot, f"S{slot}"))
+    return out, removed
+
+
+READER_CASES = [
+    (transport, fault)
+    for transport in ("mqtt", "pty")
+    for fault in READER_FAULTS
+    if not (transport == "mqtt" and fault == "unplug")
+]
+
+
+@pytest.mark.parametrize(("transport", "fault"), READER_CASES)
+async def test_json_reader_contract(transport: str, fault: str, mosquitto_session: Any) -> None:
+    """ESP32-style readers through ``mqtt-reader://`` (a real Mosquitto) and
+    ``jsonl+serial://`` (a real pty), through the supervisor: the cards that went in, in
+    order, each read once however often it is repeated; every fault a refusal or a status
+    naming it; removals only of cards read, in order."""
+    plan, reader_faults = READER_FAULTS[fault]
+    sim = JsonReaderSimulator(
+        load_reader_codes(None),
+        cards=CARDS,
+        faults=plan,
+        reader_faults=reader_faults,
+        deal_delay=0.01,
+        repeat=0.02,
+    )
+    async with contextlib.AsyncExitStack() as stack, asyncio.timeout(30):
+        if transport == "mqtt":
+            prefix = f"contract/{fault}/{os.getpid()}"
+            topics = await stack.enter_async_context(
+                sim.serve_mqtt(mosquitto_session.host, mosquitto_session.port, prefix)
+            )
+            topic, cmd = topics["reader-1"]
+            url = f"mqtt-reader://{mosquitto_session.host}:{mosquitto_session.port}/{topic}"
+            url += f"?cmd={cmd}&{LATCH}"
+        else:
+            path = await stack.enter_async_context(sim.serve_pty())
+            url = f"jsonl+serial://{path}?cues=1&{LATCH}"
+        source = SupervisedCardSource(url, SETTINGS)
+        await source.open()
+        try:
+            out, removed = await play_tags(source, len(CARDS))
+        finally:
+            await source.close()
+
+    core = source.source.core  # type: ignore[attr-defined]
+    assert out.cards == CARDS
+    assert out.bounces == 0  # repeats are one placement
+    assert removed == CARDS[: len(removed)]  # the pad's card leaves as the next goes down
+    causes = [m.cause for m in out.misreads]
+    assert causes.count("device") == sim.stats.misreads_sent
+    assert causes.count("unknown_code") == sim.reader_stats.unknown_tags
+    assert all("rfid-demo-deck" in m.detail for m in out.misreads if m.cause == "unknown_code")
+    assert causes.count("away") == source.reconnects
+    rejected = out.statuses.count("reader_rejected")
+    assert (rejected > 0) == (sim.reader_stats.hostile > 0)
+    # Every hostile payload refused (one written while the cable was out went nowhere).
+    assert sum(core.stats.rejected.values()) <= sim.reader_stats.hostile
+    if not sim.stats.unplugs:
+        assert sum(core.stats.rejected.values()) == sim.reader_stats.hostile
+    assert core.stats.restarts == sim.reader_stats.restarts
+    assert ("reader_restarted" in out.statuses) == (sim.reader_stats.restarts > 0)
+    assert out.statuses[0] == "connected"
+    away = [s for s in out.statuses if s in ("lost", "recovered")]
+    assert away == ["lost", "recovered"] * (len(away) // 2)
+    if fault == "clean":
+        assert out.misreads == [] and source.losses == 0
+        assert [s for s in out.statuses if s.startswith("reader_")] == []
+    expected_activity = {
+        "misreads": sim.stats.misreads_sent,
+        "unknown-tag": sim.reader_stats.unknown_tags,
+        "hostile": sim.reader_stats.hostile,
+        "restart": sim.reader_stats.restarts,
+        "drops": sim.reader_stats.dropped,
+        "unplug": sim.stats.unplugs,
+    }
+    if fault in expected_activity:
+        assert expected_activity[fault] > 0
+    if fault == "unplug":
+        assert source.losses >= 1 and source.reconnects == source.losses

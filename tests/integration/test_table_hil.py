@@ -13,6 +13,8 @@ import os
 import signal
 import sqlite3
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,10 @@ import aiomqtt
 import pytest
 
 from controller.app import run_table
+from controller.broker import parse_broker_url
 from controller.cards import parse_cards
 from controller.games.teen_patti.rules import TEEN_PATTI_20_20
+from controller.mqtt.memory import MemoryClient, forget_brokers
 from controller.settings import load_settings
 from simulators.scanner import FaultPlan
 from simulators.table import Simulation, simulated_scanner
@@ -31,16 +35,26 @@ pytestmark = pytest.mark.hil
 
 
 class Recorder:
-    """A subscriber that records every message of a table, decoded."""
+    """A subscriber that records every message of a table, decoded.
 
-    def __init__(self, host: str, port: int, table: str) -> None:
-        self.host, self.port, self.table = host, port, table
+    On a real broker it is an aiomqtt client; on the fast tier's in-process broker
+    (``memory://NAME``, controller/mqtt/memory.py) a client of that broker.
+    """
+
+    def __init__(self, broker_url: str, table: str) -> None:
+        address = parse_broker_url(broker_url)
+        self.address, self.table = address, table
         self.messages: list[tuple[str, dict[str, Any], bool]] = []
         self.ready = asyncio.Event()
         self.results: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
+    def _client(self) -> Any:
+        if self.address.url.startswith("memory://"):
+            return MemoryClient(self.address.host, identifier=f"rec-{os.getpid()}")
+        return aiomqtt.Client(self.address.host, self.address.port, identifier=f"rec-{os.getpid()}")
+
     async def run(self) -> None:
-        async with aiomqtt.Client(self.host, self.port, identifier=f"rec-{os.getpid()}") as c:
+        async with self._client() as c:
             await c.subscribe(f"tables/{self.table}/#", qos=1)
             self.ready.set()
             async for message in c.messages:
@@ -56,6 +70,23 @@ class Recorder:
         ]
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("pty+mosquitto", marks=pytest.mark.infra),
+        pytest.param("memory", marks=pytest.mark.fast),
+    ]
+)
+def wire(request: pytest.FixtureRequest) -> Iterator[tuple[str, str | None]]:
+    """How the table is wired: a real pty and Mosquitto, or the fast tier's in-memory null
+    modem and broker (``make test-fast``). Yields ``(broker URL, memory scanner name)``."""
+    if request.param == "memory":
+        name = f"hil-{uuid.uuid4().hex[:8]}"
+        yield f"memory://{name}", name
+        forget_brokers()
+        return
+    yield request.getfixturevalue("mosquitto").url, None
+
+
 def settings_for(broker_url: str, table: str, journal: Path, device_url: str, **rounds: Any) -> Any:
     return load_settings(
         None,
@@ -68,18 +99,19 @@ def settings_for(broker_url: str, table: str, journal: Path, device_url: str, **
     )
 
 
-async def test_scripted_round_with_misreads_refusals_and_settlement(mosquitto, tmp_path):
+async def test_scripted_round_with_misreads_refusals_and_settlement(wire, tmp_path):
     # Physical scans in order: a duplicate ace of spades and a joker must be refused.
     script = ["As", "Kd", "As", "JK", "Ah", "Kc", "Ad", "Kh"]
     # Scan #1 (Kd) misreads once; scan #5 (Kc) misreads twice -> a pit-boss alert.
     sim = Simulation(cards=tuple(script), misreads_at={1: 1, 5: 2}, deal_delay=0.0)
-    recorder = Recorder(mosquitto.host, mosquitto.port, "hil-1")
+    broker_url, memory = wire
+    recorder = Recorder(broker_url, "hil-1")
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         rec_task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()
-        async with simulated_scanner("teen-patti-20-20", sim) as url:
+        async with simulated_scanner("teen-patti-20-20", sim, memory=memory) as url:
             settings = settings_for(
-                mosquitto.url, "hil-1", tmp_path / "j.sqlite", url, rescan_alert_after=2
+                broker_url, "hil-1", tmp_path / "j.sqlite", url, rescan_alert_after=2
             )
             summaries = await run_table(settings, rounds=1)
         result = await recorder.results.get()
@@ -140,14 +172,15 @@ async def test_scripted_round_with_misreads_refusals_and_settlement(mosquitto, t
     assert snapshots, "a retained round snapshot is published"
 
 
-async def test_seeded_rounds_results_follow_the_rules(mosquitto, tmp_path):
+async def test_seeded_rounds_results_follow_the_rules(wire, tmp_path):
     sim = Simulation(seed=11, deal_delay=0.0, faults=FaultPlan(misread_rate=0.2))
-    recorder = Recorder(mosquitto.host, mosquitto.port, "hil-2")
+    broker_url, memory = wire
+    recorder = Recorder(broker_url, "hil-2")
     async with asyncio.timeout(90), asyncio.TaskGroup() as group:
         rec_task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()
-        async with simulated_scanner("teen-patti-20-20", sim) as url:
-            settings = settings_for(mosquitto.url, "hil-2", tmp_path / "j.sqlite", url)
+        async with simulated_scanner("teen-patti-20-20", sim, memory=memory) as url:
+            settings = settings_for(broker_url, "hil-2", tmp_path / "j.sqlite", url)
             await run_table(settings, rounds=5)
         results = [await recorder.results.get() for _ in range(5)]
         rec_task.cancel()
@@ -172,7 +205,7 @@ def _tablectl(*args: str) -> list[str]:
 
 
 async def test_cli_runs_n_rounds_and_exits_zero(mosquitto, tmp_path):
-    recorder = Recorder(mosquitto.host, mosquitto.port, "cli-1")
+    recorder = Recorder(mosquitto.url, "cli-1")
     async with asyncio.timeout(90), asyncio.TaskGroup() as group:
         rec_task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()
@@ -213,7 +246,7 @@ async def test_cli_runs_n_rounds_and_exits_zero(mosquitto, tmp_path):
 
 
 async def test_sigint_during_betting_voids_and_refunds(mosquitto, tmp_path):
-    recorder = Recorder(mosquitto.host, mosquitto.port, "cli-2")
+    recorder = Recorder(mosquitto.url, "cli-2")
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         rec_task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()

@@ -40,6 +40,7 @@ def _probe(*args: int) -> dict[str, list[int] | int]:
     return result
 
 
+@pytest.mark.infra
 def test_the_archive_freezes_its_start_and_collects_young_objects_less_often():
     seen = _probe()
     before, after = seen["before"], seen["after"]
@@ -49,6 +50,7 @@ def test_the_archive_freezes_its_start_and_collects_young_objects_less_often():
     assert isinstance(seen["collected"], int) and seen["collected"] >= 1
 
 
+@pytest.mark.infra
 def test_a_young_threshold_can_be_given():
     after = _probe(20_000)["after"]
     assert isinstance(after, list) and after[0] == 20_000

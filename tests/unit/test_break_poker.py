@@ -347,6 +347,7 @@ def _card_hand(multiset: tuple[int, ...]) -> list[Card]:
     return result
 
 
+@pytest.mark.slow
 def test_literal_house_way_equals_the_par_sheets_scored_house_way_on_a_reduced_deck() -> None:
     deck = par.DeckSpec.of({2: 4, 3: 4, 5: 2, 8: 2, 10: 1, 12: 2, 13: 4, 14: 4}, joker=True)
     table = par.judge_multisets(deck)
@@ -679,6 +680,7 @@ def _obvious_main(player: tuple[Any, ...], dealer: tuple[Any, ...]) -> str:
     return "push"
 
 
+@pytest.mark.slow
 def test_heads_up_counts_match_brute_force_on_a_reduced_deck() -> None:
     deck = par.DeckSpec.of(
         {14: 2, 13: 2, 2: 2, 3: 1, 5: 1, 6: 1, 8: 1, 9: 1, 10: 1, 11: 1, 12: 1}, joker=True

@@ -127,6 +127,7 @@ def _hand(ranks: tuple[int, ...]) -> list[Card]:
 
 
 @pytest.mark.parametrize("qualifier", list(Qualifier))
+@pytest.mark.slow
 def test_heads_up_not_qualified_counts_match_brute_force(qualifier: Qualifier) -> None:
     """Every deal of a 15-card deck with aces and kings, dealer judged card by card."""
     deck = par.DeckSpec.of(

@@ -57,6 +57,7 @@ def test_the_oldest_due_generation_is_the_one_collected(collector_taken_over: No
     assert collector.collect_if_due() == 1
 
 
+@pytest.mark.infra
 def test_take_over_freezes_the_start_up_heap_and_turns_the_collector_off() -> None:
     code = (
         "import gc\n"

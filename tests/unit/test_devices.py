@@ -49,6 +49,7 @@ def test_unplugged_device_is_not_listed() -> None:
     assert list_usb_scanners(backend) == ([], None)
 
 
+@pytest.mark.infra
 def test_serial_ports_have_serial_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every port listed has a serial URL; a real pty is added so at least one port is."""
     system = list_ports.comports()

@@ -118,6 +118,7 @@ def test_a_game_id_is_spelled_in_its_own_package_only(spec):
         assert not outside, sorted(outside)
 
 
+@pytest.mark.infra
 def test_no_numpy_for_live_play():
     """Building and dealing every game's live round loads no numpy (only par sheets do).
 

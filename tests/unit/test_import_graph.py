@@ -12,11 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from drivers.source import BACKENDS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.infra
 def test_import_contracts_are_kept() -> None:
     lint_imports = Path(sys.executable).with_name("lint-imports")
     result = subprocess.run(
@@ -31,12 +34,14 @@ def test_import_contracts_are_kept() -> None:
     assert "0 broken" in result.stdout, result.stdout
 
 
+@pytest.mark.infra
 def test_every_driver_backend_names_a_class() -> None:
     assert set(BACKENDS) == {"serial", "socket", "usb", "profile+serial", "hidpos", "hidkbd"}
     for module_name, class_name in BACKENDS.values():
         assert isinstance(getattr(importlib.import_module(module_name), class_name), type)
 
 
+@pytest.mark.infra
 def test_the_controller_library_does_not_load_simulators_or_the_cli() -> None:
     code = (
         "import sys, controller.app, controller.checkconfig, controller.pitcli, "

@@ -280,6 +280,7 @@ def test_seq_is_gap_free_and_never_repeats_across_reopens(tmp_path_factory, oper
         journal.close()
 
 
+@pytest.mark.infra
 def test_append_returns_only_after_the_entry_is_on_disk(tmp_path):
     """A writer process killed with SIGKILL loses nothing it reported as appended."""
     path = tmp_path / "j.sqlite"

@@ -126,6 +126,7 @@ def test_the_installed_paho_is_the_one_the_drain_relies_on() -> None:
     assert drain.relied_on() is None
 
 
+@pytest.mark.infra
 def test_the_archive_extra_pins_exactly_that_paho() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]

@@ -94,6 +94,7 @@ def test_break_poker_monte_carlo_deals_what_was_asked_across_chunks() -> None:
     assert counts != par.monte_carlo_counts(table, samples, random.Random(12))
 
 
+@pytest.mark.slow
 def test_holdem_five_card_histogram_equals_the_batch_evaluator_over_every_hand() -> None:
     hands = np.array(list(itertools.combinations(range(52), 5)), dtype=np.int8)
     expected = np.bincount(evaluate5_batch(hands), minlength=7463)
@@ -106,6 +107,7 @@ def test_holdem_seven_card_histogram_equals_the_batch_evaluator_on_a_restricted_
     assert np.array_equal(holdem._count_seven(False, lowest=26), expected)
 
 
+@pytest.mark.infra
 def test_holdem_exact_sheet_peaks_under_100_mib() -> None:
     script = (
         "from controller.analysis import Method\n"

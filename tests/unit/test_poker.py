@@ -283,6 +283,7 @@ def all_five_categories() -> np.ndarray:
     return classify5(all_fives())
 
 
+@pytest.mark.slow
 def test_exact_report_matches_brute_force_five_card_counts() -> None:
     hands = all_fives()
     assert len(hands) == comb(52, 5)
@@ -311,6 +312,7 @@ def best_category_brute(deck: list[int]) -> np.ndarray:
     return best
 
 
+@pytest.mark.slow
 def test_seven_card_categories_on_a_restricted_deck_with_the_wheel() -> None:
     # A 2 3 4 5 6 in all suits: wheels, straights, flushes, straight flushes, quads, boats.
     deck = [c for c in range(52) if c // 4 in (12, 0, 1, 2, 3, 4)]
@@ -319,6 +321,7 @@ def test_seven_card_categories_on_a_restricted_deck_with_the_wheel() -> None:
     assert np.array_equal(ours.astype(np.int64), best_category_brute(deck))
 
 
+@pytest.mark.slow
 def test_exact_seven_card_enumeration_on_a_restricted_deck() -> None:
     # The analyser's enumeration (lowest two cards + five above) over the top 24 codes
     # (nines to aces), against brute force with the independent classifier.

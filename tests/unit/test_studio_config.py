@@ -65,6 +65,7 @@ def test_the_environment_overrides_a_field(tmp_path):
     assert settings.secure.password.get_secret_value() == "pw"
 
 
+@pytest.mark.infra
 def test_tablectl_studio_stops_at_start_on_a_broken_config(tmp_path):
     path = write(tmp_path, '[http]\nport = "eighty"\n')
     done = subprocess.run(
@@ -120,6 +121,7 @@ def test_a_weak_token_or_a_wrong_origin_is_refused(tmp_path, text, says):
         load_studio_settings(path, environ={})
 
 
+@pytest.mark.infra
 def test_tablectl_studio_refuses_a_secure_feed_on_0_0_0_0_without_a_token(tmp_path):
     path = write(tmp_path, '[http]\nhost = "0.0.0.0"\nport = 0\n[secure]\ndelay_seconds = 5\n')
     done = subprocess.run(

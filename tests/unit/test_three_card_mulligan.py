@@ -357,6 +357,7 @@ def test_next_slot_function_and_plans() -> None:
 # Par sheets
 
 
+@pytest.mark.slow
 def test_pair_plus_exact_against_brute_force() -> None:
     counts = Counter(
         naive_key(cards)[0]
