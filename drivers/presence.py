@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = [
+    "MUCK",
     "FieldEmpty",
     "Placed",
     "PresenceEvent",
@@ -44,6 +45,11 @@ __all__ = [
     "Removed",
     "TagSeen",
 ]
+
+
+MUCK = "muck"
+"""The position of a muck antenna: a card read there left its hand (a source maps the antenna
+named so in its URL to this position; a Hold'em seat's cards reaching it fold the hand)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +179,18 @@ class PresenceLatch:
     def placed(self) -> list[tuple[str | None, str]]:
         """The tags placed now, as ``(antenna, uid)``, in the order they were first seen."""
         return [key for key, tag in self._tags.items() if tag.placed]
+
+    def resumed(self, now: float) -> None:
+        """The reader was away (unplugged, reconnected) until ``now``.
+
+        Its silence meanwhile says nothing, so absences count from ``now``: nothing is removed
+        for the time away; what is no longer there is removed ``remove_after`` after ``now``.
+        """
+        self._now = max(self._now, now)
+        for tag in self._tags.values():
+            tag.last_seen = max(tag.last_seen, self._now)
+            if tag.absent_since is not None:
+                tag.absent_since = max(tag.absent_since, self._now)
 
     def feed(self, obs: TagSeen | FieldEmpty) -> list[Placed | Removed]:
         """Take one observation.

@@ -15,7 +15,9 @@ from controller.errors import IllegalAction
 from controller.games.live.base import DecisionStep
 from controller.journal import DecisionAppliedData, DecisionOpenData
 from controller.orchestration.desk import Desk
+from controller.orchestration.removals import is_removal
 from controller.round import Round
+from drivers.source import CardRemoved, Read
 
 
 def utc_text(moment: datetime) -> str:
@@ -73,7 +75,9 @@ class DecisionWindows:
                     self._apply_default(current, step)
                     break
                 read = await desk.inbox.next(remaining)
-                if read is not None:
+                if read is not None and is_removal(read):
+                    self._removal(current, step, read)
+                elif read is not None:
                     await desk.out_of_turn(read, f"decision window {step.window} is open")
         finally:
             self.open_window = None
@@ -89,6 +93,42 @@ class DecisionWindows:
             ),
             fold=False,
         )
+
+    def _removal(self, current: Round, step: DecisionStep, read: Read) -> None:
+        """A card left its reader during the window: the window's removal decision, if due.
+
+        Due when the card is one of ``step.removal_cards`` and every one of them is now off
+        its reader (``controller/orchestration/removals.py``). Journalled as a
+        ``decision_applied`` with ``source: removal`` and the reason (no card named).
+        """
+        desk = self._desk
+        card = desk.removed(read)
+        decision = step.removal_decision
+        if card is None or decision is None or card not in step.removal_cards:
+            return
+        if not desk.removals.all_off(current, step.removal_cards):
+            return
+        try:
+            normalised = current.live.apply_decision(step.window, decision)
+        except IllegalAction as exc:
+            desk.log.warning("removal decides nothing", window=step.window, reason=exc.reason)
+            return
+        where = "reached the muck" if not isinstance(read, CardRemoved) else "left its reader"
+        who = step.seat if step.seat is not None else "the hand"
+        reason = f"removal: {who}'s cards were taken off its reader (the last {where})"
+        self._desk.append(
+            DecisionAppliedData.model_construct(
+                window=step.window,
+                decision=dict(normalised),
+                default=False,
+                command_id=None,
+                source="removal",
+                reason=reason,
+            ),
+            fold=False,
+        )
+        desk.log.info("decision by removal", window=step.window, seat=step.seat, reason=reason)
+        self._window_done = True
 
     def command(self, current: Round, command: Command) -> Answer:
         """Answer a ``decision`` command for ``current``: applied and journalled, or refused."""

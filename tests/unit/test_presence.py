@@ -252,3 +252,12 @@ def test_any_observations_alternate_placed_and_removed_per_tag_in_time_order(
         assert latch.placed() == []
     else:  # a tag stays until its antenna is reported empty
         assert {key for key, placed in state.items() if placed} == set(latch.placed())
+
+
+def test_the_time_a_reader_was_away_is_no_absence() -> None:
+    latch = PresenceLatch(PresenceTimes(0, 0.5))
+    assert latch.feed(TagSeen("T", "1", 1.0)) == [Placed("T", "1", 1.0)]
+    latch.resumed(30.0)  # reconnected after 29 s of silence
+    assert latch.feed(TagSeen("T", "1", 30.25)) == []  # still there: no removal, no placing
+    assert latch.due(30.5) == []
+    assert latch.due(30.75) == [Removed("T", "1", 30.75)]

@@ -59,6 +59,12 @@ class DecisionStep:
             takes it).
         before_betting: Part of the round's opening, played before the betting window opens
             (Mahjong Pai Gow's bank offers: players bet against a banker already chosen).
+        removal_cards: Cards (notation) whose removal from their reader during the window is
+            a decision (a Hold'em seat's hole cards: lifted off the seat's antenna, or put on
+            a muck antenna, they fold). Only latched readers report removals
+            (``drivers/presence.py``); empty: no removal decides.
+        removal_decision: The decision applied (as ``apply_decision`` takes it) once every
+            one of ``removal_cards`` is off its reader during the window.
     """
 
     window: str
@@ -69,6 +75,8 @@ class DecisionStep:
     info: JSON
     default: JSON
     before_betting: bool = False
+    removal_cards: tuple[str, ...] = ()
+    removal_decision: JSON | None = None
 
 
 @dataclass(frozen=True, slots=True)

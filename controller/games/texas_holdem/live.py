@@ -203,6 +203,9 @@ class HoldemLiveRound(RevealsHands):
             "raise_multiples": list(config.raise_multiples),
         }
         default = {"action": "check"} if "check" in options else {"action": "fold"}
+        # As on RFID poker tables: the seat's two cards leaving its antenna (or reaching a
+        # muck antenna) during its action fold the hand.
+        folds = "fold" in options and len(me.hole) == 2
         return DecisionStep(
             window=f"action-{len(self.actions) + 1}",
             kind="action",
@@ -211,6 +214,8 @@ class HoldemLiveRound(RevealsHands):
             options=options,
             info=info,
             default=default,
+            removal_cards=tuple(str(card) for card in me.hole) if folds else (),
+            removal_decision={"action": "fold"} if folds else None,
         )
 
     def _showdown_seats(self) -> list[int]:
