@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import secrets
 import signal
 import sys
@@ -169,7 +170,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=8080,
         metavar="PORT",
-        help="the studio's port on 127.0.0.1 (default 8080; a free one when it is taken)",
+        help="the studio's port on 127.0.0.1 (default 8080; taken: an error naming the "
+        "process holding it; 0: a free port)",
     )
     studio.add_argument(
         "--linger",
@@ -619,7 +621,14 @@ def _studio(
     if args.studio_secure_delay < 0:
         raise ConfigError("--studio-secure-delay must be 0 or more", field="--studio-secure-delay")
     table_id = settings.table_id
-    password = secrets.token_urlsafe(9)
+    if args.studio_port != 0:
+        from controller.studio.server import bind
+
+        # A port asked for and taken ends the run here, naming who holds it (an OBS browser
+        # source set up on :8080 must not follow a studio moved to another port).
+        bind("127.0.0.1", args.studio_port).close()
+    password_file = settings.journal.path.parent / DEMO_PIT_PASSWORD_FILE
+    password = _demo_password(password_file)
 
     async def studio(mqtt: MqttSettings, stop: asyncio.Event) -> None:
         import structlog
@@ -644,7 +653,7 @@ def _studio(
             print(f"studio: {dealer} {overlay}{secure}", file=sys.stderr, flush=True)
             print(
                 f"pit console: {address.url}/pit/ (sign in as {DEMO_PIT_USER!r}, "
-                f"password {password!r}, made for this run)",
+                f"password {password!r}, kept in {password_file})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -652,7 +661,7 @@ def _studio(
                 on_ready(address)
 
         try:
-            await run_studio(studio_settings, stop, on_ready=ready, fallback_to_free_port=True)
+            await run_studio(studio_settings, stop, on_ready=ready)
         except StudioError as exc:  # the table plays on without its studio
             structlog.get_logger("studio").warning("studio not started", error=str(exc))
 
@@ -734,7 +743,33 @@ class _Linger:
 
 
 DEMO_PIT_USER = "pit"
-"""The simulated table's pit-console user (its password is made for each run and printed)."""
+"""The simulated table's pit-console user (its password is kept in the run directory)."""
+
+DEMO_PIT_PASSWORD_FILE = "studio-pit-password"
+"""The demo pit password's file, beside the journal (``make run``: ``var/``)."""
+
+
+def _demo_password(path: Path) -> str:
+    """The demo pit console's password: the one kept in ``path``, else a new one saved there.
+
+    Kept between runs of one run directory, so a browser's saved sign-in keeps working; the
+    file is the user's only (mode 0600). A file that cannot be read as a password (empty,
+    not text, too short) is replaced by a new one.
+    """
+    from controller.studio.pit.passwords import MIN_PASSWORD_LENGTH
+
+    try:
+        kept = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        kept = ""
+    if len(kept) >= MIN_PASSWORD_LENGTH and kept.isprintable():
+        return kept
+    password = secrets.token_urlsafe(12)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(password + "\n")
+    return password
 
 
 async def _demo_pit(mqtt: MqttSettings, table_id: str, password: str) -> PitSettings:

@@ -67,8 +67,15 @@ def bind(host: str, port: int, *, fallback_to_free: bool = False) -> socket.sock
         sock.listen(128)
     except OSError as exc:
         sock.close()
+        held = ""
+        if exc.errno == errno.EADDRINUSE:
+            from controller.studio.ports import port_holder
+
+            holder = port_holder(port)
+            held = f" (held by {holder})" if holder else ""
+            held += "; --studio-port 0 (or http.port = 0) picks a free port"
         raise StudioError(
-            f"the studio cannot listen on {host}:{port}: {exc.strerror or exc}",
+            f"the studio cannot listen on {host}:{port}: {exc.strerror or exc}{held}",
             host=host,
             port=port,
         ) from exc

@@ -78,6 +78,44 @@ def test_a_taken_port_falls_back_only_when_asked():
             other.close()
 
 
+def test_a_taken_port_names_its_holder(capsys):
+    """Issue 25: a studio port that is taken names the process holding it."""
+    import os
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(StudioError) as raised:
+            bind("127.0.0.1", port)
+    text = str(raised.value)
+    assert f"held by pid {os.getpid()}: " in text
+    assert "--studio-port 0 (or http.port = 0) picks a free port" in text
+
+
+def test_run_with_a_taken_studio_port_is_an_error_not_another_port(mosquitto, tmp_path, capsys):
+    """Issue 25: ``--studio-port P`` taken was silently replaced by a random port (an OBS
+    browser source set up on P broke); now the run ends at start, naming who holds P."""
+    import os
+
+    from controller.cli import main
+
+    journal = tmp_path / "j.sqlite"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code = main(
+            ["run", "--simulate", "--broker", mosquitto.url, "--rounds", "1", "--journal",
+             str(journal), "--no-archive", "--studio-port", str(port)]
+        )  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"tablectl run: the studio cannot listen on 127.0.0.1:{port}" in err
+    assert f"held by pid {os.getpid()}" in err
+    assert not journal.exists() or "round_opened" not in journal.read_bytes().decode("latin-1")
+
+
 async def _signs_in(pit_url: str, user: str, password: str) -> None:
     """The printed pit console takes the printed user and password (and not a wrong one)."""
     import http.cookiejar
