@@ -136,8 +136,8 @@ class Fit:
             (1.0 for ``"none"``).
         statistic: Pearson's statistic (chi-square only).
         dof: Its degrees of freedom (chi-square only).
-        pooled: Outcomes pooled into one class because each was expected fewer than
-            :data:`MIN_EXPECTED` times (chi-square only).
+        pooled: Outcomes pooled (together, or into the class expected least) because each
+            was expected fewer than :data:`MIN_EXPECTED` times (chi-square only).
         outcome_p: Each outcome's exact two-sided binomial p-value, in the outcomes' order.
     """
 
@@ -197,10 +197,10 @@ def _classes(
         return classes, 0
     rest = (sum(observed[i] for i in small), sum(expected[i] for i in small))
     if rest[1] >= MIN_EXPECTED:
-        return [*classes, rest], len(small) if len(small) > 1 else 0
+        return [*classes, rest], len(small)
     if not classes:
         return [], 0
     smallest = min(range(len(classes)), key=lambda k: classes[k][1])
     count, mean = classes[smallest]
     classes[smallest] = (count + rest[0], mean + rest[1])
-    return classes, len(small) + 1
+    return classes, len(small)

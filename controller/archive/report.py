@@ -64,6 +64,11 @@ class TableReport:
         journals: Per journal of the table with rounds in the period (its chain id, the
             table's id for its first journal: docs/archive.md, "Journals"), in time order:
             ``(chain, rounds, games)``.
+        returns: Per game and settlement line (``(game, bet id, position, path, setting)``)
+            of the results, how many times each payout per unit staked (the line's exact
+            decimal ``payout``, stake included) was settled: what
+            :mod:`controller.archive.drift` compares with the game's par sheet.
+        games: Results per game.
     """
 
     table: str
@@ -78,6 +83,10 @@ class TableReport:
     void_rounds: list[Finished]
     delayed_rounds: list[Finished]
     journals: list[tuple[str, int, str]] = dataclasses.field(default_factory=list)
+    returns: dict[tuple[str, str, str | None, str | None, str | None], dict[str, int]] = (
+        dataclasses.field(default_factory=dict)
+    )
+    games: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 _IN_PERIOD = (
@@ -102,8 +111,10 @@ async def table_report(url: str, table: str, start: datetime, end: datetime) -> 
         counts, lines, finished, chains = await asyncio.to_thread(
             _sqlite_rows, url, table, start, end
         )
+        payouts = await asyncio.to_thread(_sqlite_payouts, url, table, start, end)
     else:
         counts, lines, finished, chains = await _postgres_rows(url, table, start, end)
+        payouts = await _postgres_payouts(url, table, start, end)
     if counts is None:  # pragma: no cover (an aggregate always answers)
         raise ArchiveError("the report's count returned nothing", table=table)
     return TableReport(
@@ -119,6 +130,8 @@ async def table_report(url: str, table: str, start: datetime, end: datetime) -> 
         void_rounds=[_finished(row) for row in finished if row[2] == "void"],
         delayed_rounds=[_finished(row) for row in finished if row[3]],
         journals=[(str(chain), int(count), str(games or "")) for chain, count, games in chains],
+        returns=_returns(payouts),
+        games=_games(payouts),
     )
 
 
@@ -221,6 +234,70 @@ def _sqlite_rows(url: str, table: str, start: datetime, end: datetime) -> _Rows:
         [(r[0], from_time_text(r[1]), r[2], bool(r[3]), *r[4:]) for r in finished],
         chains,
     )
+
+
+_PAYOUTS_POSTGRES = (
+    "SELECT game, line->>'bet', line->>'position', line->>'path', line->>'setting',"
+    " line->>'payout', count(*) FROM rounds"
+    " LEFT JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(bets) = 'array' THEN bets"
+    " ELSE '[]'::jsonb END) AS line ON true"
+    f" WHERE outcome = 'result' AND {_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5, 6"
+)
+"""Per game and settlement line, each payout's count (a line ``NULL`` for a game without
+bets: its rounds still counted by game)."""
+
+_PAYOUTS_SQLITE = (
+    "SELECT game, line.value ->> 'bet', line.value ->> 'position', line.value ->> 'path',"
+    " line.value ->> 'setting', line.value ->> 'payout', count(*) FROM rounds"
+    " LEFT JOIN json_each(CASE WHEN json_type(bets) = 'array' THEN bets"
+    " ELSE '[]' END) AS line"
+    f" WHERE outcome = 'result' AND {_SQLITE_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5, 6"
+)
+
+
+async def _postgres_payouts(
+    url: str, table: str, start: datetime, end: datetime
+) -> list[tuple[Any, ...]]:
+    try:
+        async with await psycopg.AsyncConnection.connect(url) as conn:
+            cursor = await conn.execute(_PAYOUTS_POSTGRES, (table, table, start, end))
+            return await cursor.fetchall()
+    except psycopg.Error as exc:
+        raise ArchiveError(f"cannot read the archive: {exc}", table=table) from exc
+
+
+def _sqlite_payouts(url: str, table: str, start: datetime, end: datetime) -> list[tuple[Any, ...]]:
+    period = (table, table, table, time_text(start), time_text(end))
+    return read_rows(url, _PAYOUTS_SQLITE, period)
+
+
+def _returns(
+    rows: list[tuple[Any, ...]],
+) -> dict[tuple[str, str, str | None, str | None, str | None], dict[str, int]]:
+    returns: dict[tuple[str, str, str | None, str | None, str | None], dict[str, int]] = {}
+    for game, bet, position, path, setting, payout, count in rows:
+        if bet is None or payout is None:
+            continue  # a result without settlement lines (a game without bets)
+        key = (str(game or ""), str(bet), position, path, setting)
+        row = returns.setdefault(key, {})
+        row[str(payout)] = row.get(str(payout), 0) + int(count)
+    return dict(sorted(returns.items(), key=lambda item: tuple(str(v or "") for v in item[0])))
+
+
+def _games(rows: list[tuple[Any, ...]]) -> dict[str, int]:
+    """Results per game.
+
+    The rounds of its most frequent settlement line (every result has its main bets'
+    lines), or its results without lines (a game without bets).
+    """
+    per_line: dict[tuple[Any, ...], int] = {}
+    for game, bet, position, path, setting, _payout, count in rows:
+        key = (str(game or ""), bet, position, path, setting)
+        per_line[key] = per_line.get(key, 0) + int(count)
+    games: dict[str, int] = {}
+    for (game, *_), count in per_line.items():
+        games[game] = max(games.get(game, 0), count)
+    return games
 
 
 def _bets(lines: list[tuple[Any, ...]]) -> dict[str, dict[str, int]]:

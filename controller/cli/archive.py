@@ -60,7 +60,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Count a table's rounds opened from --from (included) to --to (excluded): "
         "results, voids, unfinished rounds, delayed results, and per bet (from the results' "
         "settlement lines) how many won, lost, pushed or were refunded; list the voids and "
-        "delayed results. Times are ISO-8601 with a zone, or a date (midnight UTC).",
+        "delayed results; and per game and bet, what the bet returned per 1 staked beside "
+        "the par sheet's (tablectl analyze) and how often each outcome came beside its "
+        "probability, with a goodness-of-fit test (docs/archive.md, 'Against the par "
+        "sheet'). Times are ISO-8601 with a zone, or a date (midnight UTC).",
     )
     where = report.add_mutually_exclusive_group(required=True)
     where.add_argument("--config", type=Path, metavar="FILE", help="archive.toml")
@@ -81,6 +84,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="TIME",
         help="to this time (excluded); default: the end of --from's day (UTC)",
+    )
+    report.add_argument(
+        "--format",
+        choices=["text", "csv", "json"],
+        default="text",
+        help="text (default), csv (the comparison with the par sheet: a row per bet and per "
+        "outcome) or json (the counts and the comparison)",
     )
     report.set_defaults(func=report_command)
     verify = actions.add_parser(
@@ -247,12 +257,20 @@ def report_period(
 
 def report_command(args: argparse.Namespace) -> int:
     """Entry point of ``tablectl archive report``."""
+    from controller.archive import drift
     from controller.archive.config import load_archive_settings
     from controller.archive.report import format_report, table_report
 
     start, end = report_period(args.start, args.end, now=datetime.now(UTC))
     url = args.database or load_archive_settings(args.config).database.url
-    print(format_report(asyncio.run(table_report(url, args.table, start, end))))
+    found = asyncio.run(table_report(url, args.table, start, end))
+    fits, notes = drift.compare(found)
+    if args.format == "json":
+        print(drift.report_json(found, fits, notes))
+    elif args.format == "csv":
+        print(drift.to_csv(found, fits, notes), end="")
+    else:
+        print(format_report(found) + drift.format_text(fits, notes))
     return 0
 
 
