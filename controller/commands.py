@@ -13,6 +13,7 @@ topic                        role     name       body (besides ``command_id`` an
 ``cmd/pit/ack``              pit      ack        ``alert_seq`` (int >= 1)
 ``cmd/pit/enter-card``       pit      enter-card ``card``, ``reason``, ``operator`` (str),
                                                 ``slot`` (str|null)
+``cmd/pit/deck-check``       pit      deck-check a deck check's report (``controller.deckcheck``)
 ===========================  =======  =========  ==============================================
 
 The role comes from the topic, which the broker's ACL ties to a credential (docs/security.md):
@@ -163,6 +164,27 @@ class EnterCardCommand(_CommandBody):
     )
 
 
+class DeckCheckCommand(_CommandBody):
+    """``cmd/pit/deck-check``: a deck check's report, journalled at the table it is for.
+
+    ``tablectl deck-check`` (and the pit console) scan a deck before it goes into play and
+    send the report here: the table journals it (``command_received``) and answers; nothing
+    else changes.
+    """
+
+    deck: str = Field(min_length=1, max_length=64, description="the deck's kind")
+    device: str = Field(min_length=1, max_length=500, description="the reader's URL")
+    ok: bool = Field(description="every card once and nothing else")
+    expected: int = Field(ge=0, le=10000)
+    read: int = Field(ge=0, le=100000)
+    missing: list[str] = Field(default_factory=list, max_length=1000)
+    extra: list[str] = Field(default_factory=list, max_length=1000)
+    duplicated: dict[str, int] = Field(default_factory=dict, description="card -> times read")
+    unknown: list[str] = Field(default_factory=list, max_length=1000)
+    misreads: int = Field(default=0, ge=0)
+    operator: str = Field(min_length=1, max_length=64, description="who ran the check")
+
+
 class BettingStatusMessage(BaseModel):
     """The betting system's retained presence (``MqttSettings.betting_status_topic``)."""
 
@@ -204,6 +226,7 @@ ROUTES: dict[str, Route] = {
     "pit/replay": Route("pit", "replay", ReplayCommand),
     "pit/ack": Route("pit", "ack", AckCommand),
     "pit/enter-card": Route("pit", "enter-card", EnterCardCommand),
+    "pit/deck-check": Route("pit", "deck-check", DeckCheckCommand),
 }
 """Topic (below ``{base}/cmd/``) -> route. Nothing else is accepted."""
 
@@ -215,6 +238,7 @@ _WHAT = {
     "replay": "ask for a replay there",
     "ack": "acknowledge alerts",
     "enter-card": "enter cards",
+    "deck-check": "report deck checks",
 }
 
 

@@ -25,6 +25,7 @@ from controller.commands import (
     AckCommand,
     BettingStatusMessage,
     DecisionCommand,
+    DeckCheckCommand,
     EnterCardCommand,
     ReplayCommand,
     ResumeCommand,
@@ -111,6 +112,7 @@ def payload_models() -> dict[str, type[BaseModel]]:
     models["command-void"] = VoidCommand
     models["command-ack"] = AckCommand
     models["command-enter-card"] = EnterCardCommand
+    models["command-deck-check"] = DeckCheckCommand
     models["betting-status"] = BettingStatusMessage
     return models
 
@@ -201,6 +203,7 @@ def asyncapi() -> dict[str, Any]:
         "cmdPitReplay": ("pit/replay", "pit", "command-replay"),
         "cmdPitAck": ("pit/ack", "pit", "command-ack"),
         "cmdPitEnterCard": ("pit/enter-card", "pit", "command-enter-card"),
+        "cmdPitDeckCheck": ("pit/deck-check", "pit", "command-deck-check"),
     }
     for role in ("betting", "pit"):
         channels[f"reply{role.capitalize()}"] = {

@@ -25,6 +25,7 @@ COMMAND_MODULES: Final = {
     "analyze": "analyze",
     "devices": "devices",
     "enrol": "enrol",
+    "deck-check": "deck_check",
     "pit": "pit",
     "replay": "pit",
     "recall": "recall",

@@ -49,6 +49,11 @@ class Answers:
             return await self._replay_command(command)
         if command.name == "ack":  # journalled with its operator; any round, even a past one
             return Answer(True, "", {"alert_seq": command.data.get("alert_seq")})
+        if command.name == "deck-check":  # the report is journalled with the command
+            ok = bool(command.data.get("ok"))
+            log = self._desk.log.info if ok else self._desk.log.warning
+            log("deck check recorded", ok=ok, deck=command.data.get("deck"))
+            return Answer(True, "", {"ok": ok})
         current = self._desk.current
         if current is None:
             return Answer(False, "no round is in progress")
