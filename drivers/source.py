@@ -23,6 +23,7 @@ URLs (see ``docs/protocol.md``):
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 from urllib.parse import SplitResult, parse_qs, urlsplit
@@ -38,6 +39,7 @@ from drivers.json_readers import (
     MqttReaderSpec,
     parse_json_reader_url,
 )
+from drivers.pepper_url import PEPPER_SCHEMES, PepperSpec, parse_pepper_url
 
 if TYPE_CHECKING:
     from usb.backend import IBackend
@@ -400,9 +402,25 @@ def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
     return ProfileSpec(path, path, baud, profile, codes=codes)
 
 
+SCHEME_PARSERS: dict[str, Callable[[str, str], MqttReaderSpec | JsonLinesSpec | PepperSpec]] = {
+    **dict.fromkeys(JSON_READER_SCHEMES, parse_json_reader_url),
+    **dict.fromkeys(PEPPER_SCHEMES, parse_pepper_url),
+}
+"""URL kinds read by their driver family's own parser: ``scheme -> parser(url, scheme)``."""
+
+
 def parse_url(
     url: str, default_baud: int = 115200
-) -> PortSpec | UsbSpec | ProfileSpec | HidSpec | MemorySpec | MqttReaderSpec | JsonLinesSpec:
+) -> (
+    PortSpec
+    | UsbSpec
+    | ProfileSpec
+    | HidSpec
+    | MemorySpec
+    | MqttReaderSpec
+    | JsonLinesSpec
+    | PepperSpec
+):
     """Resolve a card-source URL.
 
     Raises:
@@ -425,12 +443,13 @@ def parse_url(
     for hid in HID_SCHEMES:
         if scheme == hid:
             return parse_hid_url(url, hid, parts.netloc, parts.path, parts.query)
-    if scheme in JSON_READER_SCHEMES:
-        return parse_json_reader_url(url, scheme)
+    by_scheme = SCHEME_PARSERS.get(scheme)
+    if by_scheme is not None:
+        return by_scheme(url, scheme)
     raise UnsupportedUrl(
         "unknown card-source URL scheme"
         " (serial://, socket://, usb://, profile+serial://, hidpos://, hidkbd://, memory://,"
-        " mqtt-reader://, jsonl+serial:// or a /dev path)",
+        " mqtt-reader://, jsonl+serial://, pepper://, pepper+serial:// or a /dev path)",
         url=url,
         detail=scheme or "no scheme",
     )
@@ -446,6 +465,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "memory": ("drivers.memory", "MemoryCardSource"),
     "mqtt-reader": ("drivers.mqtt_reader", "MqttReaderSource"),
     "jsonl+serial": ("drivers.jsonl_source", "JsonLinesCardSource"),
+    "pepper": ("drivers.pepper_source", "PepperCardSource"),
+    "pepper+serial": ("drivers.pepper_source", "PepperCardSource"),
 }
 """The driver of each URL kind: ``(module, class)``, imported only when a URL of that kind is
 opened (so this module does not import the drivers that import it, and ``tablectl --help``

@@ -1,0 +1,1 @@
+"""Shipped reader profiles (latched RFID readers: ``drivers/reader_profile.py``)."""

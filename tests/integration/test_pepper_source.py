@@ -1,0 +1,215 @@
+"""The Eccel Pepper C1 source (drivers/pepper_source.py) against the simulated reader.
+
+A real pty (the module's USB-CDC port) or a real TCP port, the supervised source polling the
+antennas, the simulator's tags put down and lifted by the test: one read per placement however
+often the tag is repeated, removals after the latch's time and never for a brief drop or the
+time the reader was away, a tag of another deck refused by name, two tags at once said,
+garbled replies bridged, the cable pulled and back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from drivers.errors import UnsupportedUrl
+from drivers.pepper_url import parse_pepper_url
+from drivers.reader_profile import load_reader_profile
+from drivers.source import CardRead, CardRemoved, DeviceStatus, DriverSettings, Misread, Read
+from drivers.supervisor import SupervisedCardSource
+from simulators.pepper_reader import UNKNOWN_UID, PepperFaults, PepperReaderSimulator
+
+pytestmark = pytest.mark.hil
+
+SETTINGS = DriverSettings(
+    open_timeout=2.0, read_timeout=0.05, heartbeat_timeout=1.0, backoff_min=0.02, backoff_max=0.2
+)
+ANTENNAS = "antennas=1:seat1,2:seat2,8:muck"
+TABLE = load_reader_profile("pepper-c1").table
+REMOVE_AFTER = 0.3  # the shipped profile's remove_after_ms
+
+
+@contextlib.asynccontextmanager
+async def reader(
+    tmp_path: Path, transport: str = "pty", faults: PepperFaults | None = None
+) -> AsyncIterator[tuple[PepperReaderSimulator, SupervisedCardSource]]:
+    sim = PepperReaderSimulator(TABLE, faults=faults)
+    async with contextlib.AsyncExitStack() as stack:
+        if transport == "pty":
+            path = await stack.enter_async_context(sim.serve_pty(tmp_path / "pepper"))
+            url = f"pepper+serial://{path}?{ANTENNAS}"
+        else:
+            host, port = await stack.enter_async_context(sim.serve_tcp())
+            url = f"pepper://{host}:{port}?{ANTENNAS}"
+        source = SupervisedCardSource(url, SETTINGS)
+        await source.open()
+        try:
+            yield sim, source
+        finally:
+            await source.close()
+
+
+async def until(source: SupervisedCardSource, kind: type[Read], seconds: float = 3.0) -> list[Read]:
+    """Every read up to and including the first of ``kind``."""
+    seen: list[Read] = []
+    async with asyncio.timeout(seconds):
+        while not seen or not isinstance(seen[-1], kind):
+            seen.append(await source.next_read())
+    return seen
+
+
+async def quiet(source: SupervisedCardSource, seconds: float) -> list[Read]:
+    """The reads of the next ``seconds`` (statuses included)."""
+    seen: list[Read] = []
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            while True:
+                seen.append(await source.next_read())
+    return seen
+
+
+def cards(reads: list[Read]) -> list[tuple[str, str | None]]:
+    return [(r.value, r.position) for r in reads if isinstance(r, CardRead)]
+
+
+@pytest.mark.parametrize("transport", ["pty", "tcp"])
+async def test_a_tag_lying_still_is_one_read_and_its_lifting_one_removal(
+    tmp_path: Path, transport: str
+) -> None:
+    async with asyncio.timeout(20), reader(tmp_path, transport) as (sim, source):
+        connected = await until(source, DeviceStatus)
+        assert [r.state for r in connected if isinstance(r, DeviceStatus)] == ["connected"]
+        sim.place_card(1, "As")
+        sim.place_card(2, "Kd")
+        first = await until(source, CardRead)
+        polls = sim.stats.requests
+        later = await quiet(source, 0.4)  # many polls, each reporting both tags
+        assert sim.stats.requests > polls + 20
+        assert sorted(cards(first + later)) == [("As", "seat1"), ("Kd", "seat2")]
+        sim.lift_card("As")
+        removed = await until(source, CardRemoved)
+        assert [(r.value, r.position) for r in removed if isinstance(r, CardRemoved)] == [
+            ("As", "seat1")
+        ]
+        assert not any(isinstance(r, CardRemoved) for r in await quiet(source, 0.2))
+
+
+async def test_a_drop_shorter_than_the_removal_time_is_no_removal(tmp_path: Path) -> None:
+    async with asyncio.timeout(20), reader(tmp_path) as (sim, source):
+        sim.place_card(1, "Qc")
+        await until(source, CardRead)
+        for _ in range(3):  # a hand passing over the antenna, three times
+            sim.lift_card("Qc")
+            await asyncio.sleep(REMOVE_AFTER / 3)
+            sim.place_card(1, "Qc")
+            await asyncio.sleep(0.05)
+        assert [r for r in await quiet(source, 0.2) if not isinstance(r, DeviceStatus)] == []
+
+
+async def test_a_card_on_the_muck_antenna_is_read_at_the_muck(tmp_path: Path) -> None:
+    async with asyncio.timeout(20), reader(tmp_path) as (sim, source):
+        sim.place_card(8, "7h")
+        assert cards(await until(source, CardRead)) == [("7h", "muck")]
+
+
+async def test_a_tag_of_another_deck_is_refused_by_name_never_guessed(tmp_path: Path) -> None:
+    async with asyncio.timeout(20), reader(tmp_path) as (sim, source):
+        sim.place(2, UNKNOWN_UID)
+        reads = await until(source, Misread)
+        misread = reads[-1]
+        assert isinstance(misread, Misread) and misread.cause == "unknown_code"
+        assert UNKNOWN_UID in misread.detail and "antenna 2 (seat2)" in misread.detail
+        assert "rfid-demo-deck" in misread.detail
+        # Lying there, it is not refused again at every poll; lifted, it is no removal.
+        sim.lift(2, UNKNOWN_UID)
+        assert [r for r in await quiet(source, 0.5) if not isinstance(r, DeviceStatus)] == []
+
+
+async def test_two_tags_at_once_are_said_then_both_read(tmp_path: Path) -> None:
+    async with asyncio.timeout(20), reader(tmp_path) as (sim, source):
+        await until(source, DeviceStatus)
+        sim.place_card(1, "2c")
+        sim.place_card(1, "3c")
+        reads = await until(source, CardRead)
+        reads += await quiet(source, 0.1)
+        two = [r for r in reads if isinstance(r, DeviceStatus) and r.state == "two_tags"]
+        assert len(two) == 1 and "antenna 1 (seat1): 2 tags placed at once" in two[0].detail
+        assert sorted(cards(reads)) == [("2c", "seat1"), ("3c", "seat1")]
+
+
+async def test_garbled_replies_are_said_and_nothing_is_lost_or_doubled(tmp_path: Path) -> None:
+    faults = PepperFaults(garble_rate=0.2, seed=3)
+    async with asyncio.timeout(20), reader(tmp_path, faults=faults) as (sim, source):
+        for card in ("As", "Kd", "Qh"):
+            sim.place_card(1, card)
+            await asyncio.sleep(0.1)
+        reads = await quiet(source, 0.6)
+        assert sim.stats.garbled > 5
+        causes = {r.cause for r in reads if isinstance(r, Misread)}
+        assert causes and causes <= {"crc", "malformed"}
+        assert sorted(cards(reads)) == [("As", "seat1"), ("Kd", "seat1"), ("Qh", "seat1")]
+        assert not any(isinstance(r, CardRemoved) for r in reads)  # a missed poll is no absence
+
+
+@pytest.mark.parametrize("transport", ["pty", "tcp"])
+async def test_the_cable_pulled_is_lost_and_recovered_and_the_time_away_no_removal(
+    tmp_path: Path, transport: str
+) -> None:
+    async with asyncio.timeout(20), reader(tmp_path, transport) as (sim, source):
+        sim.place_card(1, "9s")
+        await until(source, CardRead)
+        await sim.unplug(REMOVE_AFTER * 3)  # longer than the removal time
+        sim.place_card(2, "8s")  # put down while the reader was away: not lost
+        reads = await until(source, CardRead, seconds=8)
+        states = [r.state for r in reads if isinstance(r, DeviceStatus)]
+        assert states[:1] == ["lost"] and "recovered" in states
+        assert cards(reads) == [("8s", "seat2")]
+        assert not any(isinstance(r, CardRemoved | Misread) for r in reads)
+        assert not any(isinstance(r, CardRemoved) for r in await quiet(source, 0.4))
+
+
+async def test_a_dead_reader_is_lost_by_its_silence(tmp_path: Path) -> None:
+    faults = PepperFaults(drop_rate=1.0)  # it answers nothing at all
+    async with asyncio.timeout(20), reader(tmp_path, faults=faults) as (_sim, source):
+        states = [r.state for r in await quiet(source, 1.5) if isinstance(r, DeviceStatus)]
+        assert states[:2] == ["connected", "lost"] and "recovered" not in states
+        assert source.losses >= 1 and source.reconnects == 0  # reopened, never answering
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("pepper://host?antennas=1", "pepper://HOST:PORT"),
+        ("pepper://h:1?antennas=9", "1-8"),
+        ("pepper://h:1?antennas=1,1", "twice"),
+        ("pepper://h:1?antennas=1:seat%201", "position"),
+        ("pepper://h:1?speed=3", "unknown option"),
+        ("pepper://h:1?codes=", "empty"),
+        ("pepper+serial://host/dev/ttyUSB0", "device path"),
+        ("pepper+serial:///dev/ttyUSB0?baud=fast", "baud"),
+        ("pepper://h:1?cues=yes", "cues"),
+    ],
+)
+def test_bad_urls_say_what_is_wrong(url: str, words: str) -> None:
+    with pytest.raises(UnsupportedUrl, match=words) as caught:
+        parse_pepper_url(url, url.split(":", maxsplit=1)[0])
+    assert caught.value.url == url
+
+
+def test_urls() -> None:
+    spec = parse_pepper_url("pepper://10.0.0.7:4001?antennas=1:seat1,3,8:muck&cues=1", "pepper")
+    assert spec.port_url == "socket://10.0.0.7:4001" and spec.device == "10.0.0.7:4001"
+    assert spec.antennas == ((1, "seat1"), (3, None), (8, "muck")) and spec.cues
+    serial = parse_pepper_url(
+        "pepper+serial:///dev/ttyUSB0?baud=57600&codes=d.toml", "pepper+serial"
+    )
+    assert (serial.port_url, serial.baud, serial.codes, serial.antennas) == (
+        "/dev/ttyUSB0",
+        57600,
+        "d.toml",
+        (),
+    )
