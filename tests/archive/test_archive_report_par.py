@@ -17,112 +17,20 @@ import csv
 import io
 import json
 import random
-from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from fractions import Fraction
-from typing import Any
 
 from controller.archive import drift
-from controller.archive.backend import open_store
-from controller.archive.ingest import Entry, TableKeys, classify
 from controller.archive.report import table_report
-from controller.cards import Card, standard_cards
 from controller.cli import main
-from controller.games.teen_patti.rules import DEFAULT_PAYTABLES, TEEN_PATTI_20_20
+from controller.games.teen_patti.rules import DEFAULT_PAYTABLES
 from controller.money import to_decimal_str
-
-GAME = "teen-patti-20-20"
-TABLES = ("fair", "short", "misread")
-KEYS = TableKeys({table: None for table in TABLES})
-DAY = datetime(2026, 11, 25, tzinfo=UTC)
-ROUNDS = 600
-
-
-def _text(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def _deal(kind: str, rng: random.Random) -> list[Card] | None:
-    deck = list(standard_cards())
-    if kind == "short":
-        deck = [card for card in deck if card.rank >= 6]
-    rng.shuffle(deck)
-    cards = deck[:6]
-    if kind == "misread":  # a heart (code % 4 == 2) is read as the diamond of its rank
-        cards = [Card(card.code - 1) if card.code % 4 == 2 else card for card in cards]
-        if len(set(cards)) < len(cards):
-            return None  # a card read twice: the table refuses it
-    return cards
-
-
-def _lines(cards: list[Card]) -> list[dict[str, Any]]:
-    """Deal A1 B1 A2 B2 A3 B3; the game's own result and settlement lines."""
-    result = TEEN_PATTI_20_20.resolve({"A": cards[0::2], "B": cards[1::2]})
-    settled = TEEN_PATTI_20_20.settle(result, DEFAULT_PAYTABLES)
-    return [{"bet": bet, **outcome.to_wire()} for bet, outcome in settled.items()]
-
-
-class Table:
-    """One table's entries, seq by seq, and the payouts it settled."""
-
-    def __init__(self, table: str) -> None:
-        self.table = table
-        self.seq = 0
-        self.entries: list[Entry] = []
-        self.payouts: dict[str, Counter[str]] = {}
-
-    def add(self, kind: str, at: datetime, data: dict[str, Any], rid: str) -> None:
-        self.seq += 1
-        body = {
-            "schema_version": "2",
-            "table": self.table,
-            "round": rid,
-            "seq": self.seq,
-            "session": 1,
-            "kind": kind,
-            "at": _text(at),
-            "delayed": False,
-            "data": data,
-        }
-        found = classify(f"tables/{self.table}/events", json.dumps(body).encode(), KEYS)
-        assert isinstance(found, Entry), found
-        self.entries.append(found)
-
-    def round(self, n: int, game: str, lines: list[dict[str, Any]]) -> None:
-        rid = f"{self.table}-{n:06d}"
-        at = DAY + timedelta(seconds=30 * n)
-        self.add("round_opened", at, {"round_no": n, "game": game}, rid)
-        self.add("round_result", at + timedelta(seconds=20), {"game": game, "bets": lines}, rid)
-        for line in lines:
-            self.payouts.setdefault(line["bet"], Counter())[line["payout"]] += 1
-
-
-def _tables() -> dict[str, Table]:
-    tables = {name: Table(name) for name in TABLES}
-    for name, table in tables.items():
-        rng = random.Random(f"{name}-2026")
-        n = 0
-        while n < ROUNDS:
-            cards = _deal(name, rng)
-            if cards is not None:
-                n += 1
-                table.round(n, GAME, _lines(cards))
-    for n in range(ROUNDS + 1, ROUNDS + 4):  # a game without a house bet
-        tables["fair"].round(n, "texas-holdem", [])
-    return tables
-
-
-async def _fill(url: str, tables: dict[str, Table]) -> None:
-    store = await open_store(url)
-    try:
-        await store.store_entries([e for table in tables.values() for e in table.entries])
-    finally:
-        await store.close()
+from tests.support.par_rounds import DAY, GAME, ROUNDS, TABLES, Table, deal, fill, lines_of, tables
 
 
 def test_a_fair_table_is_in_line_and_a_short_deck_or_a_misreading_reader_drifts(archive_url):
-    tables = _tables()
-    asyncio.run(_fill(archive_url, tables))
+    played = tables()
+    asyncio.run(fill(archive_url, played))
     period = (DAY, DAY + timedelta(days=1))
     verdicts: dict[str, dict[str, str]] = {}
     for name in TABLES:
@@ -134,7 +42,7 @@ def test_a_fair_table_is_in_line_and_a_short_deck_or_a_misreading_reader_drifts(
         for fit in fits:
             assert fit.lines == ROUNDS
             # The observed return is the exact mean of what the lines paid.
-            paid = tables[name].payouts[fit.bet]
+            paid = played[name].payouts[fit.bet]
             mean = sum(Fraction(p) * c for p, c in paid.items()) / ROUNDS
             assert fit.returned == mean
             assert fit.par == sheet.bets[fit.bet].rtp
@@ -156,7 +64,7 @@ def test_a_fair_table_is_in_line_and_a_short_deck_or_a_misreading_reader_drifts(
 
 def test_the_report_prints_it_as_text_csv_and_json(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'archive.sqlite'}"
-    asyncio.run(_fill(url, _tables()))
+    asyncio.run(fill(url, tables()))
     base = ["archive", "report", "--database", url, "--from", "2026-11-25", "--to", "2026-11-26"]
     assert main([*base, "--table", "short"]) == 0
     text = capsys.readouterr().out
@@ -193,13 +101,13 @@ def test_a_return_the_par_sheet_does_not_have_drifts(tmp_path):
     table = Table("fair")
     rng = random.Random(3)
     for n in range(1, 41):
-        cards = _deal("fair", rng)
+        cards = deal("fair", rng)
         assert cards is not None
-        lines = _lines(cards)
+        lines = lines_of(cards)
         if n == 40:  # a pay table other than the par sheet's: the tie paid 60 to 1
             lines = [dict(line, payout="61") if line["bet"] == "tie" else line for line in lines]
         table.round(n, GAME, lines)
-    asyncio.run(_fill(url, {"fair": table}))
+    asyncio.run(fill(url, {"fair": table}))
     report = asyncio.run(table_report(url, "fair", DAY, DAY + timedelta(days=1)))
     fits, _ = drift.compare(report)
     tie = next(fit for fit in fits if fit.bet == "tie")

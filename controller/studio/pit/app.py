@@ -6,6 +6,8 @@ Routes (relative to where it is mounted):
 path           method  what
 =============  ======  ==================================================================
 ``/``          GET     the floor page (signed in), else a redirect to ``login``
+``/today``     GET     the day's results against the par sheet (``?day=YYYY-MM-DD``, UTC;
+                       signed in; from the archive: :mod:`.today`)
 ``/login``     GET     the sign-in form
 ``/login``     POST    sign in (form: ``username``, ``password``, ``csrf``)
 ``/logout``    POST    sign out (form: ``csrf``)
@@ -36,6 +38,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hmac
+import html
 import secrets
 import time
 from collections import Counter
@@ -58,7 +61,7 @@ from controller.studio.paths import STATIC, CleanPaths
 from controller.studio.pit.console import ActionRequest, ConnectorFactory, PitConsole
 from controller.studio.pit.errors import RecallError
 from controller.studio.pit.login import LoginThrottle, Refused, client_address
-from controller.studio.pit.page import SCRIPT, STYLE, floor_page, login_page
+from controller.studio.pit.page import SCRIPT, STYLE, floor_page, login_page, today_page
 from controller.studio.pit.passwords import hash_password, parse_hash, verify_password
 from controller.studio.pit.recall import Recalled, recall_archived, recall_seen
 from controller.studio.pit.settings import ACTING_ROLES, PitSettings, PitUser
@@ -149,6 +152,8 @@ def _action_request(message: dict[str, Any]) -> ActionRequest:
         from_seq=_int_or_none(message.get("from_seq")),
         to_seq=_int_or_none(message.get("to_seq")),
         alert_seq=_int_or_none(message.get("alert_seq")),
+        card=text("card"),
+        slot=text("slot"),
     )
 
 
@@ -250,6 +255,32 @@ class PitHandlers:
                 archive=self.settings.archive_url is not None,
             )
         )
+
+    async def today(self, request: Request) -> Response:
+        """Today's results against the par sheet (``?day=YYYY-MM-DD``), or the sign-in."""
+        from controller.studio.pit.today import parse_day, today_body
+
+        user = self.user_of(request)
+        base = _base(request)
+        if user is None:
+            return RedirectResponse(base + "login", status_code=303)
+        try:
+            day = parse_day(request.query_params.get("day"))
+        except ValueError as exc:
+            return HTMLResponse(
+                today_page(base=base, body=f"<p class=error>{html.escape(str(exc))}</p>"),
+                status_code=400,
+            )
+        url = self.settings.archive_url
+        tables = self.settings.tables or sorted(self.console.floor.tables)
+        body = await today_body(
+            url.get_secret_value() if url is not None else None,
+            list(tables),
+            day,
+            self.settings.archive_timeout,
+            base=base,
+        )
+        return HTMLResponse(today_page(base=base, body=body))
 
     def _login_form(
         self, request: Request, *, error: str | None = None, username: str = "", status: int = 200
@@ -614,6 +645,7 @@ def build_pit_app(
     app = Starlette(
         routes=[
             Route("/", handlers.floor, methods=["GET"], name="pit-floor"),
+            Route("/today", handlers.today, methods=["GET"], name="pit-today"),
             Route("/login", handlers.login_form, methods=["GET"], name="pit-login-form"),
             Route("/login", handlers.login, methods=["POST"], name="pit-login"),
             Route("/logout", handlers.logout, methods=["POST"], name="pit-logout"),

@@ -85,6 +85,7 @@ dialog{background:var(--panel);color:var(--text);border:2px solid var(--warn);
 dialog::backdrop{background:rgba(0,0,0,.65)}
 dialog h3{margin:0 0 .6em;font-size:1.25em}
 dialog textarea{width:100%;min-height:4em;margin:.4em 0}
+dialog .confirm-card{margin:.2em 0 .8em}
 dialog .buttons{display:flex;gap:.8em;justify-content:flex-end;margin-top:.8em}
 .who{margin-left:auto}
 form.login{max-width:22em;margin:4em auto;background:var(--panel);padding:1.5em;
@@ -93,6 +94,28 @@ form.login h1{font-size:1.4em;margin:0 0 .6em}
 form.login label{display:block;margin:.6em 0 .2em}
 form.login input{width:100%}
 .error{color:#ff9b94;font-weight:700}
+body.pit header a{color:var(--accent)}
+body.pit main.today{display:block;padding:1em;max-width:72em}
+main.today .headline{font-size:1.5em;font-weight:700;padding:.5em .8em;border-radius:.4em;
+ color:#fff;margin:.2em 0 .8em}
+.today-table{background:var(--panel);border-radius:.5em;padding:.8em 1em;margin:0 0 1em;
+ border:2px solid var(--line)}
+.today-table[data-verdict=drift]{border-color:var(--bad)}
+.today-table[data-verdict=watch]{border-color:var(--warn)}
+.today-table h2{margin:0 0 .3em;font-size:1.4em;display:flex;gap:.6em;align-items:center}
+table.drift{border-collapse:collapse;width:100%;margin:.4em 0}
+table.drift th{color:var(--dim);font-weight:400;text-align:left;padding:.25em .5em;
+ border-bottom:1px solid var(--line)}
+table.drift td{padding:.35em .5em;border-bottom:1px solid var(--line)}
+table.drift td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.drift tr.bet td{font-size:1.1em}
+table.drift tr.bet.v-bad td{color:#ff9b94;font-weight:700}
+table.drift tr.bet.v-warn td{color:#f0c674;font-weight:600}
+table.drift .verdict{font-size:1em;display:inline-block;min-width:6.5em;text-align:center}
+table.drift tr.outcomes td{border-bottom:none;padding:0 .5em .3em 1.5em}
+table.outcomes{border-collapse:collapse;font-size:.9em;margin:.2em 0 .4em}
+table.outcomes td,table.outcomes th{padding:.1em .6em;text-align:left}
+.note{color:var(--dim);margin:.2em 0}
 """
 
 
@@ -127,6 +150,11 @@ def login_page(*, base: str, csrf: str, error: str | None = None, username: str 
     return _page("Pit console: sign in", body, base=base)
 
 
+def today_page(*, base: str, body: str) -> str:
+    """The "today against the par sheet" page around its body (:mod:`.today`)."""
+    return _page("Pit console: today against the par sheet", body, base=base)
+
+
 def floor_page(*, base: str, user: str, role: str, csrf: str, archive: bool) -> str:
     """The floor page's shell; the script fills it."""
     recall_note = (
@@ -141,6 +169,7 @@ def floor_page(*, base: str, user: str, role: str, csrf: str, archive: bool) -> 
         "<span>broker <span id=broker data-role=broker class='badge unknown'>?</span></span>"
         "<span>betting system <span id=betting data-role=betting class='badge unknown'>?</span>"
         "</span><span id=problems data-role=problems></span>"
+        f"<a id=today-link href='{html.escape(base)}today'>today against the par sheet</a>"
         f"<span class=who data-role=user>{html.escape(user)} ({html.escape(role)})</span>"
         f'<form method=post action="{html.escape(base)}logout">'
         f'<input type=hidden name=csrf value="{html.escape(csrf)}">'
@@ -161,6 +190,10 @@ def floor_page(*, base: str, user: str, role: str, csrf: str, archive: bool) -> 
         "</details></aside></main>"
         "<dialog id=confirm data-role=confirm><h3 id=confirm-title></h3>"
         "<p id=confirm-text data-role=confirm-text></p>"
+        "<div class=confirm-card><label id=confirm-card-label for=confirm-card>"
+        "Card (e.g. Qh, or a tile: 5p)</label> "
+        "<input id=confirm-card data-role=confirm-card maxlength=16 size=8"
+        " autocomplete=off spellcheck=false></div>"
         "<label id=confirm-reason-label for=confirm-reason>Reason (recorded with your name)"
         "</label><textarea id=confirm-reason data-role=confirm-reason maxlength=500></textarea>"
         "<div class=buttons><button id=confirm-cancel data-role=confirm-cancel>Cancel</button>"
@@ -239,26 +272,37 @@ function send(message) {
 // -- the confirmation dialog -------------------------------------------------------------
 const dialog = document.getElementById("confirm");
 let onConfirm = null;
-function confirmAction({title, text, reason, go, action}) {
+function confirmAction({title, text, reason, card, go, action}) {
   document.getElementById("confirm-title").textContent = title;
   document.getElementById("confirm-text").textContent = text;
   const box = document.getElementById("confirm-reason");
   const label = document.getElementById("confirm-reason-label");
   box.value = "";
   box.hidden = label.hidden = !reason;
+  const cardBox = document.getElementById("confirm-card");
+  cardBox.value = "";
+  cardBox.hidden = document.getElementById("confirm-card-label").hidden = !card;
   const button = document.getElementById("confirm-go");
   button.textContent = go;
-  button.disabled = !!reason;
+  button.disabled = !!reason || !!card;
   dialog.dataset.action = action;
   return new Promise((resolve) => {
     onConfirm = resolve;
     dialog.showModal();
-    (reason ? box : document.getElementById("confirm-cancel")).focus();
+    (card ? cardBox : reason ? box : document.getElementById("confirm-cancel")).focus();
   });
 }
-document.getElementById("confirm-reason").addEventListener("input", (event) => {
-  document.getElementById("confirm-go").disabled = !event.target.value.trim();
-});
+// Confirm stays disabled until every field the dialog shows is filled in.
+function confirmReady() {
+  const filled = (id) => {
+    const input = document.getElementById(id);
+    return input.hidden || input.value.trim() !== "";
+  };
+  document.getElementById("confirm-go").disabled =
+    !(filled("confirm-reason") && filled("confirm-card"));
+}
+document.getElementById("confirm-reason").addEventListener("input", confirmReady);
+document.getElementById("confirm-card").addEventListener("input", confirmReady);
 // A double click on Confirm must not click what lies under the dialog once it closes.
 let quietUntil = 0;
 document.addEventListener("click", (event) => {
@@ -274,9 +318,10 @@ for (const kind of ["dblclick", "mousedown"]) {
 }
 document.getElementById("confirm-go").addEventListener("click", () => {
   const reason = document.getElementById("confirm-reason").value.trim();
+  const card = document.getElementById("confirm-card").value.trim();
   quietUntil = performance.now() + 500;
   dialog.close();
-  if (onConfirm) onConfirm({ok: true, reason});
+  if (onConfirm) onConfirm({ok: true, reason, card});
   onConfirm = null;
 });
 document.getElementById("confirm-cancel").addEventListener("click", () => dialog.close());
@@ -331,6 +376,23 @@ function actionForm(parts, table) {
       act(table, "void", {round: round || null, reason: choice.reason}, answer, voidButton);
     }
   });
+  const enter = el("button", {class: "enter-card", "data-role": "enter-card"}, "Enter card...");
+  enter.addEventListener("click", async () => {
+    const view = tables.get(table) || {};
+    const round = view.round;
+    const slot = view.next_slot || null;
+    const choice = await confirmAction({
+      title: "Enter a card by hand" + (slot ? " for " + slot : "") + "?",
+      text: "Table " + table + ", round " + (round || "(none shown)") + ": the card "
+        + (slot ? "for " + slot : "the round waits for") + " is entered by you, as if the "
+        + "reader had read it (its reader is dead). It is checked against the deck, recorded "
+        + "with your name and reason, and shown as entered by hand.",
+      card: true, reason: true, go: "Enter card", action: "enter-card"});
+    if (choice.ok) {
+      act(table, "enter-card", {round: round || null, slot: slot, card: choice.card,
+        reason: choice.reason}, answer, enter);
+    }
+  });
   const replayRound = el("input", {class: "replay-round", "data-role": "replay-round",
     placeholder: "round id", "aria-label": "round to re-send"});
   const replay = el("button", {class: "replay", "data-role": "replay"}, "Re-send results");
@@ -351,10 +413,10 @@ function actionForm(parts, table) {
         + range + ", marked as replayed.", go: "Re-send", action: "replay"});
     if (choice.ok) act(table, "replay", {round: round}, answer, replay);
   });
-  box.append(resume, voidButton, replayRound, replay);
+  box.append(resume, voidButton, enter, replayRound, replay);
   parts.card.append(box, answer);
   parts.form = {answer: answer, replayRound: replayRound,
-    buttons: {resume: resume, void: voidButton, replay: replay}};
+    buttons: {resume: resume, void: voidButton, replay: replay, "enter-card": enter}};
 }
 
 // -- the tables --------------------------------------------------------------------------
