@@ -61,6 +61,7 @@ class JsonLinesCardSource(TagReaderSource):
         self._writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task[None] | None = None
         self._buffer = bytearray()
+        self._skipping = False
 
     async def open(self) -> None:
         """Open the port within ``open_timeout``.
@@ -85,6 +86,7 @@ class JsonLinesCardSource(TagReaderSource):
             raise self._error(TransportError, "cannot open the card source", str(exc)) from exc
         self._reader, self._writer = reader, writer
         self._buffer.clear()
+        self._skipping = False
         self._opened()
         self._task = asyncio.create_task(self._read_loop(reader), name=f"card-source {self._url}")
         self._log.info("card_source_opened", kind="jsonl+serial", baud=self._baud)
@@ -120,16 +122,15 @@ class JsonLinesCardSource(TagReaderSource):
         return await self.take(is_open=self._writer is not None)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        timers = asyncio.create_task(self.run_timers(), name=f"card-source timers {self._url}")
         try:
             while True:
                 try:
-                    data = await self.next_message(lambda: reader.read(_READ_CHUNK))
+                    data = await reader.read(_READ_CHUNK)
                 except (OSError, serial.SerialException) as exc:
                     raise self._error(
                         ConnectionLost, "the connection to the reader failed", str(exc)
                     ) from exc
-                if data is None:
-                    continue
                 if not data:
                     raise self._error(
                         ConnectionLost, "the reader closed the connection (end of file)"
@@ -139,17 +140,25 @@ class JsonLinesCardSource(TagReaderSource):
             self._lost()
             self._log.error("card_source_failed", error=str(exc))
             self._queue.put_nowait(exc)
+        finally:
+            timers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timers
 
     def _lines(self, data: bytes) -> None:
         self._buffer += data
         while (end := self._buffer.find(b"\n")) >= 0:
             line = bytes(self._buffer[:end]).removesuffix(b"\r")
             del self._buffer[: end + 1]
-            if line.strip():
+            if self._skipping:
+                self._skipping = False  # the end of a line refused as too long
+            elif line.strip():
                 self._take(line)
         if len(self._buffer) > MAX_MESSAGE:
-            # A line longer than any message: refused as such, its rest skipped to its end.
-            self._take(bytes(self._buffer))
+            # A line longer than any message: refused once, the rest of it skipped.
+            if not self._skipping:
+                self._take(bytes(self._buffer))
+            self._skipping = True
             self._buffer.clear()
 
     # ------------------------------------------------------------------ commands

@@ -140,17 +140,20 @@ class MqttReaderSource(TagReaderSource):
         return await self.take(is_open=self._client is not None)
 
     async def _read_loop(self, client: aiomqtt.Client) -> None:
-        messages = client.messages
+        timers = asyncio.create_task(self.run_timers(), name=f"card-source timers {self._url}")
         try:
-            while True:
-                message = await self.next_message(messages.__anext__)
-                if message is not None:
-                    self._take(_payload(message.payload), retained=bool(message.retain))
-        except (aiomqtt.MqttError, StopAsyncIteration) as exc:
+            async for message in client.messages:
+                self._take(_payload(message.payload), retained=bool(message.retain))
+            raise aiomqtt.MqttError("the message stream ended")
+        except aiomqtt.MqttError as exc:
             error = self._error(ConnectionLost, "the readers' broker connection was lost", str(exc))
             self._lost()
             self._log.error("card_source_failed", error=str(error))
             self._queue.put_nowait(error)
+        finally:
+            timers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timers
 
     # ------------------------------------------------------------------ commands
 

@@ -2,9 +2,9 @@
 
 A transport (an MQTT subscription, a serial port) hands each message to
 :class:`~drivers.reader_json.ReaderCore`; between messages the core's presence latch has
-deadlines (a tag stable long enough is placed, one silent long enough is removed), so the
-reader task waits for the next message *or* the next deadline, whichever comes first
-(:meth:`TagReaderSource.next_message`). Reads go on the queue of
+deadlines (a tag stable long enough is placed, one silent long enough is removed): a timer
+task beside the receiver hands those over as they fall due
+(:meth:`TagReaderSource.run_timers`). Reads go on the queue of
 :class:`~drivers.queued.QueuedReads`; the error that ended the transport too.
 
 The time a link was down does not count as the tags' absence
@@ -15,9 +15,8 @@ could be heard says nothing about a tag.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 from drivers.codec import LedColor
 from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
@@ -27,8 +26,6 @@ from drivers.reader_json import ReaderCore, load_reader_codes
 from drivers.source import DriverSettings
 
 __all__ = ["TagReaderSource"]
-
-_T = TypeVar("_T")
 
 
 class TagReaderSource(QueuedReads):
@@ -63,6 +60,7 @@ class TagReaderSource(QueuedReads):
         times = PresenceTimes.from_ms(spec.place_after_ms, spec.remove_after_ms, repeats=True)
         self.core = ReaderCore(table, times, device_id=spec.device_id, name=spec.device)
         self._opened_at: float | None = None
+        self._wake = asyncio.Event()
         self.commands_sent = 0
         self.skipped_commands = 0
 
@@ -84,29 +82,29 @@ class TagReaderSource(QueuedReads):
     def _take(self, payload: bytes, *, retained: bool = False) -> None:
         for read in self.core.message(payload, time.monotonic(), retained=retained):
             self._queue.put_nowait(read)
+        self._wake.set()
 
     def _tick(self) -> None:
         for read in self.core.due(time.monotonic()):
             self._queue.put_nowait(read)
 
-    async def next_message(self, receive: Callable[[], Awaitable[_T]]) -> _T | None:
-        """The next message, or ``None`` when a latch deadline came first (its reads queued).
+    async def run_timers(self) -> None:
+        """Hand the latch's decisions over as they fall due (a task beside the receiver).
 
-        ``receive`` is called once per message wanted; a deadline cancels it (it must be safe
-        to cancel, as a queue's ``get`` or a stream's ``read`` is).
+        It sleeps until the core's next deadline, or until a message changes it (``_take``
+        wakes it), and never touches the transport: a receive is never cancelled by a timer
+        (aiomqtt's message iterator loses the message a cancelled wait had taken).
         """
-        deadline = self.core.next_deadline()
-        if deadline is None:
-            return await receive()
-        delay = deadline - time.monotonic()
-        if delay > 0:
-            try:
+        while True:
+            self._wake.clear()
+            deadline = self.core.next_deadline()
+            delay = None if deadline is None else deadline - time.monotonic()
+            if delay is not None and delay <= 0:
+                self._tick()
+                continue
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
-                    return await receive()
-            except TimeoutError:
-                pass
-        self._tick()
-        return None
+                    await self._wake.wait()
 
     async def led(self, color: LedColor, *, blink: bool = False, duration_ms: int = 0) -> None:
         """A tag reader has no LED command: nothing is sent."""

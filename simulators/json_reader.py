@@ -1,0 +1,430 @@
+"""Simulated JSON tag readers: ESP32/RC522 readers publishing to a broker, or on a pty.
+
+:class:`JsonReaderSimulator` is one or several readers and the dealer in front of them (the
+scanner simulator's :class:`~simulators.dealer.SimulatedDealer`). A card the dealer puts on a
+reader lies in its field, and the reader reports it again and again (every ``repeat``
+seconds, a message each with the next ``seq``) until it is taken away:
+
+* one reader for every slot (a scan pad): the card is taken away when the next one is put
+  down;
+* one reader a hand (``readers``: a seat antenna): the cards stay until the next round's
+  first cue (the dealer collects the table).
+
+Messages are the rfid-poker shape, ``{"device_id": ..., "seq": ..., "card_uid": ...}``, on the
+reader's topic (:meth:`JsonReaderSimulator.serve_mqtt`, aiomqtt, QoS 0 as an ESP32's
+PubSubClient) or as JSON lines on a pty (:meth:`JsonReaderSimulator.serve_pty`). Cues come
+back as JSON on each reader's ``cmd`` topic, or as JSON lines from the host.
+
+Faults (:class:`ReaderFaults`, with the plan's misreads and unplugs): a tag of another deck put
+down first (the rescan brings the right card), hostile payloads published before a card,
+a reader restarting (its ``seq`` back to 0), repeats lost (a brief drop, shorter than the
+latch's removal time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from controller.cards import Deck
+from drivers.codec import CardFrame, ExpectFrame, Frame, MisreadFrame, RejectFrame, RescanFrame
+from drivers.profile import CodeTable
+from simulators.dealer import SimulatedDealer
+from simulators.errors import SimulatorConfigError, SimulatorError
+from simulators.faults import FaultInjector, FaultPlan, Outgoing, SimulatorStats
+from simulators.pty_port import PtyPort, open_pty, point_link
+
+__all__ = ["HOSTILE_PAYLOADS", "JsonReaderSimulator", "ReaderFaults", "ReaderStats"]
+
+_log = structlog.get_logger(__name__)
+
+HOSTILE_PAYLOADS: tuple[bytes, ...] = (
+    b"\xff\xfe\x00garbage",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"device_id": "x", "seq": 1, "card_uid": "' + b"A" * 5000 + b'"}',
+    b'{"device_id": "x", "seq": 1e999, "card_uid": null}',
+    b'{"device_id": ["x"], "seq": 1, "card_uid": null}',
+    b'{"device_id": "x", "seq": 1, "card_uid": "not hex!"}',
+    b"null",
+    b'"04A2B3C4D5E6F7"',
+)
+"""What a hostile or broken publisher puts on a reader topic (each refused by the table)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderFaults:
+    """What goes wrong with the readers (beside the plan's misreads and unplugs).
+
+    Attributes:
+        unknown_tag_rate: Chance a card's first placement is a tag of another deck (the dealer
+            picked up the wrong card; the rescan puts the right one down).
+        hostile_rate: Chance a hostile payload is published before a card's first placement.
+        restart_at: Card indices (0-based) at which the reader restarts (its ``seq`` back to 0).
+        drop_rate: Chance a repeat is not sent (a brief drop).
+        seed: Seed of the draws.
+    """
+
+    unknown_tag_rate: float = 0.0
+    hostile_rate: float = 0.0
+    restart_at: frozenset[int] = frozenset()
+    drop_rate: float = 0.0
+    seed: int = 0
+
+
+@dataclass
+class ReaderStats:
+    """What the readers did.
+
+    Attributes:
+        messages: Tag messages published (repeats included).
+        unknown_tags: Tags of another deck put down.
+        hostile: Hostile payloads published.
+        restarts: Reader restarts.
+        dropped: Repeats not sent.
+        cues: Cues the readers received.
+    """
+
+    messages: int = 0
+    unknown_tags: int = 0
+    hostile: int = 0
+    restarts: int = 0
+    dropped: int = 0
+    cues: int = 0
+
+
+@dataclass
+class _Reader:
+    name: str
+    slots: tuple[str, ...]
+    field: list[str] = field(default_factory=list)
+    seq: int = 0
+    topic: str = ""
+    cmd_topic: str = ""
+
+
+class JsonReaderSimulator:
+    """Simulated JSON tag readers and their dealer.
+
+    Args:
+        table: The deck's code table (each card's tag).
+        readers: Reader name -> the slots it reads; ``None``: one reader (``reader-1``) for
+            every slot, a scan pad.
+        cards: Values dealt as written, in order (else a shuffled ``deck`` with ``seed``).
+        deck: The deck to deal when no script is given.
+        seed: The shuffle seed.
+        faults: The plan's faults (misreads, unplugs).
+        reader_faults: The readers' own faults.
+        deal_delay: Seconds between a cue and the card put down.
+        repeat: Seconds between two reports of a tag lying in a field.
+
+    Attributes:
+        drawn: Every card put down, once, in order.
+        rejected: Cards put aside after a reject.
+        stats: The dealer's counters.
+        reader_stats: The readers' counters.
+    """
+
+    def __init__(
+        self,
+        table: CodeTable,
+        *,
+        readers: Mapping[str, Sequence[str]] | None = None,
+        cards: Sequence[str] | None = None,
+        deck: Deck | None = None,
+        seed: int = 0,
+        faults: FaultPlan | None = None,
+        reader_faults: ReaderFaults | None = None,
+        deal_delay: float = 0.05,
+        repeat: float = 0.05,
+    ) -> None:
+        self.table = table
+        self.faults = faults if faults is not None else FaultPlan()
+        self.reader_faults = reader_faults if reader_faults is not None else ReaderFaults()
+        pieces = [str(piece) for piece in deck] if deck is not None and cards is None else []
+        for card in [*(cards or ()), *pieces]:
+            if table.code_of(card) is None:
+                raise SimulatorConfigError(
+                    "a card to deal has no tag in the code table", card=card, table=table.name
+                )
+        self.pad = readers is None
+        bindings = readers if readers is not None else {"reader-1": ()}
+        self._readers = {name: _Reader(name, tuple(slots)) for name, slots in bindings.items()}
+        self.repeat = repeat
+        self.stats = SimulatorStats()
+        self.reader_stats = ReaderStats()
+        self.drawn: list[str] = []
+        self.rejected: list[str] = []
+        self._rng = random.Random(f"{self.reader_faults.seed}:readers")
+        self._dealer = SimulatedDealer(
+            deck=deck if deck is not None else Deck.standard(),
+            seed=None if cards is not None else seed,
+            script=cards,
+            deal_delay=deal_delay,
+            interval=None,
+            positions=True,
+            faults=FaultInjector(self.faults, self.stats),
+            stats=self.stats,
+            send=self._send,
+            unplug=self._pull_cable,
+            silence=lambda seconds: None,
+            drawn=self.drawn,
+            rejected=self.rejected,
+        )
+        self._round: int | None = None
+        self._cued_slot: str | None = None
+        self._scanned: set[str] = set()
+        self._foreign: dict[str, str] = {}
+        self._cards_put = 0
+        self._publish: Any = None
+        self._port: PtyPort | None = None
+        self._link: Path | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def reader_names(self) -> list[str]:
+        """The readers' names."""
+        return list(self._readers)
+
+    # ------------------------------------------------------------------ the dealer's side
+
+    def _reader_for(self, slot: str | None) -> _Reader:
+        if self.pad or slot is None:
+            return next(iter(self._readers.values()))
+        for reader in self._readers.values():
+            if slot in reader.slots:
+                return reader
+        raise SimulatorError("no simulated reader reads this slot", slot=slot)
+
+    def _send(self, frame: Frame, out: Outgoing | None) -> None:
+        if isinstance(frame, CardFrame):
+            self._put_down(frame.value, self._reader_for(frame.position))
+        elif isinstance(frame, MisreadFrame):
+            self._emit(self._reader_for(self._cued_slot), {"error": "read"})
+
+    def _put_down(self, card: str, reader: _Reader) -> None:
+        faults, rng = self.reader_faults, self._rng
+        first = card not in self._scanned
+        self._scanned.add(card)
+        if first:
+            if faults.hostile_rate and rng.random() < faults.hostile_rate:
+                self.reader_stats.hostile += 1
+                self._raw(reader, HOSTILE_PAYLOADS[rng.randrange(len(HOSTILE_PAYLOADS))])
+            if self._cards_put in faults.restart_at:
+                self.reader_stats.restarts += 1
+                reader.seq = 0
+            self._cards_put += 1
+        copy = max(0, self.drawn.count(card) - 1)
+        uid = self.table.code_of(card, copy)
+        assert uid is not None
+        foreign = self._foreign.pop(card, None)
+        if foreign in reader.field:
+            reader.field.remove(foreign)  # the wrong card taken back
+        if first and faults.unknown_tag_rate and rng.random() < faults.unknown_tag_rate:
+            self.reader_stats.unknown_tags += 1
+            uid = self._foreign[card] = self._unknown(uid)
+        if self.pad:
+            reader.field[:] = []
+        if uid not in reader.field:
+            reader.field.append(uid)
+        self._report(reader, uid)
+
+    def _unknown(self, uid: str) -> str:
+        for digit in "0123456789ABCDEF":
+            candidate = uid[:-1] + digit
+            if self.table.card_of(candidate) is None:
+                return candidate
+        raise SimulatorError("no unknown tag of the same shape", uid=uid)
+
+    def _on_cue(self, body: Any) -> None:
+        if not isinstance(body, dict):
+            return
+        cue, slot = body.get("cue"), str(body.get("slot", ""))
+        self.reader_stats.cues += 1
+        if cue == "expect":
+            round_no, index = int(body.get("round", 1)), int(body.get("slot_index", 0))
+            if not self.pad and self._round is not None and round_no != self._round:
+                for reader in self._readers.values():
+                    reader.field[:] = []  # the dealer collected the last round's cards
+            self._round, self._cued_slot = round_no, slot
+            self._dealer.cue(ExpectFrame(round_no=round_no, slot_index=index, slot_name=slot))
+        elif cue == "rescan":
+            self._dealer.cue(RescanFrame(slot_name=slot, reason=""))
+        elif cue == "reject":
+            self._dealer.cue(RejectFrame(slot_name=slot, reason=""))
+
+    def _pull_cable(self, seconds: float) -> None:
+        """A pty reader's cable is pulled (an MQTT reader's WiFi is not simulated)."""
+        if self._link is None:
+            return
+        self.stats.unplugs += 1
+        port, self._port = self._port, None
+        self._spawn(self._unplug(port, seconds))
+
+    async def _unplug(self, port: PtyPort | None, seconds: float) -> None:
+        assert self._link is not None
+        with contextlib.suppress(FileNotFoundError):
+            self._link.unlink()
+        if port is not None:
+            await port.close()
+        await asyncio.sleep(seconds)
+        self._port = await open_pty(self._host_lines)
+        point_link(self._link, self._port.path)
+
+    # ------------------------------------------------------------------ the readers' side
+
+    def _report(self, reader: _Reader, uid: str) -> None:
+        self.reader_stats.messages += 1
+        reader.seq += 1
+        self._emit(reader, {"card_uid": uid}, count=False)
+
+    def _emit(self, reader: _Reader, body: dict[str, Any], *, count: bool = True) -> None:
+        if count:
+            reader.seq += 1
+        message = {"device_id": reader.name, "seq": reader.seq, **body}
+        self._raw(reader, json.dumps(message, separators=(",", ":")).encode())
+
+    def _raw(self, reader: _Reader, payload: bytes) -> None:
+        if self._publish is not None:
+            self._publish(reader, payload)
+
+    async def _repeats(self) -> None:
+        """Every ``repeat`` seconds, each reader reports each tag in its field."""
+        while True:
+            await asyncio.sleep(self.repeat)
+            for reader in self._readers.values():
+                for uid in list(reader.field):
+                    if self.reader_faults.drop_rate and (
+                        self._rng.random() < self.reader_faults.drop_rate
+                    ):
+                        self.reader_stats.dropped += 1
+                        reader.seq += 1
+                        continue
+                    self._report(reader, uid)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @contextlib.asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        self._dealer.start()
+        self._spawn(self._dealer.run())
+        self._spawn(self._repeats())
+        try:
+            yield
+        finally:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            failures = [
+                r
+                for r in results
+                if isinstance(r, Exception) and not isinstance(r, asyncio.CancelledError)
+            ]
+            if failures:
+                raise SimulatorError("a reader simulator task failed", error=repr(failures[0]))
+
+    # ------------------------------------------------------------------ MQTT
+
+    @contextlib.asynccontextmanager
+    async def serve_mqtt(
+        self, host: str, port: int, prefix: str, *, seconds: float = 5.0
+    ) -> AsyncIterator[dict[str, tuple[str, str]]]:
+        """Publish to a broker; yields each reader's ``(topic, cmd topic)``.
+
+        A reader's topic is ``PREFIX/NAME``, its cue topic ``PREFIX/NAME/cmd``; ``seconds``
+        bounds every call to the broker.
+        """
+        timeout = seconds
+        import aiomqtt
+
+        for reader in self._readers.values():
+            reader.topic, reader.cmd_topic = (
+                f"{prefix}/{reader.name}",
+                f"{prefix}/{reader.name}/cmd",
+            )
+        client = aiomqtt.Client(host, port, timeout=timeout, keepalive=5)
+        async with asyncio.timeout(timeout):
+            await client.__aenter__()
+        try:
+            for reader in self._readers.values():
+                await client.subscribe(reader.cmd_topic, qos=1, timeout=timeout)
+
+            def publish(reader: _Reader, payload: bytes) -> None:
+                self._spawn(client.publish(reader.topic, payload, qos=0, timeout=timeout))
+
+            async def cues() -> None:
+                async for message in client.messages:
+                    payload = message.payload
+                    if isinstance(payload, bytes | bytearray):
+                        with contextlib.suppress(ValueError):
+                            self._on_cue(json.loads(payload))
+
+            self._publish = publish
+            self._spawn(cues())
+            async with self._running():
+                _log.info("json_readers_serving", broker=f"{host}:{port}", prefix=prefix)
+                yield {r.name: (r.topic, r.cmd_topic) for r in self._readers.values()}
+        finally:
+            self._publish = None
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(timeout):
+                    await client.__aexit__(None, None, None)
+
+    # ------------------------------------------------------------------ pty
+
+    @contextlib.asynccontextmanager
+    async def serve_pty(self) -> AsyncIterator[str]:
+        """One reader writing JSON lines on a pty behind a symbolic link; yields the link."""
+        if len(self._readers) != 1:
+            raise SimulatorConfigError("a pty serves one reader", readers=len(self._readers))
+        tmpdir = tempfile.mkdtemp(prefix="tablectl-jsonl-sim-")
+        self._link = Path(tmpdir) / "reader"
+
+        def publish(reader: _Reader, payload: bytes) -> None:
+            port = self._port
+            transport = port.write_transport if port is not None else None
+            line = payload.replace(b"\n", b" ") + b"\n"
+            if transport is None or transport.is_closing():
+                self.stats.dropped_bytes += len(line)
+                return
+            transport.write(line)
+
+        self._publish = publish
+        try:
+            self._port = await open_pty(self._host_lines)
+            point_link(self._link, self._port.path)
+            async with self._running():
+                yield str(self._link)
+        finally:
+            self._publish = None
+            if self._port is not None:
+                await self._port.close()
+                self._port = None
+            with contextlib.suppress(OSError):
+                self._link.unlink()
+                os.rmdir(tmpdir)
+
+    async def _host_lines(self, reader: asyncio.StreamReader) -> None:
+        buffer = b""
+        while True:
+            data = await reader.read(4096)
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                with contextlib.suppress(ValueError):
+                    self._on_cue(json.loads(line))
