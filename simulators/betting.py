@@ -7,7 +7,7 @@ seed, the round id and the window id, so the same window always gets the same an
 whatever order windows arrive in.
 
 :func:`run_simulated_betting` is the betting system's side of the wire: it subscribes to
-``{prefix}/{table}/events``, answers each ``decision_open`` envelope after ``think_seconds``
+``{prefix}/{table}/events``, answers each ``decision_open`` envelope after a random think time
 on ``{prefix}/{table}/cmd/decision`` with ``{"command_id", "round", "window", "decision"}``,
 reads the answers on ``{prefix}/{table}/reply/betting`` (the controller's
 ``command_answered`` envelopes; refusals are logged), and keeps its presence retained on
@@ -106,6 +106,15 @@ class BettingPolicy:
         # a seed repeats the same decisions whatever journal the table runs on.
         rounds = _JOURNAL_IN_ROUND_ID.sub(r"\1", str(step_info.get("round")))
         return random.Random(f"{self.seed}:{rounds}:{step_info.get('window')}")
+
+    def think_time(self, most: float, step_info: Mapping[str, Any]) -> float:
+        """How long a player thinks before answering: a quarter of ``most`` to ``most``.
+
+        Random, seeded like the decision (the same window thinks as long in every run with the
+        seed), so a crowd's answers do not come like a metronome.
+        """
+        rng = random.Random(f"think:{self._rng(step_info).random()}")
+        return most * (0.25 + 0.75 * rng.random())
 
     def decide(self, step_info: Mapping[str, Any]) -> dict[str, Any] | None:
         """The decision for one open window, or ``None`` to let the deadline default apply.
@@ -324,7 +333,7 @@ class _Session:
             self.stats.abstained += 1
             bound.debug("leaving the window to its default")
             return
-        delay = self.think_seconds
+        delay = self.policy.think_time(self.think_seconds, {**data, "round": envelope.round})
         if remaining is not None:
             delay = min(delay, remaining / 2)
         self.counter += 1
@@ -528,8 +537,9 @@ async def run_simulated_betting(
         prefix: The tables' topic prefix.
         seed: The policy's seed (when ``policy`` is not given).
         stop: Set it to end the run (the offline status is published first).
-        think_seconds: How long a "player" thinks before the decision is sent (never more
-            than half of what is left of the window).
+        think_seconds: The longest a "player" thinks before the decision is sent (each
+            thinks a random, seeded quarter to whole of it: :meth:`BettingPolicy.think_time`;
+            never more than half of what is left of the window).
         network_timeout: Bound of every network wait (connect, subscribe, publish).
         retry_seconds: Pause between rounds of connection attempts.
         username: Broker user name (the betting system's credentials), if any.

@@ -36,6 +36,10 @@ DEFAULT_HID_PROFILE = "barcode-crlf"
 
 _T = TypeVar("_T")
 
+SIM_THINK_SECONDS = 1.0
+"""The simulated players' longest think time: each answers a decision window after a random
+(seeded) quarter to whole of it, never after half of what is left of the window."""
+
 _PENDING_DEVICE = "serial:///dev/pts/pending"
 """Stands for the simulator's pty while the settings are checked, before it exists."""
 
@@ -83,7 +87,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help="journal file (simulation default var/<table-id>.sqlite)",
     )
-    parser.add_argument("--betting-seconds", type=float, default=None, metavar="S")
+    parser.add_argument(
+        "--betting-seconds", type=float, default=None, metavar="S", help="betting window"
+    )
+    parser.add_argument(
+        "--decision-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="each decision window of the game (Hold'em's actions, Break Poker's setting, the "
+        "Mulligan's choice, Mahjong's bank offers; default: the game's own, 10-20 s)",
+    )
     parser.add_argument("--pause-seconds", type=float, default=None, metavar="S")
     parser.add_argument(
         "--show", action="store_true", help="print the table's messages as a subscriber sees them"
@@ -225,7 +239,7 @@ def run_command(args: argparse.Namespace) -> int:
     from controller import collector
     from controller.app import run_table
     from controller.logs import configure_logging
-    from controller.settings import load_settings
+    from controller.settings import deep_merge, load_settings
 
     if args.rounds is not None and args.rounds < 1:
         raise ConfigError("--rounds must be at least 1", field="--rounds")
@@ -233,6 +247,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.simulate:
         return asyncio.run(_run_simulated(args, overrides))
     settings = load_settings(args.config, **overrides)
+    if args.decision_seconds is not None:
+        decisions = decision_overrides(settings.game, args.decision_seconds)
+        settings = load_settings(args.config, **deep_merge(overrides, decisions))
     configure_logging(level=settings.logging.level, fmt=settings.logging.format)
     given = bool(settings.mqtt.urls)
     collector.take_over()  # collections between cards, not in the middle of one
@@ -247,6 +264,28 @@ def run_command(args: argparse.Namespace) -> int:
     )
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
+
+
+def decision_overrides(game_id: str, seconds: float) -> dict[str, Any]:
+    """``--decision-seconds S`` as a settings override: the game's decision-window option.
+
+    Raises:
+        ConfigError: ``S`` is not above 0, or the game has no decision windows.
+    """
+    from controller.games.registry import GAME_IDS, game_spec
+
+    if not seconds > 0:
+        raise ConfigError(
+            f"--decision-seconds must be more than 0, not {seconds:g}", field="--decision-seconds"
+        )
+    option = game_spec(game_id).decision_seconds_option if game_id in GAME_IDS else None
+    if option is None:
+        raise ConfigError(
+            f"--decision-seconds: {game_id} has no decision windows (games with them: "
+            f"{', '.join(g for g in GAME_IDS if game_spec(g).decision_seconds_option)})",
+            field="--decision-seconds",
+        )
+    return {"game_options": {option: seconds}}
 
 
 def _say_if_nothing_played(journal: Path, rounds: int | None, *, played: int) -> None:
@@ -333,6 +372,8 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         raise ConfigError(
             f"unknown game {game_id!r}; games: {', '.join(LIVE_GAME_IDS)}", field="--game"
         )
+    if args.decision_seconds is not None:
+        merged = deep_merge(merged, decision_overrides(game_id, args.decision_seconds))
     # Every setting is checked before the simulator starts (and logs that it serves): bad
     # input ends the command with its error and nothing else. The pty's path is not known
     # yet; a placeholder stands for it, replaced below.
@@ -599,6 +640,7 @@ def _simulated_betting(settings: TableSettings, seed: int) -> dict[str, Companio
             seed=seed,
             stop=stop,
             status_topic=status_topic,
+            think_seconds=SIM_THINK_SECONDS,
         )
 
     return {"simulated-betting": betting}
@@ -745,6 +787,9 @@ class _Linger:
 DEMO_PIT_USER = "pit"
 """The simulated table's pit-console user (its password is kept in the run directory)."""
 
+DEMO_SCRYPT_N = 2**10
+"""scrypt's cost for the demo pit password's in-memory hash (the default is 2**15)."""
+
 DEMO_PIT_PASSWORD_FILE = "studio-pit-password"
 """The demo pit password's file, beside the journal (``make run``: ``var/``)."""
 
@@ -777,7 +822,11 @@ async def _demo_pit(mqtt: MqttSettings, table_id: str, password: str) -> PitSett
     from controller.studio.pit.passwords import hash_password
     from controller.studio.pit.settings import PitSettings
 
-    stored = await asyncio.to_thread(hash_password, password)
+    # The hash never leaves this process (no config file holds it), so scrypt's stretching
+    # protects nothing here: a cheap cost (1 MiB, ~2 ms) instead of the default's 32 MiB and
+    # 0.19 s of CPU at every start (docs/performance.md, "The demo"); the login still checks
+    # the password with scrypt, and wrong attempts are still delayed.
+    stored = hash_password(password, n=DEMO_SCRYPT_N)
     return PitSettings.model_validate(
         {
             "users": [{"name": DEMO_PIT_USER, "role": "pitboss", "password_hash": stored}],

@@ -90,6 +90,16 @@ class GameSpec(Declared):
         shaped: PageHands = shape(hands, seats)
         return shaped
 
+    @property
+    def decision_seconds_option(self) -> str | None:
+        """The option that sets the length of the game's decision windows, if it has any.
+
+        The live module's ``DECISION_SECONDS_OPTION`` (Hold'em's ``action_seconds``, Break
+        Poker's ``setting_seconds``...); ``None`` for a game without decisions (Teen Patti).
+        """
+        name = getattr(importlib.import_module(self.live), "DECISION_SECONDS_OPTION", None)
+        return name if isinstance(name, str) else None
+
     def build_live(self, options: GameOptions, paytables: PayTables) -> LiveGame:
         """The table's live game, from its validated options and merged pay tables."""
         build: LiveFactory = importlib.import_module(self.live).build

@@ -106,3 +106,15 @@ def test_hid_without_a_profile_deals_with_a_barcode_scanner(mosquitto, tmp_path)
         devices = [e.body for e in reader.entries() if e.kind == "device_status"]
     assert "round_result" in kinds
     assert any("hidkbd://" in str(body) and "barcode-crlf" in str(body) for body in devices)
+
+
+def test_decision_seconds_sets_the_games_windows(mosquitto, tmp_path):
+    """Issue 25, item 2: ``--decision-seconds`` shortens the game's decision windows."""
+    journal = tmp_path / "bp.sqlite"
+    args = ["run", "--simulate", "--game", "break-poker", "--rounds", "1", "--seed", "2"]
+    args += ["--decision-seconds", "1.5", "--betting-seconds", "0.2", "--pause-seconds", "0"]
+    args += ["--deal-delay", "0.02", "--broker", mosquitto.url, "--journal", str(journal)]
+    assert main([*args, "--no-archive", "--no-studio"]) == 0
+    with Journal.open_readonly(journal) as reader:
+        windows = [e.body for e in reader.entries() if e.kind == "decision_open"]
+    assert windows and all(body["seconds"] == 1.5 for body in windows)

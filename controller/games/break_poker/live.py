@@ -36,6 +36,8 @@ WINDOW: Final = "setting"
 OPTIONS: Final = ("close",)
 PLAYER: Final = "player"
 DEALER: Final = "dealer"
+DECISION_SECONDS_OPTION: Final = "setting_seconds"
+"""The option that sets how long each decision window stays open (``run --decision-seconds``)."""
 
 
 @dataclass

@@ -38,6 +38,8 @@ from controller.money import BetResult, PayTables
 CHOICES: Final = ("accept", "decline")
 NO_BANKER: Final = "no banker"
 BANKING: Final = "position holds the bank"
+DECISION_SECONDS_OPTION: Final = "bank_seconds"
+"""The option that sets how long each decision window stays open (``run --decision-seconds``)."""
 
 
 def offer_window(position: str) -> str:

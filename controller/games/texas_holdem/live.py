@@ -71,6 +71,8 @@ ACTION_NAMES: Final = {
 _KINDS: Final = {name: kind for kind, name in ACTION_NAMES.items()} | {"all-in": ActionKind.ALL_IN}
 _DECISION_FIELDS: Final = frozenset({"action", "share", "multiple", "seat", "amount"})
 STREET_NAMES: Final = {0: "preflop", 3: "flop", 4: "turn", 5: "river"}
+DECISION_SECONDS_OPTION: Final = "action_seconds"
+"""The option that sets how long each decision window stays open (``run --decision-seconds``)."""
 """The equity milestone reached with this many board cards (hole cards all dealt)."""
 
 

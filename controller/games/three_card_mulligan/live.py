@@ -39,6 +39,8 @@ from controller.money import BetResult, PayTables
 WINDOW: Final = "mulligan"
 CHOICES: Final = ("stay", "mulligan")
 DEFAULT_DECISION: Final[Mapping[str, str]] = {"choice": "stay"}
+DECISION_SECONDS_OPTION: Final = "decision_seconds"
+"""The option that sets how long each decision window stays open (``run --decision-seconds``)."""
 
 
 @dataclass
