@@ -134,6 +134,26 @@ def _plan_slots(game: str) -> tuple[str, ...] | None:
     return tuple(slot.name for slot in spec.deal_plan.slots)
 
 
+def next_slot(fold: RoundFold) -> str | None:
+    """The slot a round deals next: the one to rescan, else the deal plan's next.
+
+    The plan is the game's default (the registry's); when the slots dealt so far do not
+    follow it (a table with other options), the next slot is not guessed. The dealer screen
+    shows it; the pit console names it when the pit boss enters a card by hand.
+    """
+    if fold.finished or fold.state != "dealing":
+        return None
+    if fold.awaiting_rescan is not None:
+        return fold.awaiting_rescan
+    plan = _plan_slots(fold.game) if fold.game else None
+    if plan is None or fold.next_index >= len(plan):
+        return None
+    for card in fold.cards:
+        if card.index is None or card.index >= len(plan) or plan[card.index] != card.slot:
+            return None
+    return plan[fold.next_index]
+
+
 @dataclass
 class TableView:
     """One table as the studio's pages show it (see the module notes).
@@ -215,23 +235,8 @@ class TableView:
         return self.state.online
 
     def next_slot(self) -> str | None:
-        """The slot the dealer deals next: the one to rescan, else the deal plan's next.
-
-        The plan is the game's default (the registry's); when the slots dealt so far do not
-        follow it (a table with other options), the next slot is not guessed.
-        """
-        fold = self.fold
-        if fold.finished or fold.state != "dealing":
-            return None
-        if fold.awaiting_rescan is not None:
-            return fold.awaiting_rescan
-        plan = _plan_slots(fold.game) if fold.game else None
-        if plan is None or fold.next_index >= len(plan):
-            return None
-        for card in fold.cards:
-            if card.index is None or card.index >= len(plan) or plan[card.index] != card.slot:
-                return None
-        return plan[fold.next_index]
+        """The slot the dealer deals next (:func:`next_slot`)."""
+        return next_slot(self.fold)
 
     def _cards(self) -> list[dict[str, Any]]:
         cards = []

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 ConnectorFactory = Callable[[MqttSettings], Connector]
 """Builds the console's broker connection from its settings (tests may pass their own)."""
 
-ACTIONS = ("resume", "void", "replay", "ack")
+ACTIONS = ("resume", "void", "replay", "ack", "enter-card")
 NONCE = re.compile(r"^[A-Za-z0-9_-]{8,40}$")
 UPDATES_QUEUE = 1000
 """Updates a page may fall behind by before it is dropped (it reconnects and re-reads)."""
@@ -97,6 +97,8 @@ class ActionRequest:
         from_seq: First ``seq`` to re-send (``replay`` only).
         to_seq: Last ``seq`` (``replay``; ``None``: up to the last).
         alert_seq: The alert's ``seq`` (``ack`` only).
+        card: The card entered by hand (``enter-card`` only).
+        slot: The slot the page shows waiting (``enter-card``; the table refuses another).
     """
 
     table: str
@@ -107,6 +109,8 @@ class ActionRequest:
     from_seq: int | None = None
     to_seq: int | None = None
     alert_seq: int | None = None
+    card: str | None = None
+    slot: str | None = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,25 @@ def check_action(user: PitUser, request: ActionRequest, known_tables: set[str]) 
         if request.alert_seq is None or request.alert_seq < 1:
             raise ActionInvalid("an acknowledgement needs the alert's seq (1 or more)")
         body["alert_seq"] = request.alert_seq
+    elif request.name == "enter-card":
+        body.update(_entered_card(request))
     return body
+
+
+def _entered_card(request: ActionRequest) -> dict[str, Any]:
+    """A card entered by hand: the card, the reason and the slot the page showed."""
+    card = (request.card or "").strip()
+    if not card or len(card) > 16:
+        raise ActionInvalid("type the card to enter (e.g. Qh), 16 characters at most")
+    reason = (request.reason or "").strip()
+    if not reason:
+        raise ActionInvalid("a card entered by hand needs a reason")
+    if len(reason) > 500:
+        raise ActionInvalid("the reason is longer than 500 characters")
+    slot = (request.slot or "").strip() or None
+    if slot is not None and len(slot) > 32:
+        raise ActionInvalid("the slot is longer than 32 characters")
+    return {"card": card, "reason": reason, "slot": slot}
 
 
 def _void_reason(request: ActionRequest) -> str:

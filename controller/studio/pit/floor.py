@@ -49,6 +49,7 @@ from controller.journal.entries import (
 )
 from controller.messages import Envelope, StatusMessage
 from controller.studio.pit.words import device_label, device_words, state_words
+from controller.studio.view import next_slot
 from controller.tablefold import Channel, JournalChange, TableFold, at_text, wire
 from controller.watch import describe
 
@@ -432,6 +433,7 @@ class Floor:
             "state": state.state,
             "halted": round_.halted,
             "awaiting_rescan": round_.awaiting_rescan,
+            "next_slot": next_slot(round_),
             "decision": _decision_text(round_.decision),
             "betting_closes_at": round_.betting_closes_at,
             "result": state.result,

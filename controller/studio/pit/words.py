@@ -164,6 +164,7 @@ _DOING = {
     "resume": "resume",
     "replay": "re-send the results of",
     "ack": "take the acknowledgement of",
+    "enter-card": "take the card entered by hand in",
 }
 
 
@@ -173,6 +174,36 @@ def _round_words(round_id: str | None) -> str:
 
 def _clean(reason: str) -> str:
     return " ".join(reason.split()).rstrip(".")
+
+
+def _accepted(action: str, table: str, round_id: str | None, data: Mapping[str, Any]) -> str:
+    """An accepted pit action as a sentence."""
+    where = f"at table {table}"
+    if action == "void":
+        return f"Round {round_id} {where} voided: every bet is refunded."
+    if action == "resume":
+        return f"Round {round_id} {where} resumed: the dealer deals on."
+    if action == "replay":
+        count = data.get("resent")
+        many = (
+            f"{count} result message{'' if count == 1 else 's'}"
+            if isinstance(count, int)
+            else "the result messages"
+        )
+        of = f" of round {round_id}" if round_id else ""
+        return f"Table {table} re-sent {many}{of}."
+    if action == "ack":
+        seq = data.get("alert_seq")
+        alert = f"the alert (entry {seq})" if isinstance(seq, int) else "the alert"
+        return f"Table {table} recorded that you acknowledged {alert}."
+    if action == "enter-card":
+        slot = data.get("slot")
+        into = f" for {slot}" if isinstance(slot, str) else ""
+        return (
+            f"Round {round_id} {where} took the card entered by hand{into}: it is recorded "
+            "with your name and reason, and shown as entered by hand."
+        )
+    return f"Table {table} accepted the {action}."
 
 
 def action_sentence(
@@ -189,7 +220,7 @@ def action_sentence(
     """The answer to a pit action as a sentence.
 
     Args:
-        action: ``void``, ``resume``, ``replay`` or ``ack``.
+        action: ``void``, ``resume``, ``replay``, ``ack`` or ``enter-card``.
         table: The table.
         round_id: The round the action named (for a replay, the round replayed).
         status: ``accepted``, ``refused``, ``no_answer``, ``not_sent`` or ``invalid``.
@@ -202,26 +233,8 @@ def action_sentence(
         One or two sentences, ending with a full stop.
     """
     data = data or {}
-    where = f"at table {table}"
     if status == "accepted":
-        if action == "void":
-            return f"Round {round_id} {where} voided: every bet is refunded."
-        if action == "resume":
-            return f"Round {round_id} {where} resumed: the dealer deals on."
-        if action == "replay":
-            count = data.get("resent")
-            many = (
-                f"{count} result message{'' if count == 1 else 's'}"
-                if isinstance(count, int)
-                else "the result messages"
-            )
-            of = f" of round {round_id}" if round_id else ""
-            return f"Table {table} re-sent {many}{of}."
-        if action == "ack":
-            seq = data.get("alert_seq")
-            alert = f"the alert (entry {seq})" if isinstance(seq, int) else "the alert"
-            return f"Table {table} recorded that you acknowledged {alert}."
-        return f"Table {table} accepted the {action}."
+        return _accepted(action, table, round_id, data)
     if status == "refused":
         why = _clean(reason) or "no reason given"
         if by_broker:
@@ -256,7 +269,7 @@ def action_record(
     """A pit action as recall lists it, after the operator's name (third person).
 
     Args:
-        action: ``void``, ``resume``, ``replay`` or ``ack``.
+        action: ``void``, ``resume``, ``replay``, ``ack`` or ``enter-card``.
         status: ``accepted`` or ``refused``.
         reason: The table's reason for a refusal.
         data: The answer's ``data`` (``resent``, ``alert_seq``).
