@@ -13,12 +13,14 @@ the errors), so :mod:`drivers.source` can resolve them without importing the dri
 
 ``mqtt-reader://[USER[:PASSWORD]@]HOST[:PORT]/TOPIC[?options]``: the topic is the URL's path
 without its first ``/``, percent-decoded (a wildcard ``#`` is written ``%23``; ``+`` as is).
-Options: ``codes=FILE`` (the enrolled deck's code table), ``device=ID`` (take only this
+Options: ``profile=NAME`` (a reader profile, ``drivers/profiles/readers/``: the latch's
+times and the code table; default ``mqtt-json``), ``codes=FILE`` (the enrolled deck's code
+table), ``device=ID`` (take only this
 reader's messages when several share the topic), ``cmd=TOPIC`` (the reader takes cues as
 JSON on this topic), ``place_after_ms``, ``remove_after_ms`` (the presence latch),
 ``keepalive`` (seconds, the MQTT keepalive that finds a silent broker), ``client_id``.
 
-``jsonl+serial:///dev/ttyUSB0[?options]``: ``codes``, ``device``, ``place_after_ms``,
+``jsonl+serial:///dev/ttyUSB0[?options]``: ``profile``, ``codes``, ``device``, ``place_after_ms``,
 ``remove_after_ms``, ``baud``, ``cues=1`` (the reader takes cues as JSON lines).
 """
 
@@ -31,9 +33,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from drivers.errors import UnsupportedUrl
 
 __all__ = [
-    "DEFAULT_CODES",
-    "DEFAULT_PLACE_AFTER_MS",
-    "DEFAULT_REMOVE_AFTER_MS",
+    "DEFAULT_PROFILE",
     "JSON_READER_SCHEMES",
     "JsonLinesSpec",
     "MqttReaderSpec",
@@ -43,17 +43,10 @@ __all__ = [
 JSON_READER_SCHEMES = ("mqtt-reader", "jsonl+serial")
 """The URL schemes of the JSON tag readers."""
 
-DEFAULT_CODES = "codes/rfid-demo-deck.toml"
-"""The code table when the URL names none: the shipped demo deck (random UIDs, standing for
-an enrolled deck: a real table names its own with ``codes=FILE``)."""
-
-DEFAULT_PLACE_AFTER_MS = 100
-"""A tag counts as placed once seen for this long (an RC522 polling loop repeats a tag
-every 20-100 ms, so two sightings at least)."""
-
-DEFAULT_REMOVE_AFTER_MS = 1000
-"""A placed tag counts as removed once unseen for this long (ten missed polls: a hand over
-the antenna is no removal)."""
+DEFAULT_PROFILE = "mqtt-json"
+"""The reader profile (``drivers/profiles/readers/``) when the URL names none: its presence
+times and code table, which the URL's ``place_after_ms``, ``remove_after_ms`` and ``codes``
+override."""
 
 _MAX_TOPIC = 256
 
@@ -69,11 +62,12 @@ class MqttReaderSpec:
         device: The device URL without credentials (for logs, errors and the journal).
         username: The broker user, or ``None``.
         password: The broker password, or ``None``.
-        codes: The code table file, or ``None`` for :data:`DEFAULT_CODES`.
+        profile: The reader profile's name or ``.toml`` path.
+        codes: The code table file, or ``None`` for the profile's.
         device_id: Take only the messages of this reader (``None``: every reader).
         cmd_topic: Where cues go as JSON (``None``: the reader takes none).
-        place_after_ms: The latch's stable time.
-        remove_after_ms: The latch's absence time.
+        place_after_ms: The latch's stable time (``None``: the profile's).
+        remove_after_ms: The latch's absence time (``None``: the profile's).
         keepalive: The MQTT keepalive (seconds).
         client_id: The MQTT client id (``None``: the broker's choice).
     """
@@ -84,11 +78,12 @@ class MqttReaderSpec:
     device: str
     username: str | None = None
     password: str | None = None
+    profile: str = DEFAULT_PROFILE
     codes: str | None = None
     device_id: str | None = None
     cmd_topic: str | None = None
-    place_after_ms: int = DEFAULT_PLACE_AFTER_MS
-    remove_after_ms: int = DEFAULT_REMOVE_AFTER_MS
+    place_after_ms: int | None = None
+    remove_after_ms: int | None = None
     keepalive: int = 5
     client_id: str | None = None
     kind: Literal["mqtt-reader"] = "mqtt-reader"
@@ -102,21 +97,23 @@ class JsonLinesSpec:
         port_url: The path handed to pyserial.
         device: The device path (for logs and errors).
         baud: The baud rate (``None``: the driver settings').
-        codes: The code table file, or ``None`` for :data:`DEFAULT_CODES`.
+        profile: The reader profile's name or ``.toml`` path.
+        codes: The code table file, or ``None`` for the profile's.
         device_id: Take only the lines of this reader (``None``: any).
         cues: The reader takes cues as JSON lines.
-        place_after_ms: The latch's stable time.
-        remove_after_ms: The latch's absence time.
+        place_after_ms: The latch's stable time (``None``: the profile's).
+        remove_after_ms: The latch's absence time (``None``: the profile's).
     """
 
     port_url: str
     device: str
     baud: int | None = None
+    profile: str = DEFAULT_PROFILE
     codes: str | None = None
     device_id: str | None = None
     cues: bool = False
-    place_after_ms: int = DEFAULT_PLACE_AFTER_MS
-    remove_after_ms: int = DEFAULT_REMOVE_AFTER_MS
+    place_after_ms: int | None = None
+    remove_after_ms: int | None = None
     kind: Literal["jsonl+serial"] = "jsonl+serial"
 
 
@@ -139,10 +136,10 @@ def _options(url: str, query: str, kind: str, known: tuple[str, ...]) -> dict[st
     return out
 
 
-def _number(url: str, options: dict[str, str], name: str, default: int, most: int) -> int:
+def _number(url: str, options: dict[str, str], name: str, most: int) -> int | None:
     text = options.get(name)
     if text is None:
-        return default
+        return None
     if not text.isdigit() or int(text) > most:
         raise UnsupportedUrl(f"{name} is a whole number from 0 to {most}", url=url, detail=text)
     return int(text)
@@ -170,9 +167,9 @@ def _check_topic(url: str, topic: str, what: str, *, wildcards: bool) -> None:
             raise UnsupportedUrl(f"{what}: '#' is the last level only", url=url, detail=topic)
 
 
-def _latch_times(url: str, options: dict[str, str]) -> tuple[int, int]:
-    place = _number(url, options, "place_after_ms", DEFAULT_PLACE_AFTER_MS, 60_000)
-    remove = _number(url, options, "remove_after_ms", DEFAULT_REMOVE_AFTER_MS, 600_000)
+def _latch_times(url: str, options: dict[str, str]) -> tuple[int | None, int | None]:
+    place = _number(url, options, "place_after_ms", 60_000)
+    remove = _number(url, options, "remove_after_ms", 600_000)
     if remove == 0:
         raise UnsupportedUrl(
             "remove_after_ms must exceed the reader's repeat interval (0 removes a tag "
@@ -183,6 +180,7 @@ def _latch_times(url: str, options: dict[str, str]) -> tuple[int, int]:
 
 
 _MQTT_OPTIONS = (
+    "profile",
     "codes",
     "device",
     "cmd",
@@ -191,7 +189,7 @@ _MQTT_OPTIONS = (
     "keepalive",
     "client_id",
 )
-_JSONL_OPTIONS = ("codes", "device", "cues", "baud", "place_after_ms", "remove_after_ms")
+_JSONL_OPTIONS = ("profile", "codes", "device", "cues", "baud", "place_after_ms", "remove_after_ms")
 
 
 def _parse_mqtt(url: str) -> MqttReaderSpec:
@@ -213,7 +211,9 @@ def _parse_mqtt(url: str) -> MqttReaderSpec:
     if cmd is not None:
         _check_topic(url, cmd, "the cmd topic", wildcards=False)
     place, remove = _latch_times(url, options)
-    keepalive = _number(url, options, "keepalive", 5, 3600)
+    keepalive = _number(url, options, "keepalive", 3600)
+    if keepalive is None:
+        keepalive = 5
     if keepalive == 0:
         raise UnsupportedUrl("keepalive is at least 1 second (it finds a silent broker)", url=url)
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
@@ -224,6 +224,7 @@ def _parse_mqtt(url: str) -> MqttReaderSpec:
         device=f"mqtt-reader://{host}:{port}/{topic}",
         username=unquote(parts.username) if parts.username is not None else None,
         password=unquote(parts.password) if parts.password is not None else None,
+        profile=options.get("profile", DEFAULT_PROFILE),
         codes=options.get("codes"),
         device_id=_device_id(url, options),
         cmd_topic=cmd,
@@ -242,11 +243,9 @@ def _parse_jsonl(url: str) -> JsonLinesSpec:
             "a jsonl+serial URL names a device path: jsonl+serial:///dev/ttyUSB0", url=url
         )
     options = _options(url, parts.query, "jsonl+serial", _JSONL_OPTIONS)
-    baud = None
-    if "baud" in options:
-        baud = _number(url, options, "baud", 0, 10_000_000)
-        if baud == 0:
-            raise UnsupportedUrl("baud must be a positive integer", url=url)
+    baud = _number(url, options, "baud", 10_000_000)
+    if baud == 0:
+        raise UnsupportedUrl("baud must be a positive integer", url=url)
     cues = options.get("cues", "0")
     if cues not in ("0", "1"):
         raise UnsupportedUrl("cues is 0 or 1", url=url, detail=cues)
@@ -255,6 +254,7 @@ def _parse_jsonl(url: str) -> JsonLinesSpec:
         port_url=path,
         device=path,
         baud=baud,
+        profile=options.get("profile", DEFAULT_PROFILE),
         codes=options.get("codes"),
         device_id=_device_id(url, options),
         cues=cues == "1",

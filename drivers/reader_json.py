@@ -38,9 +38,10 @@ from typing import Any
 
 import structlog
 
-from drivers.json_readers import DEFAULT_CODES
+from drivers.json_readers import DEFAULT_PROFILE
 from drivers.presence import FieldEmpty, Placed, PresenceLatch, PresenceTimes, Removed, TagSeen
-from drivers.profile import PROFILES_PACKAGE, CodeTable, load_code_table
+from drivers.profile import PROFILES_PACKAGE, CodeTable, ProfileError
+from drivers.reader_profile import load_reader_profile
 from drivers.source import CardRead, CardRemoved, DeviceStatus, Misread, Read
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "ReaderStats",
     "Rejection",
     "load_reader_codes",
+    "load_reader_setup",
     "parse_message",
 ]
 
@@ -222,19 +224,55 @@ def parse_message(payload: bytes | bytearray | memoryview) -> ReaderMessage | Re
         return exc.rejection
 
 
-def load_reader_codes(codes: str | None) -> CodeTable:
-    """The code table a reader URL names (``None``: the shipped demo deck).
+def _codes_path(codes: str) -> str:
+    given = Path(codes)
+    if given.is_absolute() or given.exists():
+        return codes
+    return str(resources.files(PROFILES_PACKAGE).joinpath(codes))
 
-    A relative path is taken from the working directory, else from the shipped profiles'
-    folder (``codes/rfid-demo-deck.toml``).
+
+def load_reader_setup(
+    profile: str = DEFAULT_PROFILE,
+    codes: str | None = None,
+    place_after_ms: int | None = None,
+    remove_after_ms: int | None = None,
+) -> tuple[CodeTable, PresenceTimes]:
+    """The code table and latch times of a JSON reader: its reader profile's, as overridden.
+
+    Args:
+        profile: A reader profile (``drivers/profiles/readers/``) of the ``mqtt-json`` family,
+            by name or ``.toml`` path.
+        codes: A code table replacing the profile's; a relative path is taken from the
+            working directory, else from the shipped profiles' folder
+            (``codes/rfid-demo-tiles.toml``).
+        place_after_ms: The URL's stable time, replacing the profile's.
+        remove_after_ms: The URL's absence time, replacing the profile's.
+
+    Raises:
+        ProfileError: The profile or the table cannot be used, or the profile is another
+            family's (the file, the field, the reason).
+    """
+    loaded = load_reader_profile(profile, _codes_path(codes) if codes is not None else None)
+    if loaded.profile.family != DEFAULT_PROFILE:
+        raise ProfileError(
+            "the reader profile is not a JSON reader's",
+            file=str(loaded.path),
+            field="family",
+            detail=f"family {loaded.profile.family!r}; a JSON reader's is {DEFAULT_PROFILE!r}",
+        )
+    presence = loaded.profile.presence
+    place = presence.place_after_ms if place_after_ms is None else place_after_ms
+    remove = presence.remove_after_ms if remove_after_ms is None else remove_after_ms
+    return loaded.table, PresenceTimes.from_ms(place, remove, repeats=True)
+
+
+def load_reader_codes(codes: str | None = None, profile: str = DEFAULT_PROFILE) -> CodeTable:
+    """The code table a JSON reader reads with (``codes``, else its profile's).
 
     Raises:
         ProfileError: The file, the field and the reason.
     """
-    given = Path(codes if codes is not None else DEFAULT_CODES)
-    if not given.is_absolute() and not given.exists():
-        given = Path(str(resources.files(PROFILES_PACKAGE).joinpath(str(given))))
-    return load_code_table(given)
+    return load_reader_setup(profile, codes)[0]
 
 
 @dataclass

@@ -20,9 +20,8 @@ import time
 
 from drivers.codec import LedColor
 from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
-from drivers.presence import PresenceTimes
 from drivers.queued import QueuedReads
-from drivers.reader_json import ReaderCore, load_reader_codes
+from drivers.reader_json import ReaderCore, load_reader_setup
 from drivers.source import DriverSettings
 
 __all__ = ["TagReaderSource"]
@@ -56,9 +55,12 @@ class TagReaderSource(QueuedReads):
     ) -> None:
         super().__init__(url, spec.device)
         self._settings = settings
-        table = None if raw_codes else load_reader_codes(spec.codes)
-        times = PresenceTimes.from_ms(spec.place_after_ms, spec.remove_after_ms, repeats=True)
-        self.core = ReaderCore(table, times, device_id=spec.device_id, name=spec.device)
+        table, times = load_reader_setup(
+            spec.profile, spec.codes, spec.place_after_ms, spec.remove_after_ms
+        )
+        self.core = ReaderCore(
+            None if raw_codes else table, times, device_id=spec.device_id, name=spec.device
+        )
         self._opened_at: float | None = None
         self._wake = asyncio.Event()
         self.commands_sent = 0

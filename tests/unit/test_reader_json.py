@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from drivers.errors import UnsupportedUrl
 from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
 from drivers.presence import PresenceTimes
-from drivers.profile import CodeTable
+from drivers.profile import CodeTable, ProfileError
 from drivers.reader_json import (
     MAX_MESSAGE,
     REJECTION_INTERVAL,
     ReaderCore,
     ReaderMessage,
     Rejection,
-    load_reader_codes,
+    load_reader_setup,
     parse_message,
 )
 from drivers.source import CardRead, CardRemoved, DeviceStatus, Misread, parse_url
@@ -58,6 +58,10 @@ def test_mqtt_reader_url_reads_every_part() -> None:
         "studio/cue/seat-3",
     )
     assert (spec.place_after_ms, spec.remove_after_ms, spec.keepalive) == (50, 700, 3)
+    assert spec.profile == "mqtt-json"
+    plain = parse_url("mqtt-reader://broker/readers/+")
+    assert isinstance(plain, MqttReaderSpec)
+    assert (plain.port, plain.place_after_ms, plain.remove_after_ms) == (1883, None, None)
 
 
 def test_jsonl_url_reads_every_part() -> None:
@@ -282,6 +286,17 @@ def test_the_field_empty_message_and_an_error_word() -> None:
     assert "collision" in misread.detail
 
 
-def test_the_default_code_table_is_the_shipped_demo_deck() -> None:
-    table = load_reader_codes(None)
-    assert len(table.codes) == 53
+def test_the_mqtt_json_profile_gives_the_table_and_times_the_url_overrides() -> None:
+    table, times = load_reader_setup()
+    assert len(table.codes) == 53 and table.name == "rfid-demo-deck"
+    assert (times.place_after, times.remove_after, times.repeats) == (0.1, 1.0, True)
+    tiles, quick = load_reader_setup("mqtt-json", "codes/rfid-demo-tiles.toml", 0, 250)
+    assert tiles.codes_per_card == 2
+    assert (quick.place_after, quick.remove_after) == (0.0, 0.25)
+
+
+def test_a_profile_of_another_family_is_refused_naming_the_field() -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_reader_setup("pepper-c1")
+    assert caught.value.context["field"] == "family"
+    assert "mqtt-json" in str(caught.value)
