@@ -132,4 +132,4 @@ def parse_pepper_url(url: str, scheme: str) -> PepperSpec:
             "a pepper+serial URL names a device path: pepper+serial:///dev/ttyUSB0", url=url
         )
     baud = _baud(url, options)
-    return PepperSpec("pepper+serial", parts.path, parts.path, antennas, profile, codes, baud)
+    return PepperSpec("pepper+serial", parts.path, parts.path, antennas, profile, codes, baud, cues)

@@ -204,6 +204,7 @@ def test_urls() -> None:
     spec = parse_pepper_url("pepper://10.0.0.7:4001?antennas=1:seat1,3,8:muck&cues=1", "pepper")
     assert spec.port_url == "socket://10.0.0.7:4001" and spec.device == "10.0.0.7:4001"
     assert spec.antennas == ((1, "seat1"), (3, None), (8, "muck")) and spec.cues
+    assert parse_pepper_url("pepper+serial:///dev/x?cues=1", "pepper+serial").cues
     serial = parse_pepper_url(
         "pepper+serial:///dev/ttyUSB0?baud=57600&codes=d.toml", "pepper+serial"
     )
