@@ -118,3 +118,19 @@ def test_decision_seconds_sets_the_games_windows(mosquitto, tmp_path):
     with Journal.open_readonly(journal) as reader:
         windows = [e.body for e in reader.entries() if e.kind == "decision_open"]
     assert windows and all(body["seconds"] == 1.5 for body in windows)
+
+
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_log_format_holds_when_the_output_is_captured(fmt, mosquitto, tmp_path, capsys):
+    """Issue 25, item 1: captured output (not a terminal) gets the format asked for."""
+    journal = tmp_path / "j.sqlite"
+    args = ["run", "--simulate", "--rounds", "1", "--seed", "3", "--betting-seconds", "0.2"]
+    args += ["--pause-seconds", "0", "--deal-delay", "0.01", "--broker", mosquitto.url]
+    args += ["--journal", str(journal), "--no-archive", "--no-studio", "--log-format", fmt]
+    assert main(args) == 0
+    logs = [line for line in capsys.readouterr().err.splitlines() if "round settled" in line]
+    assert logs, "no 'round settled' log line"
+    if fmt == "json":
+        assert all(line.startswith("{") for line in logs)
+    else:
+        assert all(not line.startswith("{") and "[info" in line for line in logs)
