@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import signal
@@ -103,7 +104,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--show", action="store_true", help="print the table's messages as a subscriber sees them"
     )
     parser.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    parser.add_argument("--log-format", default=None, choices=["auto", "json", "console"])
+    parser.add_argument(
+        "--log-format",
+        default=None,
+        choices=["auto", "json", "console"],
+        help="the log lines (standard error): console (for people), json (one object a line, "
+        "for a log collector); default auto: console on a terminal, json when captured",
+    )
     sim = parser.add_argument_group("simulation (with --simulate)")
     sim.add_argument(
         "--seed",
@@ -121,7 +128,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME",
         help="the simulated device speaks this device profile (drivers/profiles: "
         "line-shoe, barcode-crlf, rfid-ntag, or a .toml path) through the profile+serial:// "
-        "driver; a position reader's profile (rfid-ntag) makes a table of one reader a hand",
+        "driver; a position reader's profile (rfid-ntag) makes a table of one reader a hand; "
+        "mqtt-json: one simulated ESP32 RFID reader a hand publishing to the table's broker "
+        "(mqtt-reader://)",
     )
     sim.add_argument(
         "--codes",
@@ -365,6 +374,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         "logging": {"level": "WARNING" if args.show else "INFO"},
     }
     merged, signing = _SimulationKey.asked(args, deep_merge(defaults, overrides), table_id)
+    sim = dataclasses.replace(sim, broker_urls=tuple(merged.get("mqtt", {}).get("urls") or ()))
     configure_logging(level=merged["logging"]["level"], fmt=merged["logging"].get("format", "auto"))
     from controller.games.registry import GAME_IDS as LIVE_GAME_IDS
 
@@ -686,7 +696,7 @@ def _studio(
             mqtt=mqtt.model_copy(update={"client_id": None}),
             tables=[table_id],
             secure=SecureSettings(delay_seconds=delay) if delay > 0 else None,
-            pit=await _demo_pit(mqtt, table_id, password),
+            pit=await _demo_pit(mqtt, table_id, password, _demo_archive(args, settings)),
         )
 
         def ready(address: StudioAddress) -> None:
@@ -817,8 +827,27 @@ def _demo_password(path: Path) -> str:
     return password
 
 
-async def _demo_pit(mqtt: MqttSettings, table_id: str, password: str) -> PitSettings:
-    """The pit console of a simulated table: one ``pitboss`` user, a fresh password."""
+def _demo_archive(args: argparse.Namespace, settings: TableSettings) -> str | None:
+    """The archive beside the simulated table (``None`` with ``--no-archive``).
+
+    The demo pit console reads it: recall of any round, and "today against the par sheet"
+    (``/pit/today``).
+    """
+    if args.no_archive:
+        return None
+    from controller.archive.embedded import default_url
+
+    url: str = args.archive or default_url(settings.journal.path)
+    return url
+
+
+async def _demo_pit(
+    mqtt: MqttSettings, table_id: str, password: str, archive: str | None = None
+) -> PitSettings:
+    """The pit console of a simulated table: one ``pitboss`` user, a fresh password.
+
+    With ``archive`` (the archive beside the table), recall and ``/pit/today`` read it.
+    """
     from controller.studio.pit.passwords import hash_password
     from controller.studio.pit.settings import PitSettings
 
@@ -833,5 +862,6 @@ async def _demo_pit(mqtt: MqttSettings, table_id: str, password: str) -> PitSett
             "session_secret": secrets.token_urlsafe(32),
             "mqtt": mqtt.model_copy(update={"client_id": None}),
             "tables": [table_id],
+            **({"archive_url": archive} if archive is not None else {}),
         }
     )

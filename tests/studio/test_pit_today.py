@@ -6,12 +6,19 @@ by the game's rules). Over HTTP (Starlette's TestClient): the page needs a sign-
 drifting tables in its headline, shows each bet's verdict, refuses a bad ``day`` plainly and
 says when no archive is configured. In Chromium (the console served with uvicorn on a real
 Mosquitto): the page as a pit boss sees it, screenshot in ``tests/artifacts/pit-today.png``.
+And ``tablectl run --simulate``'s own pit console reads the archive beside the table: its
+page shows the simulated table's rounds of the day.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.cookiejar
 import re
+import signal
+import sys
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +141,55 @@ async def test_the_page_in_chromium(mosquitto, archive: str, browser: Browser) -
             box = await badges.nth(index).bounding_box()
             assert box is not None and box["x"] + box["width"] <= 1280
         await context.close()
+
+
+def _signed_in_page(pit_url: str, password: str, path: str) -> str:
+    """Sign in to a served pit console as ``pit`` and read ``path``."""
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    form = opener.open(pit_url + "login", timeout=5).read().decode()
+    token = re.search(r'name="?csrf"? value="?([^" >]+)', form)
+    assert token is not None, form
+    body = urllib.parse.urlencode(
+        {"username": "pit", "password": password, "csrf": token.group(1)}
+    ).encode()
+    opener.open(pit_url + "login", data=body, timeout=10).read()
+    return str(opener.open(pit_url + path, timeout=60).read().decode())
+
+
+@pytest.mark.hil
+async def test_the_simulated_tables_pit_console_reads_its_archive(mosquitto, tmp_path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "controller.cli", "run", "--simulate", "--broker", mosquitto.url,
+        "--journal", str(tmp_path / "sim-1.sqlite"), "--rounds", "2", "--linger",
+        "--betting-seconds", "0.2", "--pause-seconds", "0.1", "--deal-delay", "0",
+        "--studio-port", "0", "--studio-secure-delay", "0", "--log-level", "WARNING",
+        "--seed", "5",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        pit_line = ""
+        async with asyncio.timeout(60):
+            while True:
+                line = (await process.stderr.readline()).decode()
+                assert line, f"tablectl run ended early: {pit_line}"
+                if line.startswith("pit console: "):
+                    pit_line = line
+                if "--linger keeps the studio serving" in line:
+                    break
+        pit_url = pit_line.split()[2]
+        password = pit_line.split("password ")[1].split("'")[1]
+        page = await asyncio.to_thread(_signed_in_page, pit_url, password, "today")
+        assert "data-table='sim-1'" in page
+        assert "teen-patti-20-20: 2 results" in page
+        assert "data-bet='player_a'" in page
+        process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(20):
+            await process.stderr.read()
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
