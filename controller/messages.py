@@ -499,6 +499,11 @@ class SnapshotCardData(OpenModel):
     index: int | None
     face: str
     card: str | None
+    source: Literal["manual"] | None = Field(
+        default=None,
+        description="`manual`: entered by the pit boss by hand (as `card_dealt.source`); "
+        "absent for a card a reader read",
+    )
 
 
 class RoundSnapshotData(OpenModel):
@@ -647,6 +652,7 @@ class SnapshotCard:
         index: Position in the deal plan.
         face: ``"up"`` or ``"hidden"``.
         card: The notation, or ``None`` while hidden.
+        manual: Entered by the pit boss by hand (``source: manual`` on the wire).
     """
 
     slot: str
@@ -654,16 +660,20 @@ class SnapshotCard:
     index: int | None
     face: str
     card: str | None
+    manual: bool = False
 
     def to_wire(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
+        """The JSON form (``source`` only for a card entered by hand)."""
+        wire: dict[str, Any] = {
             "slot": self.slot,
             "hand": self.hand,
             "index": self.index,
             "face": self.face,
             "card": self.card,
         }
+        if self.manual:
+            wire["source"] = "manual"
+        return wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -728,7 +738,7 @@ class RoundSnapshot:
     def cards(self) -> tuple[SnapshotCard, ...]:
         """Dealt slots, in dealing order, as the public sees them."""
         return tuple(
-            SnapshotCard(card.slot, card.hand, card.index, card.face, card.public)
+            SnapshotCard(card.slot, card.hand, card.index, card.face, card.public, card.manual)
             for card in self.fold.cards
         )
 

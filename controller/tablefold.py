@@ -132,7 +132,14 @@ def typed_data(envelope: Envelope, *, secure: bool = False) -> BaseModel | None:
 def snapshot_fold(round_id: str | None, data: RoundSnapshotData) -> RoundFold:
     """A round fold rebuilt from a retained ``round_snapshot``'s data."""
     cards = tuple(
-        DealtCard(slot=c.slot, hand=c.hand, index=c.index, face=c.face, card=c.card)
+        DealtCard(
+            slot=c.slot,
+            hand=c.hand,
+            index=c.index,
+            face=c.face,
+            card=c.card,
+            manual=c.source == "manual",
+        )
         for c in data.cards
     )
     indices = [card.index for card in cards if card.index is not None]

@@ -63,6 +63,7 @@ class DealtCard:
         index: Position in the deal plan (``None`` if the entry has none).
         face: ``"up"`` or ``"hidden"`` (``"up"`` once revealed).
         card: The journalled value (a hidden card's too), or ``None``.
+        manual: Entered by the pit boss by hand (``source: manual``), not read by a reader.
     """
 
     slot: str
@@ -70,6 +71,7 @@ class DealtCard:
     index: int | None
     face: str
     card: str | None
+    manual: bool = False
 
     @property
     def public(self) -> str | None:
@@ -239,6 +241,7 @@ class RoundFold:
             index=index if isinstance(index, int) else None,
             face=face,
             card=card,
+            manual=body.get("source") == "manual",
         )
         changes["cards"] = (*self.cards, dealt)
         changes["pieces"] = (*self.pieces, str(value))
@@ -257,7 +260,9 @@ class RoundFold:
         values = dict(self.hidden_slots)
         shown = {slot for slot, value in self.hidden_slots if value in revealed}
         changes["cards"] = tuple(
-            DealtCard(c.slot, c.hand, c.index, "up", values[c.slot]) if c.slot in shown else c
+            DealtCard(c.slot, c.hand, c.index, "up", values[c.slot], c.manual)
+            if c.slot in shown
+            else c
             for c in self.cards
         )
         changes["hidden_slots"] = tuple(

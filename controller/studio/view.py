@@ -251,6 +251,8 @@ class TableView:
             if self.secure and card.public is None and card.slot in self.extras.hidden:
                 item["card"] = self.extras.hidden[card.slot]
                 item["secure"] = True
+            if card.manual:
+                item["manual"] = True
             cards.append(item)
         return cards
 

@@ -71,11 +71,21 @@ export function fillCard(doc, el, item, opts = {}) {
   el.dataset.card = (item && item.card) || "";
   if (item && item.secure) el.dataset.secure = "true";
   else delete el.dataset.secure;
+  // A card the pit boss entered by hand (its reader was dead): marked on every page.
+  if (item && item.manual) el.dataset.manual = "true";
+  else delete el.dataset.manual;
   const face = faceNode(doc, item ? item.card : null, { empty: !dealt, tiles: opts.tiles });
   el.dataset.kind = face.getAttribute("data-face-kind");
   el.classList.toggle("tile", el.dataset.kind === "tile" || (!dealt && Boolean(opts.tiles)));
-  el.title = dealt ? pieceWords(item.card) : "";
+  el.title = dealt ? pieceWords(item.card) + (item.manual ? " (entered by hand)" : "") : "";
   el.replaceChildren(face);
+  if (item && item.manual) {
+    const mark = doc.createElement("span");
+    mark.className = "manual";
+    mark.dataset.role = "manual";
+    mark.textContent = "by hand";
+    el.append(mark);
+  }
 }
 
 /**
@@ -85,7 +95,11 @@ export function fillCard(doc, el, item, opts = {}) {
 export function updateSlot(doc, el, item, fresh, opts = {}) {
   const face = !item ? "empty" : item.card ? "up" : "hidden";
   const card = (item && item.card) || "";
-  if (el.dataset.face === face && el.dataset.card === card && el.dataset.slot) return;
+  const manual = item && item.manual ? "true" : undefined;
+  if (
+    el.dataset.face === face && el.dataset.card === card && el.dataset.slot
+    && el.dataset.manual === manual
+  ) return;
   fillCard(doc, el, item, opts);
   el.dataset.paintedAt = "";
   if (card) fresh.push(el);
