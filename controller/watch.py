@@ -199,7 +199,10 @@ _Data = Mapping[str, Any]
 _Envelope = Mapping[str, Any]
 
 _DATA_LINES: dict[str, Callable[[_Data], str]] = {
-    "card_dealt": lambda d: f"  {d.get('slot')} {d.get('card') or '[hidden]'}",
+    "card_dealt": lambda d: (
+        f"  {d.get('slot')} {d.get('card') or '[hidden]'}"
+        + (" (entered by hand)" if d.get("source") == "manual" else "")
+    ),
     "rescan_requested": _rescan,
     "card_refused": _card_refused,
     "device_status": lambda d: f"device {d.get('device')}: {d.get('state')}{_detail(d)}",

@@ -88,3 +88,17 @@ def test_a_late_seq_is_shown_once_and_a_repeat_is_not():
     assert reader.lines(TOPIC, event(2)) == []  # a repeat: not
     assert reader.lines(TOPIC, event(3)) == []
     assert reader.lines(TOPIC, event(4)) == ["10:00:00.000 #4 table: ready"]
+
+
+def test_a_card_entered_by_hand_says_so():
+    def card(source: str | None) -> dict[str, object]:
+        data: dict[str, object] = {"slot": "B2", "hand": "B", "index": 3, "card": "Kc"}
+        data["face"] = "up"
+        if source is not None:
+            data["source"] = source
+        return {"kind": "card_dealt", "seq": 9, "at": "2026-01-01T10:00:00.000Z", "data": data}
+
+    manual = describe(TOPIC, card("manual"))
+    read = describe(TOPIC, card(None))
+    assert manual is not None and manual.endswith("B2 Kc (entered by hand)")
+    assert read is not None and read.endswith("B2 Kc")
