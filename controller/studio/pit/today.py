@@ -47,7 +47,9 @@ def parse_day(text: str | None, now: datetime | None = None) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"day {text[:40]!r} is not a date (YYYY-MM-DD)") from None
+        shown = repr(text[:40])
+        shown = shown if len(shown) <= 60 else shown[:56] + "...'"
+        raise ValueError(f"day {shown} is not a date (YYYY-MM-DD)") from None
 
 
 async def table_fits(
