@@ -140,7 +140,8 @@ JSON_VALUES = st.recursive(
     | st.sampled_from(HOSTILE_COMMANDS)
     | JSON_VALUES.map(lambda value: json.dumps(value).encode())
     | st.dictionaries(st.sampled_from(["command_id", "round", "window", "decision", "from_seq",
-                                       "to_seq", "reason", "operator"]), JSON_VALUES)
+                                       "to_seq", "reason", "operator", "card", "slot", "deck",
+                                       "device", "ok", "missing", "duplicated"]), JSON_VALUES)
     .map(lambda value: json.dumps(value).encode()),
 )  # fmt: skip
 def test_no_payload_makes_the_command_parse_raise(suffix: str, payload: bytes) -> None:

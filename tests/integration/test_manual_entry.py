@@ -57,22 +57,24 @@ def _entry(card: str, **extra: object) -> dict[str, object]:
     }
 
 
-async def _recall(journal: Path, round_id: str) -> dict[str, Any]:
+async def _tablectl(*args: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "controller.cli",
-        "recall",
-        round_id,
-        "--journal",
-        str(journal),
-        "--json",
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     async with asyncio.timeout(30):
         out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
+    assert process.returncode is not None
+    return process.returncode, out.decode() + err.decode()
+
+
+async def _recall(journal: Path, round_id: str) -> dict[str, Any]:
+    code, out = await _tablectl("recall", round_id, "--journal", str(journal), "--json")
+    assert code == 0, out
     document = json.loads(out)
     assert isinstance(document, dict)
     return document
@@ -157,3 +159,9 @@ async def test_a_round_runs_to_the_end_with_a_dead_reader(
         for slot, card in zip(SLOTS[3:], ROUND_1[3:], strict=True)
     ]
     assert record["status"] == "settled"
+    code, text = await _tablectl("recall", round_id, "--journal", str(journal))
+    assert code == 0, text
+    assert "B2   hand B   Kc   up" in text and "MANUAL by alice: reader dead" in text, text
+    # The result re-evaluated from the journalled cards, the manual ones included.
+    code, verdict = await _tablectl("journal", "verify", "--journal", str(journal))
+    assert code == 0, verdict
