@@ -322,7 +322,7 @@ class PepperCardSource(QueuedReads):
 
     def _emit(self, events: list[Placed | Removed], antenna: str | None) -> None:
         placed = [event for event in events if isinstance(event, Placed)]
-        if antenna is not None and len(placed) > 1:
+        if len(placed) > 1:
             self._put(
                 DeviceStatus(
                     "two_tags",

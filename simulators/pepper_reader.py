@@ -9,8 +9,9 @@ at every poll (the repeats the latch absorbs), with its antenna number.
 The dealer (``cards=`` a script, or the game's deck shuffled per round) puts the next card's
 tag on the antenna bound to the cued slot when the host cues it through the reader's UART
 passthrough (``cues=1`` in the URL: ``CUE <round> <index> <slot>``; a real studio wires a
-dealer display there): a REJECT takes the card away, a RESCAN lifts it and puts it back after
-the latch's removal time. At a new round every tag is lifted first.
+dealer display there): a REJECT takes the card away; a RESCAN changes nothing for a card
+lying on its antenna (it is read anyway) and replaces a tag of another deck with the card. At
+a new round every tag is lifted first.
 
 Faults (:class:`PepperFaults`): replies garbled (a byte flipped), replies dropped (the host's
 poll times out once: no reply at all is a dead reader), a tag of another deck put down
@@ -37,7 +38,7 @@ from simulators.pty_port import PtyPort, open_pty, point_link
 __all__ = ["UNKNOWN_UID", "PepperFaults", "PepperReaderSimulator", "PepperStats"]
 
 UNKNOWN_UID = "04DEADBEEF0001"
-"""A tag of another deck (in no code table we ship)."""
+"""A tag of another deck (in no code table we ship); the fault's n-th is this plus n."""
 
 TAG_TYPE = 0x02
 """The tag type byte the simulator reports (an ISO 14443-A tag with a 7-byte UID)."""
@@ -55,6 +56,7 @@ class PepperFaults:
         two_tags_rate: Share of cues answered with the card and the next one at once.
         unplug_every: Pull the cable after every N cards dealt (0: never).
         unplug_seconds: How long it stays out.
+        drop_at: Requests (1-based counts) whose reply is never sent.
         seed: The draw's seed.
     """
 
@@ -64,6 +66,7 @@ class PepperFaults:
     two_tags_rate: float = 0.0
     unplug_every: int = 0
     unplug_seconds: float = 0.2
+    drop_at: frozenset[int] = frozenset()
     seed: int = 0
 
 
@@ -94,8 +97,8 @@ class PepperReaderSimulator:
         default_antenna: Where cards go without a mapping.
         antennas: How many antennas the multiplexer has (1-8).
         deal_delay: Seconds between a cue and the tag put down.
-        relift_seconds: How long a card is off when lifted and put back (a RESCAN; the
-            round's clearing): longer than the host latch's removal time.
+        relift_seconds: How long the table stays clear between rounds (the cards of one round
+            removed before the next are put down): longer than the host latch's removal time.
         faults: What goes wrong.
     """
 
@@ -132,6 +135,7 @@ class PepperReaderSimulator:
         self._shoe: list[str] = []
         self._last: tuple[int, str] | None = None
         self._ahead = False
+        self._cued: set[tuple[str, str]] = set()
         self._cues: asyncio.Queue[tuple[str, list[str]]] = asyncio.Queue()
         self._writers: list[Callable[[bytes], None]] = []
         self._unplugged = asyncio.Event()
@@ -206,7 +210,9 @@ class PepperReaderSimulator:
 
     def _faulted(self, frame: bytes) -> bytes | None:
         faults = self.faults
-        if faults.drop_rate and self._rng.random() < faults.drop_rate:
+        if self.stats.requests in faults.drop_at or (
+            faults.drop_rate and self._rng.random() < faults.drop_rate
+        ):
             self.stats.dropped += 1
             return None
         if faults.garble_rate and self._rng.random() < faults.garble_rate:
@@ -335,17 +341,18 @@ class PepperReaderSimulator:
         while True:
             word, args = await self._cues.get()
             self.stats.cues += 1
-            if word == "CUE" and len(args) == 3:
+            if word == "CUE" and len(args) == 3 and (args[0], args[1]) not in self._cued:
+                self._cued.add((args[0], args[1]))  # a cue sent again (after a loss) is one
                 await self._on_cue(int(args[0]) if args[0].isdigit() else 0, args[2])
             elif word in ("REJECT", "RESCAN") and self._last is not None:
                 antenna, uid = self._last
-                self.lift(antenna, uid)
-                if uid == UNKNOWN_UID:  # the tag of another deck put aside, the card dealt
+                if uid.startswith(UNKNOWN_UID[:10]):  # another deck's tag aside, the card dealt
+                    self.lift(antenna, uid)
                     self._last = None
                     await self._deal(antenna)
-                elif word == "RESCAN":
-                    await asyncio.sleep(self._relift)
-                    self.place(antenna, uid)
+                elif word == "REJECT":  # the card put aside
+                    self.lift(antenna, uid)
+                # A rescan of a card lying on its antenna changes nothing: it is read anyway.
 
     async def _on_cue(self, round_no: int, slot: str) -> None:
         if round_no != self._round:
@@ -361,8 +368,9 @@ class PepperReaderSimulator:
         faults = self.faults
         if faults.unknown_tag_rate and self._rng.random() < faults.unknown_tag_rate:
             self.stats.unknown_tags += 1
-            self.place(antenna, UNKNOWN_UID)
-            self._last = (antenna, UNKNOWN_UID)
+            uid = f"{int(UNKNOWN_UID, 16) + self.stats.unknown_tags - 1:014X}"
+            self.place(antenna, uid)
+            self._last = (antenna, uid)
             return  # the host refuses it (RESCAN / REJECT takes it away), then the card
         await self._deal(antenna)
 

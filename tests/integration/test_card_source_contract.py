@@ -24,11 +24,13 @@ from drivers.errors import DeviceAway
 from drivers.multi_reader import MultiReaderSource, ReaderBinding
 from drivers.profile import load_profile, shipped_profiles
 from drivers.reader_json import load_reader_codes
+from drivers.reader_profile import load_reader_profile
 from drivers.source import CardRead, CardRemoved, DeviceStatus, DriverSettings, Misread
 from drivers.supervisor import SupervisedCardSource
 from simulators.json_reader import JsonReaderSimulator, ReaderFaults
 from simulators.line_device import LineDeviceSimulator, LineFaults
 from simulators.multi_reader import MultiReaderSimulator
+from simulators.pepper_reader import PepperFaults, PepperReaderSimulator
 from simulators.scanner import FaultPlan, ScannerSimulator
 from simulators.usb import PRODUCT_ID, VENDOR_ID, HidScannerSimulator, SimulatedUsbBackend
 
@@ -120,6 +122,7 @@ async def play(source: SupervisedCardSource, count: int, round_no: int = 1) -> O
             if read.cause in ("device", "gap"):
                 owe_rescan = not await command(source.request_rescan(f"S{slot}", "misread"))
             continue
+        assert not isinstance(read, CardRemoved), read  # a source without a latch
         if is_bounce(read, last):
             out.bounces += 1
             continue
@@ -304,6 +307,7 @@ async def play_line(
             out.misreads.append(read)
             await cue("rescan")
             continue
+        assert not isinstance(read, CardRemoved), read  # a source without a latch
         if is_bounce(read, last):
             out.bounces += 1
             continue
@@ -502,6 +506,7 @@ async def play_multi(source: MultiReaderSource) -> Outcome:
             out.misreads.append(read)
             await command(source.request_rescan(SLOTS[slot], "again"))
             continue
+        assert not isinstance(read, CardRemoved), read  # a source without a latch
         if is_bounce(read, last):
             out.bounces += 1
             continue
@@ -713,4 +718,86 @@ async def test_json_reader_contract(transport: str, fault: str, mosquitto_sessio
     if fault in expected_activity:
         assert expected_activity[fault] > 0
     if fault == "unplug":
+        assert source.losses >= 1 and source.reconnects == source.losses
+
+
+# ---------------------------------------------------------------------- Eccel Pepper C1
+
+PEPPER_FAULTS: dict[str, PepperFaults] = {
+    "clean": PepperFaults(),
+    "garbled": PepperFaults(garble_rate=0.2, seed=1),
+    "unknown-tag": PepperFaults(unknown_tag_rate=0.4, seed=2),
+    "two-tags": PepperFaults(two_tags_rate=0.4, seed=3),
+    "dropped-reply": PepperFaults(drop_at=frozenset({40})),
+    "unplug": PepperFaults(unplug_every=4, unplug_seconds=0.15),
+    "everything": PepperFaults(
+        garble_rate=0.1,
+        unknown_tag_rate=0.2,
+        two_tags_rate=0.2,
+        unplug_every=5,
+        unplug_seconds=0.1,
+        seed=5,
+    ),
+}
+"""What goes wrong with a Pepper C1: garbled replies, a reply never sent (the reader counts
+as gone and is reconnected), a tag of another deck first, two tags put down at once, the
+cable pulled (the pty replaced, the TCP connection closed)."""
+
+PEPPER_CASES = [
+    (transport, fault)
+    for transport in ("pty", "tcp")
+    for fault in PEPPER_FAULTS
+    if transport == "pty" or fault in ("clean", "garbled", "unplug")
+]
+
+
+@pytest.mark.parametrize(("transport", "fault"), PEPPER_CASES)
+async def test_pepper_contract(transport: str, fault: str, tmp_path: Any) -> None:
+    """``pepper+serial://`` (a real pty) and ``pepper://`` (real TCP) through the supervisor:
+    the cards that went in, in order, each read once however often the reader reports it;
+    every fault a refusal or a status naming it; no removal of a card lying still."""
+    faults = PEPPER_FAULTS[fault]
+    codes = load_reader_profile("pepper-c1").table
+    sim = PepperReaderSimulator(codes, cards=CARDS, faults=faults)
+    async with contextlib.AsyncExitStack() as stack, asyncio.timeout(30):
+        if transport == "pty":
+            path = await stack.enter_async_context(sim.serve_pty(tmp_path / "pepper"))
+            url = f"pepper+serial://{path}?cues=1"
+        else:
+            host, port = await stack.enter_async_context(sim.serve_tcp())
+            url = f"pepper://{host}:{port}?cues=1"
+        source = SupervisedCardSource(url, SETTINGS)
+        await source.open()
+        try:
+            out, removed = await play_tags(source, len(CARDS))
+        finally:
+            await source.close()
+
+    assert out.cards == CARDS
+    assert out.bounces == 0  # repeats (a tag reported at every poll) are one placement
+    assert removed == []  # every card still lies on the antenna
+    causes = [m.cause for m in out.misreads]
+    # (with garbled replies, a rescan may take another deck's tag away before it was polled)
+    assert causes.count("unknown_code") <= sim.stats.unknown_tags
+    if not sim.stats.garbled:
+        assert causes.count("unknown_code") == sim.stats.unknown_tags
+    assert all("04DEADBEEF" in m.detail for m in out.misreads if m.cause == "unknown_code")
+    assert set(causes) <= {"unknown_code", "crc", "malformed"}
+    assert ("crc" in causes or "malformed" in causes) == (sim.stats.garbled > 0)
+    assert out.statuses.count("two_tags") == sim.stats.two_tags
+    away = [s for s in out.statuses if s in ("lost", "recovered")]
+    assert away == ["lost", "recovered"] * (len(away) // 2)
+    assert out.statuses[0] == "connected"
+    if fault == "clean":
+        assert out.misreads == [] and source.losses == 0
+    expected_activity = {
+        "garbled": sim.stats.garbled,
+        "unknown-tag": sim.stats.unknown_tags,
+        "two-tags": sim.stats.two_tags,
+        "dropped-reply": sim.stats.dropped,
+        "unplug": sim.stats.unplugs,
+    }
+    if fault in expected_activity:
+        assert expected_activity[fault] > 0
+    if fault in ("unplug", "dropped-reply"):
         assert source.losses >= 1 and source.reconnects == source.losses
