@@ -406,8 +406,11 @@ async def _serve(
             if not flushed:
                 table.log.warning("outbox not fully delivered at exit; it resumes on restart")
             if view is not None and flushed:
-                # Let the terminal view print what the broker is still delivering.
-                await view.wait_for(table.journal.last_seq, _VIEW_DRAIN_SECONDS)
+                # Let the terminal view print what the broker is still delivering: every
+                # event, and the last round's settlement (its results message comes on a topic
+                # of its own, after its events copy: issue 25, the last one was not shown).
+                settled = _last_results_seq(table.journal) if summaries else None
+                await view.wait_for(table.journal.last_seq, _VIEW_DRAIN_SECONDS, settled)
         finally:
             watch_stop.set()
             with contextlib.suppress(Exception):
@@ -468,10 +471,15 @@ class _View:
     def __init__(self) -> None:
         self.subscribed = asyncio.Event()
         self.shown_seq = 0
+        self.shown_results = 0
         self._progress = asyncio.Event()
 
     def _on_seq(self, seq: int) -> None:
         self.shown_seq = max(self.shown_seq, seq)
+        self._progress.set()
+
+    def _on_results(self, seq: int) -> None:
+        self.shown_results = max(self.shown_results, seq)
         self._progress.set()
 
     async def run(self, mqtt: MqttSettings, table_id: str, stop: asyncio.Event) -> None:
@@ -486,6 +494,7 @@ class _View:
             stop=stop,
             subscribed=self.subscribed,
             on_event_seq=self._on_seq,
+            on_results_seq=self._on_results,
         )
 
     async def wait_subscribed(self, seconds: float) -> None:
@@ -496,13 +505,26 @@ class _View:
         except TimeoutError:
             log.warning("the terminal view is not subscribed yet; starting anyway")
 
-    async def wait_for(self, seq: int, seconds: float) -> None:
-        """Until the view has shown the ``events`` message of ``seq``, at most ``seconds``."""
+    async def wait_for(self, seq: int, seconds: float, results: int | None = None) -> None:
+        """Until the view has shown what the table published last, at most ``seconds``.
+
+        The ``events`` message of ``seq``, and the ``results`` message of ``results`` when one
+        is given (the last round's settlement).
+        """
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
-                while self.shown_seq < seq:
+                while self.shown_seq < seq or (
+                    results is not None and self.shown_results < results
+                ):
                     self._progress.clear()
                     await self._progress.wait()
+
+
+def _last_results_seq(journal: Journal) -> int | None:
+    """The ``seq`` of the journal's last result or void (what the ``results`` topic carries)."""
+    last = [journal.last_of_kind(kind) for kind in ("round_result", "round_voided")]
+    seqs = [entry.seq for entry in last if entry is not None]
+    return max(seqs) if seqs else None
 
 
 async def _housekeeping(

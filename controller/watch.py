@@ -346,6 +346,7 @@ async def watch(
     subscribed: asyncio.Event | None = None,
     on_event_seq: Callable[[int], None] | None = None,
     quiet_seconds: float | None = None,
+    on_results_seq: Callable[[int], None] | None = None,
 ) -> None:
     """Print a table's public messages until ``stop`` is set (or forever), reconnecting.
 
@@ -354,7 +355,8 @@ async def watch(
     store); ``username``/``password`` for brokers without anonymous access (``viewer``).
     ``subscribed`` is set once the subscription is acknowledged (``tablectl run --show`` opens
     no round before, so the view misses nothing); ``on_event_seq`` is called with the ``seq``
-    of each ``events`` message shown (so ``run --show`` can wait for the last one at exit).
+    of each ``events`` message shown (so ``run --show`` can wait for the last one at exit),
+    ``on_results_seq`` with that of each ``results`` message shown (a settlement).
     ``quiet_seconds`` (``tablectl watch``: 5): once subscribed, a line says it is waiting,
     and when nothing of the table has come after that long, a line says so (a table that
     ever ran has a retained status, so silence is most often a wrong id or prefix).
@@ -408,7 +410,9 @@ async def watch(
                 try:
                     await take_until_stopped(
                         client,
-                        lambda message: _show_message(message, stream, reader, on_event_seq),
+                        lambda message: _show_message(
+                            message, stream, reader, on_event_seq, on_results_seq
+                        ),
                         stop_event,
                     )
                 finally:
@@ -469,6 +473,7 @@ class Reader:
         self.rejections = rejections
         self.clock = clock
         self.shown_event: int | None = None
+        self.shown_results: int | None = None
         self.heard = False
         """Whether any message of the table was read (taken or rejected)."""
 
@@ -481,9 +486,11 @@ class Reader:
     def lines(self, topic: str, payload: bytes, *, now: datetime | None = None) -> list[str]:
         """The lines one message prints (none for a repeat or a topic not read; never raises).
 
-        :attr:`shown_event` is the ``seq`` of the ``events`` message shown, else ``None``.
+        :attr:`shown_event` is the ``seq`` of the ``events`` message shown, else ``None``;
+        :attr:`shown_results` that of the ``results`` message shown.
         """
         self.shown_event = None
+        self.shown_results = None
         channel = self.channel(topic)
         if channel is None:
             return []
@@ -503,6 +510,8 @@ class Reader:
                 lines.append(line)
             if channel == "events" and isinstance(message, Envelope):
                 self.shown_event = message.seq
+            if channel == "results" and isinstance(message, Envelope):
+                self.shown_results = message.seq
         return lines
 
 
@@ -520,6 +529,7 @@ def _show_message(
     stream: TextIO,
     reader: Reader,
     on_event_seq: Callable[[int], None] | None,
+    on_results_seq: Callable[[int], None] | None = None,
 ) -> None:
     """Print one received message as lines (or a rejection), noting an event's ``seq``."""
     topic = str(message.topic)
@@ -527,3 +537,5 @@ def _show_message(
         print(line, file=stream, flush=True)
     if on_event_seq is not None and reader.shown_event is not None:
         on_event_seq(reader.shown_event)
+    if on_results_seq is not None and reader.shown_results is not None:
+        on_results_seq(reader.shown_results)
