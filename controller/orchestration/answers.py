@@ -53,7 +53,8 @@ class Answers:
             ok = bool(command.data.get("ok"))
             log = self._desk.log.info if ok else self._desk.log.warning
             log("deck check recorded", ok=ok, deck=command.data.get("deck"))
-            return Answer(True, "", {"ok": ok})
+            findings = ("missing", "extra", "duplicated", "unknown")
+            return Answer(True, "", {"ok": ok, **{k: command.data.get(k) for k in findings}})
         current = self._desk.current
         if current is None:
             return Answer(False, "no round is in progress")

@@ -32,7 +32,7 @@ import dataclasses
 import re
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 ConnectorFactory = Callable[[MqttSettings], Connector]
 """Builds the console's broker connection from its settings (tests may pass their own)."""
 
-ACTIONS = ("resume", "void", "replay", "ack", "enter-card")
+ACTIONS = ("resume", "void", "replay", "ack", "enter-card", "deck-check")
 NONCE = re.compile(r"^[A-Za-z0-9_-]{8,40}$")
 UPDATES_QUEUE = 1000
 """Updates a page may fall behind by before it is dropped (it reconnects and re-reads)."""
@@ -99,6 +99,8 @@ class ActionRequest:
         alert_seq: The alert's ``seq`` (``ack`` only).
         card: The card entered by hand (``enter-card`` only).
         slot: The slot the page shows waiting (``enter-card``; the table refuses another).
+        report: The deck check's report (``deck-check``: made by the console on the pit's
+            reader before the command is sent; never from the page).
     """
 
     table: str
@@ -111,6 +113,7 @@ class ActionRequest:
     alert_seq: int | None = None
     card: str | None = None
     slot: str | None = None
+    report: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,17 +210,20 @@ def check_action(user: PitUser, request: ActionRequest, known_tables: set[str]) 
     if not NONCE.match(request.nonce):
         raise ActionInvalid("the page's action id must be 8-40 letters, digits, '-' or '_'")
     body: dict[str, Any] = {"round": request.round_id or None, "operator": user.name}
-    if request.name == "void":
-        body["reason"] = _void_reason(request)
-    elif request.name == "replay":
-        body.update(_replay_range(request))
-    elif request.name == "ack":
-        if request.alert_seq is None or request.alert_seq < 1:
-            raise ActionInvalid("an acknowledgement needs the alert's seq (1 or more)")
-        body["alert_seq"] = request.alert_seq
-    elif request.name == "enter-card":
-        body.update(_entered_card(request))
-    return body
+    fields = _ACTION_FIELDS.get(request.name)
+    return {**body, **fields(request)} if fields is not None else body
+
+
+def _alert_seq(request: ActionRequest) -> dict[str, Any]:
+    if request.alert_seq is None or request.alert_seq < 1:
+        raise ActionInvalid("an acknowledgement needs the alert's seq (1 or more)")
+    return {"alert_seq": request.alert_seq}
+
+
+def _deck_report(request: ActionRequest) -> dict[str, Any]:
+    if request.report is None:
+        raise ActionInvalid("no deck check was made")
+    return {"round": None, **request.report}
 
 
 def _entered_card(request: ActionRequest) -> dict[str, Any]:
@@ -234,6 +240,10 @@ def _entered_card(request: ActionRequest) -> dict[str, Any]:
     if slot is not None and len(slot) > 32:
         raise ActionInvalid("the slot is longer than 32 characters")
     return {"card": card, "reason": reason, "slot": slot}
+
+
+def _void(request: ActionRequest) -> dict[str, Any]:
+    return {"reason": _void_reason(request)}
 
 
 def _void_reason(request: ActionRequest) -> str:
@@ -256,6 +266,16 @@ def _replay_range(request: ActionRequest) -> dict[str, int | None]:
     if request.to_seq is not None and request.to_seq < request.from_seq:
         raise ActionInvalid("the last seq is below the first")
     return {"from_seq": request.from_seq, "to_seq": request.to_seq}
+
+
+_ACTION_FIELDS: dict[str, Callable[[ActionRequest], dict[str, Any]]] = {
+    "void": _void,
+    "replay": _replay_range,
+    "ack": _alert_seq,
+    "enter-card": _entered_card,
+    "deck-check": _deck_report,
+}
+"""Each action's own fields (besides ``round`` and ``operator``), checked."""
 
 
 class PitConsole:
@@ -296,6 +316,7 @@ class PitConsole:
         self._client: MqttClient | None = None
         self._pending: dict[str, tuple[PreparedCommand, asyncio.Future[Outcome]]] = {}
         self._answers: OrderedDict[str, ActionResult] = OrderedDict()
+        self._deck_lock = asyncio.Lock()
         self._pages: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self.actions: OrderedDict[str, deque[dict[str, Any]]] = OrderedDict()
         """Final answers to pit actions, by round (the last ``recent_rounds`` rounds)."""
@@ -414,8 +435,62 @@ class PitConsole:
             )
         return dataclasses.replace(request, round_id=alert.round_id)
 
+    async def deck_checked(self, request: ActionRequest) -> ActionRequest | ActionResult:
+        """A deck check on the pit's reader for ``request.table``'s game.
+
+        Returns the request with its report, or why there is none (no reader configured, no
+        card read, the reader lost, a check already running). The deck is the table's game's;
+        the reader and its code table are ``[pit.deck_check]``. One check at a time (the pit
+        has one reader).
+        """
+        from controller.deckcheck import DeckCheckError, public_url, scan_deck, with_codes
+        from controller.games.registry import game_spec
+        from drivers.errors import DriverError
+        from drivers.source import DriverSettings, open_card_source
+
+        settings = self.settings.deck_check
+        if settings is None:
+            return _invalid(request, "no deck check reader is configured ([pit.deck_check])")
+        state = self.floor.tables.get(request.table)
+        game = state.game if state is not None else None
+        try:
+            deck = game_spec(game).facts.new_deck() if game else None
+        except Exception:
+            deck = None
+        if deck is None:
+            return _invalid(request, f"the game of table {request.table} is not known yet")
+        if self._deck_lock.locked():
+            return _invalid(request, "a deck check is already running on the pit's reader")
+        async with self._deck_lock:
+            source = open_card_source(
+                with_codes(settings.device, settings.codes),
+                DriverSettings(heartbeat_timeout=None),
+            )
+            try:
+                await source.open()
+                try:
+                    report = await scan_deck(
+                        source,
+                        deck,
+                        idle_seconds=settings.idle_seconds,
+                        first_read_seconds=settings.first_read_seconds,
+                    )
+                finally:
+                    await source.close()
+            except (DeckCheckError, DriverError) as exc:
+                return _invalid(request, f"deck check not made: {exc}")
+        body = {"device": public_url(settings.device), **report.to_dict()}
+        return dataclasses.replace(request, report=body)
+
     async def act(self, user: PitUser, request: ActionRequest) -> ActionResult:
         """Send a pit action as ``user`` and wait (bounded) for the table's answer."""
+        if request.name == "deck-check" and request.report is None:
+            if user.role not in ACTING_ROLES:
+                return _invalid(request, f"user {user.name} ({user.role}) may not check decks")
+            checked = await self.deck_checked(request)
+            if isinstance(checked, ActionResult):
+                return checked
+            request = checked
         named = self._with_alert(request)
         if isinstance(named, ActionResult):
             return named

@@ -393,6 +393,21 @@ function actionForm(parts, table) {
         reason: choice.reason}, answer, enter);
     }
   });
+  const deck = el("button", {class: "deck-check", "data-role": "deck-check"}, "Deck check...");
+  deck.addEventListener("click", async () => {
+    const view = tables.get(table) || {};
+    const choice = await confirmAction({
+      title: "Check a deck for table " + table + "?",
+      text: "Put every card of the deck (" + (view.game_name || "the table's game") + ") on "
+        + "the pit's deck-check reader, one at a time. The check ends a few seconds after the "
+        + "last card; its report (missing, extra, duplicated and unknown cards) is recorded "
+        + "at table " + table + " with your name.",
+      go: "Start the deck check", action: "deck-check"});
+    if (choice.ok) {
+      act(table, "deck-check", {}, answer, deck);
+      answer.replaceChildren(el("span", {}, "Checking the deck: put the cards on the reader..."));
+    }
+  });
   const replayRound = el("input", {class: "replay-round", "data-role": "replay-round",
     placeholder: "round id", "aria-label": "round to re-send"});
   const replay = el("button", {class: "replay", "data-role": "replay"}, "Re-send results");
@@ -413,10 +428,11 @@ function actionForm(parts, table) {
         + range + ", marked as replayed.", go: "Re-send", action: "replay"});
     if (choice.ok) act(table, "replay", {round: round}, answer, replay);
   });
-  box.append(resume, voidButton, enter, replayRound, replay);
+  box.append(resume, voidButton, enter, deck, replayRound, replay);
   parts.card.append(box, answer);
   parts.form = {answer: answer, replayRound: replayRound,
-    buttons: {resume: resume, void: voidButton, replay: replay, "enter-card": enter}};
+    buttons: {resume: resume, void: voidButton, replay: replay, "enter-card": enter,
+      "deck-check": deck}};
 }
 
 // -- the tables --------------------------------------------------------------------------

@@ -118,6 +118,25 @@ class SocketLimits(BaseModel):
     total: int = Field(default=64, ge=1)
 
 
+class DeckCheckSettings(BaseModel):
+    """The pit's own reader for deck checks (``[pit.deck_check]``).
+
+    Attributes:
+        device: The reader's URL (any card source: ``profile+serial://...``,
+            ``mqtt-reader://...``); the deck is put on it at the pit, one card at a time.
+        codes: The decks' code table (``codes=`` of the URL), if the reader maps tags.
+        idle_seconds: The check ends this long after the last card read.
+        first_read_seconds: How long to wait for the first card.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device: str = Field(min_length=1)
+    codes: str | None = None
+    idle_seconds: float = Field(default=5.0, gt=0)
+    first_read_seconds: float = Field(default=120.0, gt=0)
+
+
 class PitSettings(BaseModel):
     """Everything the pit console needs.
 
@@ -146,6 +165,7 @@ class PitSettings(BaseModel):
         proxy_header: The header the trusted proxies set: ``x-forwarded-for`` or
             ``forwarded`` (RFC 7239); the other is ignored.
         sockets: How many WebSockets may be open, per client address and in all.
+        deck_check: The pit's reader for deck checks; ``None``: no deck check on the console.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -168,6 +188,7 @@ class PitSettings(BaseModel):
     trusted_proxies: list[str] = Field(default_factory=list, max_length=256)
     proxy_header: Literal["x-forwarded-for", "forwarded"] = "x-forwarded-for"
     sockets: SocketLimits = Field(default_factory=SocketLimits)
+    deck_check: DeckCheckSettings | None = None
 
     @field_validator("session_secret")
     @classmethod

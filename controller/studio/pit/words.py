@@ -165,6 +165,7 @@ _DOING = {
     "replay": "re-send the results of",
     "ack": "take the acknowledgement of",
     "enter-card": "take the card entered by hand in",
+    "deck-check": "record the deck check of",
 }
 
 
@@ -203,7 +204,29 @@ def _accepted(action: str, table: str, round_id: str | None, data: Mapping[str, 
             f"Round {round_id} {where} took the card entered by hand{into}: it is recorded "
             "with your name and reason, and shown as entered by hand."
         )
+    if action == "deck-check":
+        return _deck_sentence(table, data)
     return f"Table {table} accepted the {action}."
+
+
+def _deck_sentence(table: str, data: Mapping[str, Any]) -> str:
+    """A deck check recorded at the table, with its findings in words."""
+    if data.get("ok"):
+        return f"Table {table} recorded the deck check: every card once, the deck may go into play."
+    found = []
+    for key, words in (
+        ("missing", "missing"),
+        ("extra", "not of this deck"),
+        ("unknown", "unknown tags"),
+    ):
+        values = data.get(key)
+        if isinstance(values, list) and values:
+            found.append(f"{words}: {' '.join(str(v) for v in values[:20])}")
+    duplicated = data.get("duplicated")
+    if isinstance(duplicated, dict) and duplicated:
+        found.append("read twice or more: " + " ".join(str(card) for card in list(duplicated)[:20]))
+    listed = "; ".join(found) or "see the report"
+    return f"Table {table} recorded the deck check: the deck must NOT go into play ({listed})."
 
 
 def action_sentence(
