@@ -691,7 +691,7 @@ function drawRecalled(box, message) {
   if (lines.length) {
     const table = el("table", {class: "bets", "data-role": "bet-lines"});
     const head = el("tr");
-    for (const name of ["bet", "outcome", "returns per unit", "why"]) {
+    for (const name of ["bet", "outcome", "returns per 1 staked", "why"]) {
       head.append(el("th", {}, name));
     }
     table.append(head);
