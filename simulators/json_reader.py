@@ -92,6 +92,7 @@ class ReaderStats:
         restarts: Reader restarts.
         dropped: Repeats not sent.
         cues: Cues the readers received.
+        reconnects: Times the readers reconnected to the broker after losing it.
     """
 
     messages: int = 0
@@ -100,6 +101,7 @@ class ReaderStats:
     restarts: int = 0
     dropped: int = 0
     cues: int = 0
+    reconnects: int = 0
 
 
 @dataclass
@@ -126,6 +128,9 @@ class JsonReaderSimulator:
         reader_faults: The readers' own faults.
         deal_delay: Seconds between a cue and the card put down.
         repeat: Seconds between two reports of a tag lying in a field.
+        collect: Seconds the dealer takes to collect the last round's cards at the next
+            round's first cue, before dealing (longer than the latch's removal time: a card of
+            the last round dealt again at once would still count as lying there).
 
     Attributes:
         drawn: Every card put down, once, in order.
@@ -146,6 +151,7 @@ class JsonReaderSimulator:
         reader_faults: ReaderFaults | None = None,
         deal_delay: float = 0.05,
         repeat: float = 0.05,
+        collect: float = 0.0,
     ) -> None:
         self.table = table
         self.faults = faults if faults is not None else FaultPlan()
@@ -160,6 +166,7 @@ class JsonReaderSimulator:
         bindings = readers if readers is not None else {"reader-1": ()}
         self._readers = {name: _Reader(name, tuple(slots)) for name, slots in bindings.items()}
         self.repeat = repeat
+        self.collect = collect
         self.stats = SimulatorStats()
         self.reader_stats = ReaderStats()
         self.drawn: list[str] = []
@@ -252,15 +259,24 @@ class JsonReaderSimulator:
         self.reader_stats.cues += 1
         if cue == "expect":
             round_no, index = int(body.get("round", 1)), int(body.get("slot_index", 0))
-            if not self.pad and self._round is not None and round_no != self._round:
-                for reader in self._readers.values():
-                    reader.field[:] = []  # the dealer collected the last round's cards
+            expect = ExpectFrame(round_no=round_no, slot_index=index, slot_name=slot)
+            new_round = self._round is not None and round_no != self._round
             self._round, self._cued_slot = round_no, slot
-            self._dealer.cue(ExpectFrame(round_no=round_no, slot_index=index, slot_name=slot))
+            if new_round:
+                for reader in self._readers.values():
+                    reader.field[:] = []  # the dealer collects the last round's cards
+                if self.collect:
+                    self._spawn(self._cue_later(expect, self.collect))
+                    return
+            self._dealer.cue(expect)
         elif cue == "rescan":
             self._dealer.cue(RescanFrame(slot_name=slot, reason=""))
         elif cue == "reject":
             self._dealer.cue(RejectFrame(slot_name=slot, reason=""))
+
+    async def _cue_later(self, expect: ExpectFrame, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self._dealer.cue(expect)
 
     def _pull_cable(self, seconds: float) -> None:
         """A pty reader's cable is pulled (an MQTT reader's WiFi is not simulated)."""
@@ -345,43 +361,74 @@ class JsonReaderSimulator:
         """Publish to a broker; yields each reader's ``(topic, cmd topic)``.
 
         A reader's topic is ``PREFIX/NAME``, its cue topic ``PREFIX/NAME/cmd``; ``seconds``
-        bounds every call to the broker.
+        bounds every call to the broker. The readers connect before this yields, and
+        reconnect (every 0.1 s) when the broker goes away, as an ESP32's firmware does; what
+        they would publish meanwhile is dropped (``stats.dropped_bytes``).
         """
-        timeout = seconds
-        import aiomqtt
-
         for reader in self._readers.values():
-            reader.topic, reader.cmd_topic = (
-                f"{prefix}/{reader.name}",
-                f"{prefix}/{reader.name}/cmd",
-            )
-        client = aiomqtt.Client(host, port, timeout=timeout, keepalive=5)
-        async with asyncio.timeout(timeout):
-            await client.__aenter__()
+            reader.topic = f"{prefix}/{reader.name}"
+            reader.cmd_topic = f"{prefix}/{reader.name}/cmd"
+        connected = asyncio.Event()
+        self._publish = self._dropped
+        self._spawn(self._mqtt_session(host, port, seconds, connected))
         try:
-            for reader in self._readers.values():
-                await client.subscribe(reader.cmd_topic, qos=1, timeout=timeout)
-
-            def publish(reader: _Reader, payload: bytes) -> None:
-                self._spawn(client.publish(reader.topic, payload, qos=0, timeout=timeout))
-
-            async def cues() -> None:
-                async for message in client.messages:
-                    payload = message.payload
-                    if isinstance(payload, bytes | bytearray):
-                        with contextlib.suppress(ValueError):
-                            self._on_cue(json.loads(payload))
-
-            self._publish = publish
-            self._spawn(cues())
+            async with asyncio.timeout(seconds):
+                await connected.wait()
             async with self._running():
                 _log.info("json_readers_serving", broker=f"{host}:{port}", prefix=prefix)
                 yield {r.name: (r.topic, r.cmd_topic) for r in self._readers.values()}
         finally:
             self._publish = None
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(timeout):
-                    await client.__aexit__(None, None, None)
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _dropped(self, reader: _Reader, payload: bytes) -> None:
+        self.stats.dropped_bytes += len(payload)
+
+    async def _mqtt_session(
+        self, host: str, port: int, seconds: float, connected: asyncio.Event
+    ) -> None:
+        """The readers' connection: connect, subscribe to the cues, reconnect when lost."""
+        import aiomqtt
+
+        while True:
+            client = aiomqtt.Client(host, port, timeout=seconds, keepalive=5)
+            try:
+                async with asyncio.timeout(seconds):
+                    await client.__aenter__()
+                    for reader in self._readers.values():
+                        await client.subscribe(reader.cmd_topic, qos=1, timeout=seconds)
+            except (aiomqtt.MqttError, OSError, TimeoutError):
+                await asyncio.sleep(0.1)
+                continue
+
+            def publish(reader: _Reader, payload: bytes, client: aiomqtt.Client = client) -> None:
+                self._spawn(self._publish_one(client, reader.topic, payload, seconds))
+
+            self._publish = publish
+            connected.set()
+            try:
+                async for message in client.messages:
+                    payload = message.payload
+                    if isinstance(payload, bytes | bytearray):
+                        with contextlib.suppress(ValueError):
+                            self._on_cue(json.loads(payload))
+            except aiomqtt.MqttError:
+                self.reader_stats.reconnects += 1
+            finally:
+                if self._publish is publish:
+                    self._publish = self._dropped
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(seconds):
+                        await client.__aexit__(None, None, None)
+            await asyncio.sleep(0.1)
+
+    async def _publish_one(self, client: Any, topic: str, payload: bytes, seconds: float) -> None:
+        try:
+            await client.publish(topic, payload, qos=0, timeout=seconds)
+        except Exception:  # the broker went away: an ESP32 drops it too
+            self.stats.dropped_bytes += len(payload)
 
     # ------------------------------------------------------------------ pty
 

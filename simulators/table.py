@@ -42,6 +42,9 @@ class Simulation:
             seconds.
         wrong_reader_at: On a multi-reader table, 0-based indices of cards (in dealing
             order) the dealer first puts on the wrong reader.
+        broker_urls: The table's configured brokers (``--broker``): the simulated MQTT
+            readers of ``--profile mqtt-json`` publish to the first (none: the broker the
+            table would choose, started here and handed to the table).
     """
 
     seed: int = 1
@@ -53,6 +56,7 @@ class Simulation:
     codes: str | None = None
     hid: Literal["pos", "kbd"] | None = None
     wrong_reader_at: tuple[int, ...] = ()
+    broker_urls: tuple[str, ...] = ()
 
     def fault_plan(self) -> FaultPlan:
         """The faults to inject, with ``misreads_at`` merged in."""
@@ -134,6 +138,14 @@ async def simulated_devices(game_id: str, sim: Simulation) -> AsyncIterator[Simu
         async with _hid_scanner(game_id, sim) as devices:
             yield devices
         return
+    if sim.profile == MQTT_JSON:
+        async with _mqtt_readers(game_id, sim) as devices:
+            yield devices
+        return
+    if sim.profile == PEPPER_C1:
+        async with _pepper_reader(game_id, sim) as devices:
+            yield devices
+        return
     if sim.profile is not None:
         from drivers.profile import load_profile
 
@@ -210,3 +222,108 @@ async def _hid_scanner(game_id: str, sim: Simulation) -> AsyncIterator[Simulated
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+MQTT_JSON = "mqtt-json"
+"""``--profile mqtt-json``: MQTT-attached tag readers (``drivers/profiles/readers/``)."""
+
+
+@asynccontextmanager
+async def _mqtt_readers(game_id: str, sim: Simulation) -> AsyncIterator[SimulatedDevices]:
+    """One simulated ESP32 reader a hand of the game, publishing to the table's broker.
+
+    Each reader publishes on ``tablectl/readers/<hand>`` and takes cues on its ``/cmd``; the
+    table reads each through its own ``mqtt-reader://`` URL (``[[devices]]``). The cards lie
+    on their hand's antenna until the next round's first cue (the dealer collects them).
+    Without ``--broker`` the broker is chosen as the table would (the local Mosquitto, else
+    an embedded one started here) and handed to the table.
+    """
+    import contextlib as _contextlib
+    import secrets
+
+    from controller.broker import choose_broker, parse_broker_url
+    from controller.games.registry import game_spec
+    from drivers.reader_json import load_reader_setup
+    from simulators.decks import deck_for_game
+    from simulators.json_reader import JsonReaderSimulator
+
+    table, times = load_reader_setup(MQTT_JSON, sim.codes)
+    plan = game_spec(game_id).deal_plan
+    readers = {
+        f"hand-{hand}": [slot.name for slot in plan.slots if slot.hand == hand]
+        for hand in plan.hands
+    }
+    device = JsonReaderSimulator(
+        table,
+        readers=readers,
+        deck=deck_for_game(game_id),
+        seed=sim.seed,
+        cards=list(sim.cards) if sim.cards else None,
+        faults=sim.fault_plan(),
+        deal_delay=sim.deal_delay,
+        collect=times.remove_after + 0.3,
+    )
+    async with _contextlib.AsyncExitStack() as stack:
+        urls, embedded, protocol = await choose_broker(list(sim.broker_urls))
+        if embedded is not None:
+            await stack.enter_async_context(embedded)
+        broker = parse_broker_url(urls[0])
+        prefix = f"tablectl/readers/sim-{secrets.token_hex(3)}"
+        topics = await stack.enter_async_context(
+            device.serve_mqtt(broker.host, broker.port, prefix)
+        )
+        codes = f"&codes={sim.codes}" if sim.codes else ""
+        devices: list[dict[str, Any]] = [
+            {
+                "name": name,
+                "url": f"mqtt-reader://{broker.host}:{broker.port}/{topic}?cmd={cmd}{codes}",
+                "positions": [name.removeprefix("hand-")],
+            }
+            for name, (topic, cmd) in topics.items()
+        ]
+        settings: dict[str, Any] = {"devices": devices}
+        if not sim.broker_urls:
+            settings["mqtt"] = {"urls": urls, "protocol": protocol}
+        yield SimulatedDevices(settings, simulator=device)
+
+
+PEPPER_C1 = "pepper-c1"
+"""``--profile pepper-c1``: an Eccel Pepper C1 (``drivers/profiles/readers/pepper-c1.toml``)."""
+
+
+@asynccontextmanager
+async def _pepper_reader(game_id: str, sim: Simulation) -> AsyncIterator[SimulatedDevices]:
+    """A simulated Pepper C1 on a pty, an antenna a hand of the game (up to 8).
+
+    The table reads it through ``pepper+serial://PTY?antennas=1:HAND,...&cues=1``: each
+    antenna bound to its hand (a card read on another hand's antenna is refused), the cues on
+    the reader's UART passthrough, where the simulated dealer takes them. A game of more than
+    eight hands is dealt on one antenna without positions. The cards lie on their antenna
+    until the next round's first cue (the dealer collects them, the latch removes them).
+    """
+    from controller.games.registry import game_spec
+    from drivers.reader_profile import load_reader_profile
+    from simulators.decks import deck_for_game
+    from simulators.pepper_reader import PepperReaderSimulator
+
+    loaded = load_reader_profile(PEPPER_C1, sim.codes)
+    plan = game_spec(game_id).deal_plan
+    hands = list(plan.hands)
+    antennas = {hand: number for number, hand in enumerate(hands, start=1)}
+    if len(hands) > 8:
+        antennas = {}
+    device = PepperReaderSimulator(
+        loaded.table,
+        cards=list(sim.cards) if sim.cards else None,
+        deck=[str(piece) for piece in deck_for_game(game_id)],
+        seed=sim.seed,
+        slot_antennas={slot.name: antennas[slot.hand] for slot in plan.slots if antennas},
+        deal_delay=sim.deal_delay,
+        relift_seconds=loaded.profile.presence.remove_after_ms / 1000 + 0.2,
+    )
+    async with device.serve_pty() as path:
+        bound = ",".join(f"{number}:{hand}" for hand, number in antennas.items())
+        query = f"cues=1&antennas={bound}" if bound else "cues=1"
+        codes = f"&codes={sim.codes}" if sim.codes else ""
+        url = f"pepper+serial://{path}?{query}{codes}"
+        yield SimulatedDevices({"device": {"url": url}}, simulator=device)

@@ -1,0 +1,127 @@
+"""MQTT-attached tag readers at a table, a real Mosquitto under them.
+
+``run --simulate --profile mqtt-json``'s devices play a Teen Patti round on one simulated ESP32
+reader a hand (``mqtt-reader://`` under ``[[devices]]``); hostile payloads on a reader topic
+are journalled as statuses while the round goes on; the broker lost and back: the reader's
+source says ``lost`` and ``recovered``, the card lying on the antenna through the outage is
+not removed, and the next card is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+import aiomqtt
+
+from controller.app import run_table
+from controller.settings import load_settings
+from drivers.reader_json import load_reader_codes
+from drivers.source import CardRead, CardRemoved, DeviceStatus, DriverSettings, Misread, Read
+from drivers.supervisor import SupervisedCardSource
+from simulators.json_reader import HOSTILE_PAYLOADS, JsonReaderSimulator
+from simulators.table import Simulation, simulated_devices
+
+SETTINGS = DriverSettings(
+    open_timeout=2.0, read_timeout=0.05, heartbeat_timeout=0.5, backoff_min=0.05, backoff_max=0.2
+)
+
+
+def journal_rows(path: Path, kind: str) -> list[dict[str, object]]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute("select body from entries where kind = ? order by seq", (kind,))
+        return [json.loads(body) for (body,) in rows]
+
+
+async def test_run_simulate_mqtt_json_plays_a_round_on_a_reader_a_hand(mosquitto, tmp_path):
+    """Two readers (Teen Patti's hands A and B), each its own topic and cue topic; the round
+    deals every card once, each latched from the reader's repeats; hostile payloads published
+    on a reader's topic meanwhile are refused, journalled as statuses, and change nothing."""
+    sim = Simulation(seed=3, deal_delay=0.0, profile="mqtt-json", broker_urls=(mosquitto.url,))
+    journal = tmp_path / "tp.sqlite"
+    async with asyncio.timeout(60), simulated_devices("teen-patti-20-20", sim) as devices:
+        readers = devices.settings["devices"]
+        assert "mqtt" not in devices.settings  # the broker given is the table's
+        assert [d["positions"] for d in readers] == [["A"], ["B"]]
+        assert all(d["url"].startswith(f"mqtt-reader://{mosquitto.host}:") for d in readers)
+        settings = load_settings(
+            None,
+            table_id="mj-1",
+            game="teen-patti-20-20",
+            devices=readers,
+            mqtt={"urls": [mosquitto.url]},
+            journal={"path": journal},
+            rounds={"betting_seconds": 0.2, "pause_seconds": 0},
+        )
+        seat1_topic = readers[0]["url"].split("/", 3)[3].split("?")[0]
+
+        async def hostile() -> None:
+            async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+                for payload in HOSTILE_PAYLOADS:
+                    await client.publish(seat1_topic, payload, qos=1)
+
+        table = asyncio.create_task(run_table(settings, rounds=1))
+        await asyncio.sleep(0.3)  # betting; then the cards
+        await hostile()
+        summaries = await table
+    assert len(summaries) == 1
+    dealt = journal_rows(journal, "card_dealt")
+    cards = [row["card"] for row in dealt]
+    assert len(cards) == len(set(cards)) == 6  # three cards a hand
+    statuses = journal_rows(journal, "device_status")
+    rejected = [s for s in statuses if s["state"] == "reader_rejected"]
+    assert rejected, statuses
+    assert all(seat1_topic in str(s["device"]) for s in rejected)
+    codes = ("too_large", "too_deep", "not_utf8", "not_json", "not_object", "invalid")
+    for status in rejected:
+        assert str(status["detail"]).startswith("reader 'hand-A' (A1, A2, A3): ")
+        assert any(f": {code}: " in str(status["detail"]) for code in codes)
+
+
+async def _until(source: SupervisedCardSource, want: type, seen: list[Read]) -> Read:
+    while True:
+        read = await source.next_read()
+        seen.append(read)
+        if isinstance(read, Misread):
+            await source.request_rescan("S0", "again")
+        if isinstance(read, want):
+            return read
+
+
+async def test_the_broker_lost_and_back_removes_nothing_and_loses_nothing(mosquitto):
+    """A reader pad on a real Mosquitto that is stopped for longer than the latch's removal
+    time and started again: ``lost`` then ``recovered`` (with the ``away`` rescan), the card
+    lying on the pad all along is not removed by the outage, and the next card is read."""
+    sim = JsonReaderSimulator(load_reader_codes(None), cards=["As", "Kd"], repeat=0.02)
+    async with asyncio.timeout(30), sim.serve_mqtt(mosquitto.host, mosquitto.port, "t") as topics:
+        topic, cmd = topics["reader-1"]
+        url = f"mqtt-reader://{mosquitto.host}:{mosquitto.port}/{topic}?cmd={cmd}"
+        url += "&place_after_ms=30&remove_after_ms=300&keepalive=1"
+        source = SupervisedCardSource(url, SETTINGS)
+        await source.open()
+        seen: list[Read] = []
+        try:
+            await source.expect(1, 0, "S0")
+            first = await _until(source, CardRead, seen)
+            assert isinstance(first, CardRead) and first.value == "As"
+            await asyncio.to_thread(mosquitto.stop)
+            lost = await _until(source, DeviceStatus, seen)
+            assert isinstance(lost, DeviceStatus) and lost.state == "lost"
+            await asyncio.sleep(0.6)  # twice the removal time without the broker
+            await asyncio.to_thread(mosquitto.start)
+            back = await _until(source, DeviceStatus, seen)
+            assert isinstance(back, DeviceStatus) and back.state == "recovered"
+            await asyncio.sleep(0.2)  # the reader is back too, repeating the As
+            await source.expect(1, 1, "S1")
+            second = await _until(source, CardRead, seen)
+            assert isinstance(second, CardRead) and second.value == "Kd"
+            removed = await _until(source, CardRemoved, seen)  # the As, lifted for the Kd
+        finally:
+            await source.close()
+    assert isinstance(removed, CardRemoved) and removed.value == "As"
+    assert removed.at > second.at  # not during the outage
+    assert [r.cause for r in seen if isinstance(r, Misread)] == ["away"]
+    assert [r.value for r in seen if isinstance(r, CardRead)] == ["As", "Kd"]
+    assert sim.reader_stats.reconnects >= 1
