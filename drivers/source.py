@@ -17,7 +17,10 @@ URLs (see ``docs/protocol.md``):
   scanner (HID POS or keyboard mode) read with pyusb, codes mapped by the profile's code table
   (``drivers/hid.py``);
 * ``memory://NAME``: protocol v1 on the in-memory null modem of ``drivers/memory.py`` (a
-  simulator served in the same process: the fast test tier and demos).
+  simulator served in the same process: the fast test tier and demos);
+* ``pcsc://?reader=NAME[&codes=FILE]``: a PC/SC contactless reader (ACS ACR122U...) through
+  pcscd and pyscard, its tags' UIDs latched and mapped by a code table
+  (``drivers/pcsc_source.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from drivers.json_readers import (
     MqttReaderSpec,
     parse_json_reader_url,
 )
+from drivers.pcsc_url import PCSC_SCHEMES, PcscSpec, parse_pcsc_url
 from drivers.pepper_url import PEPPER_SCHEMES, PepperSpec, parse_pepper_url
 
 if TYPE_CHECKING:
@@ -402,9 +406,12 @@ def _parse_profile(url: str, path: str, netloc: str, query: str) -> ProfileSpec:
     return ProfileSpec(path, path, baud, profile, codes=codes)
 
 
-SCHEME_PARSERS: dict[str, Callable[[str, str], MqttReaderSpec | JsonLinesSpec | PepperSpec]] = {
+SCHEME_PARSERS: dict[
+    str, Callable[[str, str], MqttReaderSpec | JsonLinesSpec | PepperSpec | PcscSpec]
+] = {
     **dict.fromkeys(JSON_READER_SCHEMES, parse_json_reader_url),
     **dict.fromkeys(PEPPER_SCHEMES, parse_pepper_url),
+    **dict.fromkeys(PCSC_SCHEMES, parse_pcsc_url),
 }
 """URL kinds read by their driver family's own parser: ``scheme -> parser(url, scheme)``."""
 
@@ -420,6 +427,7 @@ def parse_url(
     | MqttReaderSpec
     | JsonLinesSpec
     | PepperSpec
+    | PcscSpec
 ):
     """Resolve a card-source URL.
 
@@ -449,7 +457,7 @@ def parse_url(
     raise UnsupportedUrl(
         "unknown card-source URL scheme"
         " (serial://, socket://, usb://, profile+serial://, hidpos://, hidkbd://, memory://,"
-        " mqtt-reader://, jsonl+serial://, pepper://, pepper+serial:// or a /dev path)",
+        " mqtt-reader://, jsonl+serial://, pepper://, pepper+serial://, pcsc:// or a /dev path)",
         url=url,
         detail=scheme or "no scheme",
     )
@@ -467,6 +475,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "jsonl+serial": ("drivers.jsonl_source", "JsonLinesCardSource"),
     "pepper": ("drivers.pepper_source", "PepperCardSource"),
     "pepper+serial": ("drivers.pepper_source", "PepperCardSource"),
+    "pcsc": ("drivers.pcsc_source", "PcscCardSource"),
 }
 """The driver of each URL kind: ``(module, class)``, imported only when a URL of that kind is
 opened (so this module does not import the drivers that import it, and ``tablectl --help``

@@ -1,0 +1,198 @@
+"""PC/SC readers through the real pcscd: a virtual card on vsmartcard-vpcd, read by pyscard.
+
+Every test starts its own pcscd (``tests/support/pcsc.py``) with two virtual readers; the
+card is put on a reader's slot and taken off (``simulators/vpcd.py``) as a dealer puts a card
+on an ACR122U and lifts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from drivers.errors import TransportError
+from drivers.pcsc_source import PcscCardSource
+from drivers.source import (
+    CardRead,
+    CardRemoved,
+    CardSource,
+    DeviceStatus,
+    DriverSettings,
+    Misread,
+    Read,
+)
+from drivers.source import open_card_source as build
+from drivers.supervisor import SupervisedCardSource
+from simulators.vpcd import VirtualCard
+from tests.support.pcsc import FIRST, SECOND, needs_pcscd, pcsc_table, pcsc_url
+
+pytestmark = needs_pcscd
+
+AS = bytes.fromhex("044C177EC5DC80")  # "As" in codes/rfid-demo-deck.toml
+KD = bytes.fromhex("04AAC9AB1D6346")
+SETTINGS = DriverSettings(read_timeout=0.2, backoff_min=0.05, backoff_max=0.2)
+
+
+async def next_of(source: CardSource, within: float = 5.0) -> Read:
+    async with asyncio.timeout(within):
+        return await source.next_read()
+
+
+async def quiet_for(source: CardSource, seconds: float) -> None:
+    """Nothing comes out of the source for ``seconds`` (a removal would)."""
+    read: Read | None = None
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            read = await source.next_read()
+    assert read is None, f"unexpected read {read}"
+
+
+def slow_profile(folder: Path) -> Path:
+    """pcsc-uid with a removal time of 1.5 s."""
+    shipped = Path(str(resources.files("drivers.profiles.readers").joinpath("pcsc-uid.toml")))
+    text = shipped.read_text(encoding="utf-8")
+    text = text.replace("remove_after_ms = 600", "remove_after_ms = 1500")
+    text = text.replace('"../codes/', f'"{shipped.parent.parent}/codes/')
+    path = folder / "pcsc-slow.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def test_a_card_is_read_by_its_uid_and_removed() -> None:
+    async with pcsc_table() as daemon:
+        source = build(pcsc_url(daemon, "ACS ACR122U"), SETTINGS)
+        assert isinstance(source, PcscCardSource)
+        await source.open()
+        try:
+            assert source.reader == FIRST
+            card = VirtualCard("127.0.0.1", daemon.slot("ACS ACR122U").port)
+            tag = await card.place(AS)
+            read = await next_of(source)
+            assert isinstance(read, CardRead)
+            assert read.value == "As"
+            assert read.position is None
+            assert tag.uid_reads >= 1
+            lifted = time.monotonic()
+            await card.remove()
+            removed = await next_of(source)
+            assert isinstance(removed, CardRemoved)
+            assert removed.value == "As"
+            # Not before the latch's removal time (600 ms in pcsc-uid) after the lift.
+            assert removed.at - lifted >= source.profile.presence.remove_after_ms / 1000 - 0.05
+        finally:
+            await source.close()
+
+
+async def test_a_card_back_within_the_latch_time_is_no_removal_and_no_second_read(
+    tmp_path: Path,
+) -> None:
+    # A latch of 1.5 s: pcscd (polling every 400 ms) sees the lift and the card back, well
+    # within it, also on a loaded machine.
+    profile = slow_profile(tmp_path)
+    async with pcsc_table() as daemon:
+        source = build(pcsc_url(daemon, "ACS ACR122U", profile=str(profile)), SETTINGS)
+        assert isinstance(source, PcscCardSource)
+        await source.open()
+        try:
+            card = VirtualCard("127.0.0.1", daemon.slot("ACS ACR122U").port)
+            await card.place(AS)
+            assert isinstance(await next_of(source), CardRead)
+            await card.remove()
+            again = await card.place(AS)  # pcscd sees it gone for a poll, then back
+            async with asyncio.timeout(3):
+                while again.uid_reads == 0:  # the driver read it again: it saw the absence
+                    await asyncio.sleep(0.02)
+            await quiet_for(source, 1.8)  # past the latch time: no removal, no second card
+            await card.remove()
+            removed = await next_of(source)
+            assert isinstance(removed, CardRemoved)
+        finally:
+            await source.close()
+
+
+async def test_a_tag_of_another_deck_is_refused_by_its_uid() -> None:
+    async with pcsc_table() as daemon:
+        source = build(pcsc_url(daemon, "ACS ACR122U"), SETTINGS)
+        await source.open()
+        try:
+            card = VirtualCard("127.0.0.1", daemon.slot("ACS ACR122U").port)
+            await card.place(bytes.fromhex("04000000000001"))
+            read = await next_of(source)
+            assert isinstance(read, Misread)
+            assert read.cause == "unknown_code"
+            assert "04000000000001" in read.detail
+            assert FIRST in read.detail
+            await card.remove()
+            await quiet_for(source, 1.0)  # an unknown tag is never placed: no removal either
+        finally:
+            await source.close()
+
+
+async def test_several_readers_by_name_each_sees_its_own_cards() -> None:
+    async with pcsc_table() as daemon:
+        seat_one = build(pcsc_url(daemon, "ACS ACR122U"), SETTINGS)
+        seat_two = build(pcsc_url(daemon, SECOND), SETTINGS)
+        await seat_one.open()
+        await seat_two.open()
+        try:
+            card = VirtualCard("127.0.0.1", daemon.slot(SECOND).port)
+            await card.place(AS)
+            read = await next_of(seat_two)
+            assert isinstance(read, CardRead)
+            assert read.value == "As"
+            await quiet_for(seat_one, 0.8)
+            await card.remove()
+        finally:
+            await seat_one.close()
+            await seat_two.close()
+
+
+async def test_a_reader_not_plugged_in_is_named_with_the_readers_there_are() -> None:
+    async with pcsc_table() as daemon:
+        source = build(pcsc_url(daemon, "Identiv uTrust"), SETTINGS)
+        with pytest.raises(TransportError) as caught:
+            await source.open()
+        assert "no PC/SC reader of that name" in caught.value.message
+        assert "Identiv uTrust" in str(caught.value)
+        assert f"{FIRST}, {SECOND}" in str(caught.value)
+        ambiguous = build(pcsc_url(daemon, "ACS ACR122U 00"), SETTINGS)
+        with pytest.raises(TransportError, match="more than one"):
+            await ambiguous.open()
+
+
+async def test_a_pcscd_restart_is_lost_and_recovered_and_the_card_on_it_is_not_read_twice() -> None:
+    async with pcsc_table() as daemon:
+        source = SupervisedCardSource(pcsc_url(daemon, "ACS ACR122U"), SETTINGS)
+        await source.open()
+        try:
+            first = await next_of(source)
+            assert isinstance(first, DeviceStatus)
+            assert first.state == "connected"
+            card = VirtualCard("127.0.0.1", daemon.slot("ACS ACR122U").port)
+            await card.place(AS)
+            read = await next_of(source)
+            assert isinstance(read, CardRead)
+            assert read.value == "As"
+            await card.remove()  # the virtual card's connection dies with pcscd anyway
+            await daemon.restart()
+            await card.place(AS)  # the same card, still on the reader after the restart
+            states: list[str] = []
+            while "recovered" not in states:
+                status = await next_of(source, within=10)
+                assert isinstance(status, DeviceStatus), status
+                states.append(status.state)
+            assert states[0] == "lost"
+            # Back on the reader: the same placement (no second read, no removal) ...
+            await quiet_for(source, 1.0)
+            # ... and lifting it now is its removal.
+            await card.remove()
+            removed = await next_of(source)
+            assert isinstance(removed, CardRemoved)
+            assert removed.value == "As"
+        finally:
+            await source.close()
