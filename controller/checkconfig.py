@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from controller.broker import BrokerAddress
     from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
+    from drivers.mqtt_reader import MqttReaderSource
     from drivers.source import DriverSettings, ProfileSpec
 
 Verdict = Literal["OK", "FAIL", "SKIP"]
@@ -138,7 +139,15 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
     # Any other transport (usb://): open it with the real driver, the way `run` would.
     from drivers.source import open_card_source
 
-    source = open_card_source(url, driver)
+    try:
+        source = open_card_source(url, driver)
+    except DriverError as exc:  # a profile or code table that does not load
+        return Check("device", "FAIL", f"{url}: {exc}")
+    if spec.kind == "mqtt-reader":
+        from drivers.mqtt_reader import MqttReaderSource
+
+        assert isinstance(source, MqttReaderSource)
+        return await _check_mqtt_reader(url, source, timeout)
     try:
         await asyncio.wait_for(source.open(), timeout)
     except TimeoutError:
@@ -149,6 +158,28 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
         with contextlib.suppress(Exception):
             await source.close()
     return Check("device", "OK", f"{url}: the {spec.kind} device opens")
+
+
+async def _check_mqtt_reader(url: str, source: MqttReaderSource, timeout: float) -> Check:  # noqa: ASYNC109
+    """The readers' broker accepts the connection and the subscription to their topic.
+
+    A reader that publishes nothing is not a failure (no tag lies on it now); the line says
+    how many tags the code table knows, so a wrong deck shows.
+    """
+    from drivers.errors import DriverError
+
+    table = source.core.table
+    known = f"code table {table.name!r} ({len(table.codes)} tags)" if table is not None else ""
+    try:
+        await asyncio.wait_for(source.open(), timeout)
+    except TimeoutError:
+        return Check("device", "FAIL", f"{url}: the readers' broker did not answer in {timeout} s")
+    except DriverError as exc:
+        return Check("device", "FAIL", f"{url}: {exc}")
+    finally:
+        with contextlib.suppress(Exception):
+            await source.close()
+    return Check("device", "OK", f"{url}: broker connected, reader topic subscribed; {known}")
 
 
 async def _check_reader(

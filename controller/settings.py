@@ -75,12 +75,15 @@ class DeviceSettings(BaseModel):
 def check_profile_url(url: str) -> str:
     """A device profile a URL names (and its code table) must load.
 
-    ``profile+serial://``, ``hidpos://`` and ``hidkbd://`` name one. A malformed profile or
-    code table stops the controller at start (the file, the field and the reason).
+    ``profile+serial://``, ``hidpos://`` and ``hidkbd://`` name one; ``mqtt-reader://`` and
+    ``jsonl+serial://`` a reader profile. A malformed profile or code table stops the
+    controller at start (the file, the field and the reason).
 
     Raises:
         ValueError: The profile or its code table does not load (why, where).
     """
+    if url.lower().startswith(("mqtt-reader:", "jsonl+serial:")):
+        return _check_json_reader_url(url)
     if not url.lower().startswith(("profile+serial:", "hidpos:", "hidkbd:")):
         return url
     from drivers.errors import DriverError
@@ -92,6 +95,26 @@ def check_profile_url(url: str) -> str:
         spec = parse_url(url)
         assert isinstance(spec, ProfileSpec | HidSpec)
         load_profile(spec.profile, spec.codes)
+    except DriverError as exc:
+        raise ValueError(str(exc)) from exc
+    return url
+
+
+def _check_json_reader_url(url: str) -> str:
+    """A JSON tag reader's URL reads, and its reader profile and code table load.
+
+    Raises:
+        ValueError: The URL, the profile or the code table is wrong (why, where).
+    """
+    from drivers.errors import DriverError
+    from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
+    from drivers.reader_json import load_reader_setup
+    from drivers.source import parse_url
+
+    try:
+        spec = parse_url(url)
+        assert isinstance(spec, MqttReaderSpec | JsonLinesSpec)
+        load_reader_setup(spec.profile, spec.codes, spec.place_after_ms, spec.remove_after_ms)
     except DriverError as exc:
         raise ValueError(str(exc)) from exc
     return url

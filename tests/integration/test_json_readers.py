@@ -15,8 +15,11 @@ import sqlite3
 from pathlib import Path
 
 import aiomqtt
+import pytest
 
 from controller.app import run_table
+from controller.checkconfig import check_device
+from controller.errors import ConfigError
 from controller.settings import load_settings
 from drivers.reader_json import load_reader_codes
 from drivers.source import CardRead, CardRemoved, DeviceStatus, DriverSettings, Misread, Read
@@ -125,3 +128,30 @@ async def test_the_broker_lost_and_back_removes_nothing_and_loses_nothing(mosqui
     assert [r.cause for r in seen if isinstance(r, Misread)] == ["away"]
     assert [r.value for r in seen if isinstance(r, CardRead)] == ["As", "Kd"]
     assert sim.reader_stats.reconnects >= 1
+
+
+async def test_check_config_checks_a_json_reader(mosquitto, tmp_path):
+    """check-config: the broker connected and the topic subscribed (the deck named), a broker
+    that is not there a FAIL, a code table that does not load a FAIL naming the file."""
+    url = f"mqtt-reader://{mosquitto.host}:{mosquitto.port}/studio/readers/%23"
+    ok = await check_device(url, DriverSettings(), 5.0)
+    assert ok.verdict == "OK", ok.detail
+    assert "reader topic subscribed" in ok.detail and "rfid-demo-deck" in ok.detail
+    mosquitto.stop()
+    down = await check_device(url, DriverSettings(open_timeout=1.0), 5.0)
+    assert down.verdict == "FAIL" and "broker" in down.detail
+    missing = await check_device(f"{url}?codes={tmp_path}/nope.toml", DriverSettings(), 5.0)
+    assert missing.verdict == "FAIL" and "nope.toml" in missing.detail
+    bad = await check_device("jsonl+serial:///dev/null?cues=2", DriverSettings(), 5.0)
+    assert bad.verdict == "FAIL" and "cues is 0 or 1" in bad.detail
+
+
+def test_a_table_config_with_a_bad_reader_deck_stops_at_start(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load_settings(
+            None,
+            table_id="t",
+            game="teen-patti-20-20",
+            device={"url": f"mqtt-reader://broker/readers/+?codes={tmp_path}/missing.toml"},
+        )
+    assert "missing.toml" in str(caught.value) and "cannot read the file" in str(caught.value)
