@@ -21,8 +21,17 @@ from controller.app import run_table
 from controller.checkconfig import check_device
 from controller.errors import ConfigError
 from controller.settings import load_settings
+from drivers.json_readers import MqttReaderSpec
 from drivers.reader_json import load_reader_codes
-from drivers.source import CardRead, CardRemoved, DeviceStatus, DriverSettings, Misread, Read
+from drivers.source import (
+    CardRead,
+    CardRemoved,
+    DeviceStatus,
+    DriverSettings,
+    Misread,
+    Read,
+    parse_url,
+)
 from drivers.supervisor import SupervisedCardSource
 from simulators.json_reader import HOSTILE_PAYLOADS, JsonReaderSimulator
 from simulators.table import Simulation, simulated_devices
@@ -155,3 +164,40 @@ def test_a_table_config_with_a_bad_reader_deck_stops_at_start(tmp_path):
             device={"url": f"mqtt-reader://broker/readers/+?codes={tmp_path}/missing.toml"},
         )
     assert "missing.toml" in str(caught.value) and "cannot read the file" in str(caught.value)
+
+
+async def test_devices_lists_the_mqtt_readers_heard(mosquitto, capsys):
+    """``tablectl devices --mqtt-readers``: each reader heard on the topic filter with the URL
+    that reads it alone; a message that is no reader's counted, not listed; retained skipped."""
+    import argparse
+
+    from controller.cli.devices import run
+
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await client.publish("studio/readers/old", msg_bytes("ghost", 1), qos=1, retain=True)
+        args = argparse.Namespace(
+            known_only=True,
+            usb_only=True,
+            mqtt_readers=f"mqtt-reader://{mosquitto.host}:{mosquitto.port}/studio/readers/%23",
+            listen=1.5,
+        )
+        listing = asyncio.create_task(asyncio.to_thread(run, args))
+        for seq in range(12):
+            await asyncio.sleep(0.1)
+            await client.publish("studio/readers/a", msg_bytes("seat 1", seq), qos=1)
+            await client.publish("studio/readers/a", msg_bytes("seat-2", seq), qos=1)
+            await client.publish("studio/readers/b", b"not a reader", qos=1)
+        status = await listing
+    out = capsys.readouterr().out
+    assert status == 0
+    port = f"{mosquitto.host}:{mosquitto.port}"
+    assert f"reader   mqtt-reader://{port}/studio/readers/a?device=seat%201 " in out
+    assert f"mqtt-reader://{port}/studio/readers/a?device=seat-2 " in out
+    assert "1 tag(s) in" in out and "ghost" not in out
+    assert "message(s) on" in out and "were no reader's" in out
+    listed = parse_url(f"mqtt-reader://{port}/studio/readers/a?device=seat%201")
+    assert isinstance(listed, MqttReaderSpec) and listed.device_id == "seat 1"
+
+
+def msg_bytes(device: str, seq: int) -> bytes:
+    return json.dumps({"device_id": device, "seq": seq, "card_uid": "04A2B3C4D5E6F7"}).encode()
