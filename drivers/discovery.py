@@ -14,6 +14,7 @@ URL of its mode (``hidpos://`` or ``hidkbd://``) and the device profile it sugge
 from __future__ import annotations
 
 import contextlib
+import os
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -102,6 +103,10 @@ def hid_scanner_table(path: Path | None = None) -> dict[tuple[int, int], HidScan
             ) from exc  # fmt: skip
         models[ids] = model
     return models
+
+
+SYSTEM_PCSCD = "/run/pcscd/pcscd.comm"
+"""The system pcscd's socket (pcsc-lite on Debian)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +207,39 @@ def _hid_found(device: Any, model: HidScannerModel) -> FoundDevice:
     return FoundDevice(url, "usb-hid", description, True, model.profile)
 
 
+def list_pcsc_readers(pcscd: str | None = None) -> tuple[list[FoundDevice], str | None]:
+    """The PC/SC readers pcscd knows (by name), and a note when they could not be listed.
+
+    Args:
+        pcscd: The pcscd socket (``None``: the system's, ``/run/pcscd/pcscd.comm``).
+    """
+    from urllib.parse import quote
+
+    from drivers.errors import TransportError
+    from drivers.pcsc_source import PcscUnavailable, list_readers
+
+    socket = pcscd or os.environ.get("PCSCLITE_CSOCK_NAME") or SYSTEM_PCSCD
+    if not Path(socket).exists():
+        return [], f"PC/SC readers not searched: pcscd is not running (no {socket})"
+    try:
+        names = list_readers(pcscd)
+    except PcscUnavailable:
+        return [], "pyscard is not installed: PC/SC readers not searched (tablectl[pcsc])"
+    except TransportError as exc:
+        return [], f"PC/SC readers not searched: {exc.message} (apt install pcscd)"
+    suffix = f"&pcscd={quote(pcscd)}" if pcscd else ""
+    return [
+        FoundDevice(
+            f"pcsc://?reader={quote(name)}{suffix}",
+            "pcsc",
+            f"PC/SC reader {name!r} (add &codes=FILE: the enrolled deck)",
+            True,
+            "pcsc-uid",
+        )
+        for name in names
+    ], None
+
+
 def render(serial_ports: list[FoundDevice], usb: list[FoundDevice], note: str | None) -> str:
     """The listing ``tablectl devices`` prints."""
     lines = []
@@ -219,7 +257,12 @@ def render(serial_ports: list[FoundDevice], usb: list[FoundDevice], note: str | 
 
 
 def find_devices(
-    *, known_only: bool = False, usb_only: bool = False, usb_backend: Any = None
+    *,
+    known_only: bool = False,
+    usb_only: bool = False,
+    usb_backend: Any = None,
+    pcsc: bool = False,
+    pcscd: str | None = None,
 ) -> tuple[list[FoundDevice], list[FoundDevice], str | None]:
     """The candidate devices: serial ports, USB scanners, and a note on USB enumeration.
 
@@ -227,9 +270,16 @@ def find_devices(
         known_only: Only serial ports recognised as scanners.
         usb_only: Skip serial ports.
         usb_backend: The pyusb backend (``None``: pyusb's default libusb backend).
+        pcsc: Also the PC/SC readers pcscd knows (listed with the USB devices: they are
+            USB readers), by name.
+        pcscd: The pcscd socket for ``pcsc`` (``None``: the system's).
     """
     serial_ports = [] if usb_only else list_serial_ports()
     if known_only:
         serial_ports = [port for port in serial_ports if port.known]
     usb, note = list_usb_scanners(usb_backend)
+    if pcsc:
+        readers, pcsc_note = list_pcsc_readers(pcscd)
+        usb = [*readers, *usb]
+        note = "; ".join(text for text in (note, pcsc_note) if text) or None
     return serial_ports, usb, note

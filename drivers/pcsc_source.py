@@ -55,7 +55,14 @@ from drivers.queued import QueuedReads
 from drivers.reader_profile import load_reader_profile
 from drivers.source import CardRead, CardRemoved, DriverSettings, Misread, Read
 
-__all__ = ["GET_UID", "PcscCardSource", "list_readers", "match_reader", "parse_uid_response"]
+__all__ = [
+    "GET_UID",
+    "PcscCardSource",
+    "PcscUnavailable",
+    "list_readers",
+    "match_reader",
+    "parse_uid_response",
+]
 
 GET_UID = (0xFF, 0xCA, 0x00, 0x00, 0x00)
 """PC/SC part 3's contactless "get data" pseudo-APDU for the tag's UID."""
@@ -149,16 +156,23 @@ def match_reader(wanted: str, readers: Sequence[str]) -> str | None:
 
 
 def list_readers(pcscd: str | None = None) -> list[str]:
-    """The PC/SC readers pcscd knows now (``tablectl devices``); empty when none or no pcscd.
+    """The PC/SC readers pcscd knows now (``tablectl devices``); empty when there is none.
+
+    Args:
+        pcscd: The pcscd socket (``None``: the system's).
 
     Raises:
         PcscUnavailable: pyscard is not installed.
+        TransportError: pcscd cannot be reached (not running), or another pcscd socket is
+            in use in this process.
     """
     scard = _scard()
     _use_socket(pcscd, "pcsc://")
     hresult, context = scard.SCardEstablishContext(scard.SCARD_SCOPE_USER)
     if hresult != scard.SCARD_S_SUCCESS:
-        return []
+        raise TransportError(
+            "cannot reach pcscd (is it running?)", device=pcscd, detail=_message(scard, hresult)
+        )
     try:
         hresult, readers = scard.SCardListReaders(context, [])
         return list(readers) if hresult == scard.SCARD_S_SUCCESS else []

@@ -17,6 +17,7 @@ import pytest
 
 from drivers.errors import TransportError
 from drivers.pcsc_source import PcscCardSource
+from drivers.pcsc_url import PcscSpec
 from drivers.source import (
     CardRead,
     CardRemoved,
@@ -25,6 +26,7 @@ from drivers.source import (
     DriverSettings,
     Misread,
     Read,
+    parse_url,
 )
 from drivers.source import open_card_source as build
 from drivers.supervisor import SupervisedCardSource
@@ -196,3 +198,28 @@ async def test_a_pcscd_restart_is_lost_and_recovered_and_the_card_on_it_is_not_r
             assert removed.value == "As"
         finally:
             await source.close()
+
+
+async def test_tablectl_devices_lists_the_pcsc_readers_by_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from controller.cli.devices import register, run
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    async with pcsc_table() as daemon:
+        args = parser.parse_args(["devices", "--usb-only", "--pcscd", str(daemon.socket_path)])
+        assert await asyncio.to_thread(run, args) == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[1] for line in out.splitlines() if "pcsc://" in line]
+    assert listed == [
+        pcsc_url(daemon, FIRST),
+        pcsc_url(daemon, SECOND),
+    ]
+    assert "suggested profile: pcsc-uid" in out
+    # The URL it prints opens the reader it names.
+    spec = parse_url(listed[1])
+    assert isinstance(spec, PcscSpec)
+    assert spec.reader == SECOND

@@ -72,7 +72,8 @@ def test_render_and_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert render([], [], "no libusb") == "no serial port and no USB scanner found\nnote: no libusb"
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    args = parser.parse_args(["devices", "--usb-only"])
+    # pcscd is asked in tests/integration/test_pcsc_source.py (a pure test asks no daemon).
+    args = parser.parse_args(["devices", "--usb-only", "--no-pcsc"])
     assert run(args, usb_backend=SimulatedUsbBackend()) == 0
     out = capsys.readouterr().out
     assert out.startswith("scanner  usb://1209:7ab1?serial=SIM0001")
