@@ -98,6 +98,24 @@ async def test_the_pit_boss_deals_a_round_to_the_end_from_the_page(broker, tmp_p
         _, result = await betting.wait_event("round_result", seconds=15)
         await live.finished()
 
+        # Recall on the page draws the round with the three cards marked as entered by hand.
+        await page.fill("#recall-round", round_id)
+        await page.wait_for_timeout(600)  # clicks right after a Confirm are ignored (0.5 s)
+        await page.click("#recall-go")
+        recalled = page.locator("[data-role=recalled]")
+        await expect(recalled.locator("[data-role=recall-outcome]")).to_contain_text(
+            "A wins", timeout=BROWSER_SECONDS
+        )
+        marked = recalled.locator("[data-role=card][data-manual=true]")
+        await expect(marked).to_have_count(3)
+        assert await marked.evaluate_all("cs => cs.map(c => c.dataset.card)") == ["Ad", "Kc", "Kh"]
+        await expect(marked.first.locator("[data-role=manual]")).to_have_text("by hand")
+        actions = recalled.locator("[data-role=pit-action]")
+        await expect(actions).to_have_count(4)
+        await expect(actions.nth(0)).to_contain_text("alice asked to enter a card by hand: refused")
+        await expect(actions.nth(1)).to_contain_text("alice entered a card by hand for B2")
+        await shot(page, "enter-card-recall")
+
     assert result.data["cards"] == {"A": ["As", "Ah", "Ad"], "B": ["Kd", "Kc", "Kh"]}
     with Journal.open_readonly(journal) as opened:
         record = recall_round(opened, round_id)

@@ -651,12 +651,14 @@ function recalledHands(record) {
   for (const item of record.cards || []) {
     const hand = item.hand || "";
     if (!hands.has(hand)) hands.set(hand, []);
-    hands.get(hand).push({slot: item.slot, hand: hand, card: item.card});
+    hands.get(hand).push({slot: item.slot, hand: hand, card: item.card,
+      manual: item.source === "manual"});
   }
   for (const [hand, shown] of Object.entries(result.cards || {})) {
     const dealt = hands.get(hand) || [];
     hands.set(hand, shown.map((card, i) => ({
-      slot: (dealt[i] && dealt[i].slot) || hand + (i + 1), hand: hand, card: card})));
+      slot: (dealt[i] && dealt[i].slot) || hand + (i + 1), hand: hand, card: card,
+      manual: Boolean(dealt[i] && dealt[i].manual)})));
   }
   return hands;
 }

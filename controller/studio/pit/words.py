@@ -243,7 +243,7 @@ def action_sentence(
     """The answer to a pit action as a sentence.
 
     Args:
-        action: ``void``, ``resume``, ``replay``, ``ack`` or ``enter-card``.
+        action: ``void``, ``resume``, ``replay``, ``ack``, ``enter-card`` or ``deck-check``.
         table: The table.
         round_id: The round the action named (for a replay, the round replayed).
         status: ``accepted``, ``refused``, ``no_answer``, ``not_sent`` or ``invalid``.
@@ -281,6 +281,30 @@ def action_sentence(
     return f"Not sent: {text[:1].upper()}{text[1:]}."
 
 
+def _done(action: str, data: Mapping[str, Any], void_reason: str | None) -> str:
+    """An accepted pit action as recall lists it."""
+    if action == "void":
+        return "voided the round" + (f" ({_clean(void_reason)})" if void_reason else "")
+    if action == "resume":
+        return "resumed the round"
+    if action == "replay":
+        count = data.get("resent")
+        many = f" ({count} message{'' if count == 1 else 's'})" if isinstance(count, int) else ""
+        return f"had the results re-sent{many}"
+    if action == "ack":
+        seq = data.get("alert_seq")
+        return "acknowledged " + (
+            f"the alert (entry {seq})" if isinstance(seq, int) else "an alert"
+        )
+    if action == "enter-card":
+        slot = data.get("slot")
+        return "entered a card by hand" + (f" for {slot}" if isinstance(slot, str) else "")
+    if action == "deck-check":
+        fit = "fit for play" if data.get("ok") else "NOT fit for play"
+        return f"checked a deck ({fit})"
+    return f"sent {action}: accepted"
+
+
 def action_record(
     action: str,
     *,
@@ -292,7 +316,7 @@ def action_record(
     """A pit action as recall lists it, after the operator's name (third person).
 
     Args:
-        action: ``void``, ``resume``, ``replay``, ``ack`` or ``enter-card``.
+        action: ``void``, ``resume``, ``replay``, ``ack``, ``enter-card`` or ``deck-check``.
         status: ``accepted`` or ``refused``.
         reason: The table's reason for a refusal.
         data: The answer's ``data`` (``resent``, ``alert_seq``).
@@ -302,26 +326,14 @@ def action_record(
         E.g. "voided the round (dealer dropped the shoe)".
     """
     data = data or {}
-    seq = data.get("alert_seq")
-    alert = f"the alert (entry {seq})" if isinstance(seq, int) else "an alert"
     if status == "accepted":
-        if action == "void":
-            return "voided the round" + (f" ({_clean(void_reason)})" if void_reason else "")
-        if action == "resume":
-            return "resumed the round"
-        if action == "replay":
-            count = data.get("resent")
-            many = (
-                f" ({count} message{'' if count == 1 else 's'})" if isinstance(count, int) else ""
-            )
-            return f"had the results re-sent{many}"
-        if action == "ack":
-            return f"acknowledged {alert}"
-        return f"sent {action}: accepted"
+        return _done(action, data, void_reason)
     what = {
         "void": "void the round",
         "resume": "resume the round",
         "replay": "re-send the results",
         "ack": "acknowledge an alert",
+        "enter-card": "enter a card by hand",
+        "deck-check": "record a deck check",
     }.get(action, action)
     return f"asked to {what}: refused ({_clean(reason) or 'no reason given'})"
