@@ -165,3 +165,24 @@ async def test_a_round_runs_to_the_end_with_a_dead_reader(
     # The result re-evaluated from the journalled cards, the manual ones included.
     code, verdict = await _tablectl("journal", "verify", "--journal", str(journal))
     assert code == 0, verdict
+
+
+async def test_no_card_is_entered_while_no_slot_waits(broker: SecureBroker, tmp_path: Path) -> None:
+    """During the betting window no slot is cued: an entry is refused and changes nothing."""
+    sim = Simulation(cards=tuple(ROUND_1), deal_delay=0.0)
+    async with live_table(
+        broker,
+        GAME,
+        sim,
+        tmp_path / "j.sqlite",
+        users=("betting", "pitboss"),
+        round_settings={"betting_seconds": 30.0},
+        driver=DRIVER,
+    ) as live:
+        _, opened = await live["betting"].wait_event("round_opened")
+        early = await live["pitboss"].command("pit/enter-card", _entry("As"))
+        assert not early["accepted"], early
+        assert early["reason"] == (
+            f"round {opened.body['round']} is not waiting for a card (no slot is cued)"
+        )
+        assert not live["betting"].events("card_dealt")
