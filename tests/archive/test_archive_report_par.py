@@ -7,7 +7,9 @@ table publishes): 600 rounds from fair shuffles of a 52-card deck, 600 from a sh
 round it would have read a card twice in is refused, as the table refuses it), and a few
 Texas Hold'em rounds (no house bet). The fair table's every bet is in line, the short deck's
 and the misreading reader's Pair Plus and 6 Card Bonus drift; the observed returns are the
-exact means of the lines' payouts; ``--format csv`` and ``json`` carry the same.
+exact means of the lines' payouts; ``--format csv`` and ``json`` carry the same. And a real
+``tablectl run --simulate`` of 40 rounds (its own shuffles, through Mosquitto into the archive
+beside it) is in line on every bet.
 """
 
 from __future__ import annotations
@@ -114,3 +116,21 @@ def test_a_return_the_par_sheet_does_not_have_drifts(tmp_path):
     assert tie.verdict == drift.DRIFT and tie.p_value == 0.0
     assert "a return the par sheet does not have" in tie.note
     assert tie.outcomes[-1].names == () and tie.outcomes[-1].returns == 61
+
+
+def test_a_fair_simulated_run_is_in_line(mosquitto, tmp_path, capsys):
+    """``tablectl run --simulate`` (its own shuffles, through MQTT into the archive beside it)."""
+    journal = tmp_path / "sim-1.sqlite"
+    run = ["run", "--simulate", "--no-studio", "--rounds", "40", "--seed", "11"]
+    fast = ["--betting-seconds", "0.05", "--pause-seconds", "0", "--deal-delay", "0"]
+    assert main([*run, *fast, "--broker", mosquitto.url, "--journal", str(journal)]) == 0
+    capsys.readouterr()
+    url = f"sqlite:///{tmp_path / 'archive.sqlite'}"
+    assert main(["archive", "report", "--database", url, "--table", "sim-1", "--from",
+                 "2000-01-01", "--to", "2100-01-01", "--format", "json"]) == 0  # fmt: skip
+    document = json.loads(capsys.readouterr().out)
+    assert document["results"] == 40
+    bets = document["par_sheet"]["bets"]
+    assert {item["bet"] for item in bets} == set(DEFAULT_PAYTABLES)
+    assert all(item["lines"] == 40 for item in bets)
+    assert {item["verdict"] for item in bets} == {drift.IN_LINE}
