@@ -131,3 +131,26 @@ def test_a_second_run_keeps_the_key(mosquitto, tmp_path: Path, capsys) -> None:
     # Without an archive, the run prints the one-message check only.
     assert "tablectl archive verify" not in err.split("kept from an earlier run")[1]
     assert "tablectl verify --public-key" in err
+
+
+def test_a_key_from_the_environment_signs_and_the_archive_checks_it(
+    mosquitto, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    from controller.signing import generate_keypair
+
+    private, _public = generate_keypair(tmp_path / "own-keys", "tp-sim")
+    monkeypatch.setenv("TABLECTL_SIGNING__KEY_FILE", str(private))
+    monkeypatch.setenv("TABLECTL_SIGNING__KEY_ID", "tp-sim")
+    journal_path = tmp_path / "sim-1.sqlite"
+    args = [a for a in RUN if a != "--sign"]
+    assert (
+        main([*args, "--rounds", "1", "--broker", mosquitto.url, "--journal", str(journal_path)])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert not (tmp_path / "keys").exists()  # no key made: the environment's is used
+    verify = _verify_line(err)
+    assert "tablectl verify --public-key" not in err  # its public key is the operator's
+    assert main(verify) == 0
+    out = capsys.readouterr().out
+    assert "0 provisional, 0 unsigned" in out and "the journal and the archive agree" in out
