@@ -58,6 +58,7 @@ from drivers.pepper import (
 )
 from drivers.pepper_url import PepperSpec
 from drivers.presence import FieldEmpty, Placed, PresenceLatch, Removed, TagSeen
+from drivers.profile import ProfileError
 from drivers.queued import QueuedReads
 from drivers.reader_profile import load_reader_profile
 from drivers.source import (
@@ -70,7 +71,10 @@ from drivers.source import (
     Read,
 )
 
-__all__ = ["PepperCardSource"]
+__all__ = ["FAMILY", "PepperCardSource"]
+
+FAMILY = "pepper-c1"
+"""The reader profiles this driver takes (``family = "pepper-c1"``)."""
 
 _READ_CHUNK = 4096
 MAX_TAGS = 16
@@ -108,6 +112,13 @@ class PepperCardSource(QueuedReads):
         self._spec = spec
         self._settings = settings
         loaded = load_reader_profile(spec.profile, spec.codes)
+        if loaded.profile.family != FAMILY:
+            raise ProfileError(
+                f"a pepper URL needs a reader profile of the {FAMILY} family",
+                file=str(loaded.path),
+                field="family",
+                detail=loaded.profile.family,
+            )
         self.profile = loaded.profile
         self._table = None if raw_codes else loaded.table
         self._latch = PresenceLatch(self.profile.presence.times())

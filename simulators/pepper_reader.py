@@ -164,9 +164,12 @@ class PepperReaderSimulator:
         Raises:
             ValueError: The code table has no tag for the card.
         """
-        uid = self.table.code_of(card)
-        if uid is None:
+        codes = self.table.codes_of(card)
+        if not codes:
             raise ValueError(f"no tag for {card!r} in the code table {self.table.name!r}")
+        down = {uid for tags in self.fields.values() for uid in tags}
+        # A set with two copies of a tile: the copy not on the table yet.
+        uid = next((code for code in codes if code not in down), codes[0])
         self.place(antenna, uid)
         return uid
 

@@ -146,6 +146,10 @@ async def simulated_devices(game_id: str, sim: Simulation) -> AsyncIterator[Simu
         async with _pepper_reader(game_id, sim) as devices:
             yield devices
         return
+    if sim.profile == PCSC_UID:
+        async with _pcsc_reader(game_id, sim) as devices:
+            yield devices
+        return
     if sim.profile is not None:
         from drivers.profile import load_profile
 
@@ -327,3 +331,52 @@ async def _pepper_reader(game_id: str, sim: Simulation) -> AsyncIterator[Simulat
         codes = f"&codes={sim.codes}" if sim.codes else ""
         url = f"pepper+serial://{path}?{query}{codes}"
         yield SimulatedDevices({"device": {"url": url}}, simulator=device)
+
+
+PCSC_UID = "pcsc-uid"
+"""``--profile pcsc-uid``: a PC/SC contactless reader through a real (private) pcscd."""
+
+
+@asynccontextmanager
+async def _pcsc_reader(game_id: str, sim: Simulation) -> AsyncIterator[SimulatedDevices]:
+    """A virtual ACR122U on a private pcscd (vsmartcard-vpcd), read through pyscard.
+
+    The table reads ``pcsc://?reader=ACS ACR122U&pcscd=SOCKET`` exactly as a real reader:
+    pcscd, libpcsclite and pyscard are the real ones; only the tag is ours
+    (``simulators/vpcd.py``). A PC/SC reader takes no cues, so the dealer deals on its own
+    (:class:`simulators.pcsc_dealer.PcscDealer`): a card every ``deal_delay`` seconds (at
+    least 0.5 s: pcscd polls the field every 400 ms), lifted after its read.
+    """
+    import asyncio
+    from urllib.parse import quote
+
+    from drivers.reader_profile import load_reader_profile
+    from simulators.decks import deck_for_game
+    from simulators.pcsc_dealer import PcscDealer
+    from simulators.pcscd import PrivatePcscd
+    from simulators.vpcd import VirtualCard
+
+    loaded = load_reader_profile(PCSC_UID, sim.codes)
+    daemon = PrivatePcscd("ACS ACR122U")
+    await daemon.start()
+    try:
+        slot = daemon.slot("ACS ACR122U")
+        dealer = PcscDealer(
+            VirtualCard("127.0.0.1", slot.port),
+            loaded.table,
+            [str(piece) for piece in deck_for_game(game_id)],
+            seed=sim.seed,
+            cards=list(sim.cards) if sim.cards else None,
+            interval=max(sim.deal_delay, 0.5),
+        )
+        codes = f"&codes={quote(sim.codes)}" if sim.codes else ""
+        url = f"pcsc://?reader={quote(slot.name)}&pcscd={quote(str(daemon.socket_path))}{codes}"
+        task = asyncio.create_task(dealer.run(), name="pcsc-sim-dealer")
+        try:
+            yield SimulatedDevices({"device": {"url": url}}, simulator=dealer)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    finally:
+        await daemon.close()
