@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +75,22 @@ def test_a_fair_count_is_in_line_and_the_return_is_exact() -> None:
     assert fit.returned == (Fraction("1.95") * 4994 + 11) / 10_000
     assert fit.par == Fraction(9543327, 9787750)
     assert [item.names for item in fit.outcomes] == [("win",), ("tie",), ("lose",)]
+
+
+@pytest.mark.parametrize(
+    ("wins", "verdict"),
+    [(5_000, drift.IN_LINE), (5_150, drift.WATCH), (5_200, drift.DRIFT)],
+)
+def test_the_verdict_follows_the_p_value(wins: int, verdict: str) -> None:
+    payouts = {"1.95": wins, "1": 11, "0": 10_000 - 11 - wins}
+    (fit,), _ = drift.compare(
+        _report({("teen-patti-20-20", "player_a", None, None, None): payouts})
+    )
+    assert fit.verdict == verdict
+    assert fit.p_value is not None
+    if verdict == drift.WATCH:
+        assert drift.DRIFT_LEVEL <= fit.p_value < drift.WATCH_LEVEL
+    elif verdict == drift.DRIFT:
+        assert fit.p_value < drift.DRIFT_LEVEL
+    else:
+        assert fit.p_value >= drift.WATCH_LEVEL
