@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import secrets
 import signal
@@ -130,7 +131,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "line-shoe, barcode-crlf, rfid-ntag, or a .toml path) through the profile+serial:// "
         "driver; a position reader's profile (rfid-ntag) makes a table of one reader a hand; "
         "mqtt-json: one simulated ESP32 RFID reader a hand publishing to the table's broker "
-        "(mqtt-reader://)",
+        "(mqtt-reader://); pcsc-uid: a virtual ACR122U on a private pcscd (vsmartcard-vpcd), "
+        "read through pyscard (pcsc://)",
     )
     sim.add_argument(
         "--codes",
@@ -396,7 +398,12 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
         settings.journal.path.parent.mkdir(parents=True, exist_ok=True)
         given = bool(settings.mqtt.urls)
         linger = _Linger() if args.linger and not args.no_studio else None
-        studio = _studio(args, settings, on_ready=linger.on_ready if linger else None)
+        studio = _studio(
+            args,
+            settings,
+            on_ready=linger.on_ready if linger else None,
+            announce_after=linger.table_started if linger else None,
+        )
         if not args.no_archive or linger is not None:
             # The broker outlives the table: the archive subscribes before it starts, and a
             # lingering studio still reads from it after it stopped.
@@ -413,6 +420,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             companions={
                 **_simulated_betting(settings, seed),
                 **({} if linger is not None else studio),
+                **(linger.companions() if linger is not None else {}),
             },
             usb_backend=devices.usb_backend,
         )
@@ -661,24 +669,19 @@ def _studio(
     settings: TableSettings,
     *,
     on_ready: Callable[[StudioAddress], None] | None = None,
+    announce_after: asyncio.Event | None = None,
 ) -> dict[str, Companion]:
     """The studio beside a simulated table (``--no-studio``: none), on the table's broker.
 
     ``on_ready`` is called with its address once it listens (after its pages are printed).
+    ``announce_after``: the pages are printed once it is set too (a lingering studio starts
+    before the table: its pages are printed once the table handles Ctrl-C, so a Ctrl-C
+    after them stops the table, not the process).
     """
     if args.no_studio:
         return {}
-    if not 0 <= args.studio_port <= 65535:
-        raise ConfigError("--studio-port must be 0-65535", field="--studio-port")
-    if args.studio_secure_delay < 0:
-        raise ConfigError("--studio-secure-delay must be 0 or more", field="--studio-secure-delay")
+    _check_studio_options(args)
     table_id = settings.table_id
-    if args.studio_port != 0:
-        from controller.studio.server import bind
-
-        # A port asked for and taken ends the run here, naming who holds it (an OBS browser
-        # source set up on :8080 must not follow a studio moved to another port).
-        bind("127.0.0.1", args.studio_port).close()
     password_file = settings.journal.path.parent / DEMO_PIT_PASSWORD_FILE
     password = _demo_password(password_file)
 
@@ -700,6 +703,15 @@ def _studio(
         )
 
         def ready(address: StudioAddress) -> None:
+            if announce_after is not None and not announce_after.is_set():
+                asyncio.get_running_loop().create_task(
+                    _when_set(announce_after, functools.partial(announce, address)),
+                    name="studio-announce",
+                )
+                return
+            announce(address)
+
+        def announce(address: StudioAddress) -> None:
             dealer, overlay = address.pages(table_id)
             secure = f" {overlay}?mode=secure-delay" if delay > 0 else ""
             print(f"studio: {dealer} {overlay}{secure}", file=sys.stderr, flush=True)
@@ -720,6 +732,30 @@ def _studio(
     return {"studio": studio}
 
 
+def _check_studio_options(args: argparse.Namespace) -> None:
+    """The studio's options, and its port free when one is asked for.
+
+    Raises:
+        ConfigError: A port or a delay out of range.
+        StudioError: The port asked for is taken (naming who holds it, when that is known):
+            an OBS browser source set up on :8080 must not follow a studio moved elsewhere.
+    """
+    if not 0 <= args.studio_port <= 65535:
+        raise ConfigError("--studio-port must be 0-65535", field="--studio-port")
+    if args.studio_secure_delay < 0:
+        raise ConfigError("--studio-secure-delay must be 0 or more", field="--studio-secure-delay")
+    if args.studio_port != 0:
+        from controller.studio.server import bind
+
+        bind("127.0.0.1", args.studio_port).close()
+
+
+async def _when_set(event: asyncio.Event, then: Callable[[], None]) -> None:
+    """``then()`` once ``event`` is set."""
+    await event.wait()
+    then()
+
+
 _STUDIO_STOP_SECONDS = 10.0
 """How long a lingering studio may take to stop (its pages' sockets closed) after Ctrl-C."""
 
@@ -738,6 +774,21 @@ class _Linger:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._address: StudioAddress | None = None
+        self.table_started = asyncio.Event()
+        """Set once the table runs (its stop signals handled): the studio's pages are
+        printed then."""
+
+    def companions(self) -> dict[str, Companion]:
+        """A companion that sets :attr:`table_started` and lives as long as the table.
+
+        The table starts its companions once it handles its stop signals.
+        """
+
+        async def started(mqtt: MqttSettings, stop: asyncio.Event) -> None:
+            self.table_started.set()
+            await stop.wait()
+
+        return {"linger-table-started": started}
 
     def on_ready(self, address: StudioAddress) -> None:
         """The studio listens at ``address`` (named when the table has stopped)."""
