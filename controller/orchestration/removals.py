@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from controller.cards import Deck
-from controller.errors import NotationError
+from controller.errors import NotationError, PieceRefused
 from controller.round import Round
 from drivers.presence import MUCK
 from drivers.source import CardRead, CardRemoved, Read
@@ -47,7 +47,7 @@ class Removals:
     def _notation(self, value: str) -> str | None:
         try:
             return str(self._deck.parse(value))
-        except NotationError:
+        except (NotationError, PieceRefused):
             return None
 
     def _of(self, current: Round) -> set[str]:
