@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/drivers.py [--count N] [--transports pty,tcp,usb]
         [--profiles line-shoe,...] [--repeat 3] [--readers 3] [--hid pos,kbd] [--hid-count N]
+        [--tag-readers mqtt,jsonl]
 
 For each transport (a real pty, TCP on loopback, the USB driver on the simulated pyusb
 backend) a device thread writes N CARD frames (12 bytes each on the wire), paced at
@@ -33,6 +34,13 @@ through ``hidpos://`` / ``hidkbd://`` (the real pyusb code path, the profile's
 ``LineDecoder``), beside the framed driver on a pty and on the USB backend. A code's latency
 runs from its last report (the code is complete only then: a keyboard-mode code takes 28
 reports, 28 ms at this pacing, which no driver can shorten).
+
+Then the JSON tag readers (``--tag-readers``, ``mqtt,jsonl``): an ESP32 reader's messages
+(``{"device_id", "seq", "card_uid"}``) published by a paho client from the device thread to
+a private Mosquitto and read through ``mqtt-reader://``, or written as JSON lines on a pty
+and read through ``jsonl+serial://``; a tag's latency runs from its publish (or write) to
+``next_read()`` returning its card, through the reader core and the presence latch (placed
+at first sighting here), beside the framed driver on a pty paced alike.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import socket
@@ -59,9 +68,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drivers.codec import CardFrame, encode
 from drivers.hid import KEYBOARD_REPORT_SIZE, POS_REPORT_SIZE, encode_keyboard, encode_pos
+from drivers.json_readers import MqttReaderSpec
 from drivers.multi_reader import MultiReaderSource, ReaderBinding
 from drivers.profile import load_profile, render_record, shipped_profiles
-from drivers.source import CardRead, DeviceStatus, DriverSettings, open_card_source
+from drivers.reader_json import load_reader_codes
+from drivers.source import (
+    CardRead,
+    CardRemoved,
+    DeviceStatus,
+    DriverSettings,
+    open_card_source,
+    parse_url,
+)
 from simulators.usb import EP_IN, PRODUCT_ID, VENDOR_ID, SimulatedUsbBackend
 
 HID_PROFILE = "barcode-crlf"
@@ -556,6 +574,167 @@ async def multi_rows(count: int, reads: int, wire: list[bytes], repeat: int) -> 
         )
 
 
+# ------------------------------------------------------------------ JSON tag readers
+
+TAG_LATCH = "place_after_ms=0&remove_after_ms=5"
+"""The tag readers' latch in the benchmark: a card placed at its first sighting (the latency
+is the pipeline's, not the stable time a profile adds on purpose) and removed 5 ms after it
+(so the latch holds a few tags, as a table's does, not thousands). Each lap of the 52 cards
+comes from another reader id (the latch keys a tag by its reader), so every message is a new
+placement however a stall of the machine bunches them (the same tag again within the removal
+time would be a repeat, rightly not read twice)."""
+
+
+def tag_messages(count: int) -> list[bytes]:
+    """The same cards as :func:`frames`, as an ESP32 reader publishes them (one JSON a read)."""
+    table = load_reader_codes(None)
+    return [
+        json.dumps(
+            {
+                "device_id": f"bench-{i // 52}",
+                "seq": i % 52,
+                "card_uid": table.code_of(VALUES[i % 52]),
+            },
+            separators=(",", ":"),
+        ).encode()
+        for i in range(count)
+    ]
+
+
+async def through_tags(
+    url: str, write: Callable[[bytes], None], wire: list[bytes], gap: float
+) -> Result:
+    """Tag messages written paced (a message every ``gap`` s) from a thread, latency from its
+    write to ``next_read()`` returning its card; the removals in between are skipped."""
+    source = open_card_source(url, SETTINGS)
+    await source.open()
+    await asyncio.sleep(0.05)
+    device = Device(write, wire, True, lambda data: gap)
+    arrived: list[float] = []
+    cpu0, t0 = time.process_time(), time.monotonic()
+    device.start()
+    try:
+        while len(arrived) < len(wire):
+            read = await source.next_read()
+            if isinstance(read, CardRemoved):
+                continue
+            arrived.append(time.monotonic())
+            assert isinstance(read, CardRead), read
+            assert read.value == VALUES[(len(arrived) - 1) % 52], read
+    finally:
+        await source.close()
+    elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
+    device.thread.join(5)
+    latencies = [at - sent for at, sent in zip(arrived, device.sent_at, strict=True)]
+    return Result(len(wire), elapsed, cpu, latencies)
+
+
+@contextlib.asynccontextmanager
+async def mqtt_reader_port() -> AsyncIterator[tuple[str, Callable[[bytes], None]]]:
+    """A private Mosquitto and a paho client publishing as an ESP32 reader (QoS 0)."""
+    import tempfile
+
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    from tests.support.mosquitto import MosquittoProcess
+
+    with tempfile.TemporaryDirectory() as work, MosquittoProcess(Path(work)) as broker:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2)
+        connected = threading.Event()
+        client.on_connect = lambda *args: connected.set()
+        client.connect(broker.host, broker.port)
+        client.loop_start()
+        if not connected.wait(5):
+            raise RuntimeError("the bench's reader could not connect to its Mosquitto")
+        topic = "bench/readers/seat-1"
+
+        def publish(data: bytes) -> None:
+            client.publish(topic, data, qos=0)
+
+        try:
+            yield f"mqtt-reader://{broker.host}:{broker.port}/{topic}?{TAG_LATCH}", publish
+        finally:
+            client.loop_stop()
+            client.disconnect()
+
+
+async def tag_reader_rows(kinds: list[str], count: int, wire: list[bytes], repeat: int) -> None:
+    """The JSON tag readers (``mqtt``: through a private Mosquitto; ``jsonl``: JSON lines on a
+    pty) beside the framed driver on a pty, paced alike (a read every frame time), ``repeat``
+    times alternating; the median p99 ratio is the figure. Paced only: an unpaced burst of
+    the same 52 tags is, to a latch, repeats of tags already placed."""
+    messages = tag_messages(count)
+    gap = len(wire[0]) * 10 / BAUD
+    for kind in kinds:
+        runs: list[tuple[Result, Result]] = []
+        floors: list[Result] = []
+        for _ in range(repeat):
+            async with pty_port() as port:
+                framed = await through_driver(port, wire, True, seconds=lambda data: gap)
+            if kind == "mqtt":
+                async with mqtt_reader_port() as (url, write):
+                    driver = await through_tags(url, write, messages, gap)
+                async with mqtt_reader_port() as (url, write):
+                    floors.append(await mqtt_floor(url, write, messages, gap))
+            else:
+                async with pty_port() as port:
+                    path = port.url.removeprefix("serial://")
+                    url = f"jsonl+serial://{path}?{TAG_LATCH}&baud={BAUD}"
+                    driver = await through_tags(
+                        url, functools.partial(_line, port.write), messages, gap
+                    )
+            runs.append((driver, framed))
+        ratios = [driver.p99 / framed.p99 for driver, framed in runs]
+        driver, framed = runs[ratios.index(statistics.median_low(ratios))]
+        where = "through Mosquitto" if kind == "mqtt" else "JSON lines on a pty"
+        print(
+            f"tag reader {kind} ({where}), paced: a read every {gap * 1000:.3f} ms "
+            f"({len(messages[0])}-byte messages; the run of the median ratio):"
+        )
+        print(driver.line(f"{kind} reader"))
+        print(framed.line("framed driver"))
+        if floors:
+            hop = floors[ratios.index(statistics.median_low(ratios))]
+            print(hop.line("broker hop (raw)"))
+            hops = ", ".join(f"{f.p99:.2f}" for f in floors)
+            print(f"  p99 of the broker hop alone, each run (ms): {hops}")
+        shown = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+        print(
+            f"  p99 ratio {kind}/framed: {statistics.median(ratios):.2f} median of {repeat} "
+            f"(runs: {shown}) (limit 1.5)"
+        )
+
+
+async def mqtt_floor(
+    url: str, write: Callable[[bytes], None], wire: list[bytes], gap: float
+) -> Result:
+    """The broker hop alone: the same messages read raw by an aiomqtt subscriber."""
+    import aiomqtt
+
+    spec = parse_url(url)
+    assert isinstance(spec, MqttReaderSpec)
+    async with aiomqtt.Client(spec.host, spec.port) as client:
+        await client.subscribe(spec.topic, qos=1)
+        await asyncio.sleep(0.05)
+        device = Device(write, wire, True, lambda data: gap)
+        arrived: list[float] = []
+        cpu0, t0 = time.process_time(), time.monotonic()
+        device.start()
+        async for _message in client.messages:
+            arrived.append(time.monotonic())
+            if len(arrived) == len(wire):
+                break
+        elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
+    device.thread.join(5)
+    latencies = [at - sent for at, sent in zip(arrived, device.sent_at, strict=True)]
+    return Result(len(wire), elapsed, cpu, latencies)
+
+
+def _line(write: Callable[[bytes], None], data: bytes) -> None:
+    write(data + b"\n")
+
+
 async def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -568,6 +747,9 @@ async def main() -> None:
         "--repeat", type=int, default=3, help="runs of each profile comparison (default 3)"
     )
     parser.add_argument("--hid", default="pos,kbd", help="HID scanner modes ('' for none)")
+    parser.add_argument(
+        "--tag-readers", default="mqtt,jsonl", help="JSON tag readers: mqtt, jsonl ('' for none)"
+    )
     parser.add_argument(
         "--readers", type=int, default=3, help="readers of the multi-reader row (0: none)"
     )
@@ -599,6 +781,8 @@ async def main() -> None:
         await multi_rows(args.readers, args.count, wire, args.repeat)
     hid_wire = frames(args.hid_count)
     await hid_rows(list(filter(None, args.hid.split(","))), args.hid_count, hid_wire, args.repeat)
+    tag_kinds = list(filter(None, args.tag_readers.split(",")))
+    await tag_reader_rows(tag_kinds, args.count, wire, args.repeat)
 
 
 if __name__ == "__main__":
