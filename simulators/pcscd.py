@@ -211,6 +211,7 @@ class PrivatePcscd:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 pass_fds=(fd,),
+                start_new_session=True,  # a Ctrl-C at the terminal is the table's, not pcscd's
             )  # fmt: skip
         finally:
             listener.close()

@@ -376,7 +376,7 @@ async def _pcsc_reader(game_id: str, sim: Simulation) -> AsyncIterator[Simulated
             yield SimulatedDevices({"device": {"url": url}}, simulator=dealer)
         finally:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     finally:
         await daemon.close()

@@ -190,6 +190,8 @@ class VirtualCard:
         self.port = port
         self.timeout = timeout
         self.tag: VirtualTag | None = None
+        self.uid_read = asyncio.Event()
+        """Set when the reader has read the UID of the tag placed last (cleared by a place)."""
         self._writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -206,6 +208,7 @@ class VirtualCard:
         """
         await self.remove()
         tag = VirtualTag(uid)
+        self.uid_read.clear()
         try:
             async with asyncio.timeout(self.timeout):
                 reader, writer = await asyncio.open_connection(self.host, self.port)
@@ -251,9 +254,12 @@ class VirtualCard:
                     _log.debug("vpcd_slot_closed", port=self.port)
                     return
                 for message in decoder.feed(data):
+                    reads = tag.uid_reads
                     answer = tag.answer(message)
                     if answer is not None:
                         writer.write(encode_message(answer))
+                    if tag.uid_reads != reads:
+                        self.uid_read.set()
                 await writer.drain()
         except (OSError, ConnectionError) as exc:
             _log.debug("vpcd_slot_failed", port=self.port, error=str(exc))
