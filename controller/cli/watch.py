@@ -26,10 +26,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "message: status, betting, cards, rescans, refusals, results and settlements.",
     )
     parser.add_argument(
-        "--broker", required=True, action="append", metavar="URL",
-        help="broker URL, mqtt://HOST:PORT (repeat to fail over)",
+        "--broker", action="append", metavar="URL",
+        help="broker URL, mqtt://HOST:PORT (repeat to fail over; default: the local broker "
+        "mqtt://127.0.0.1:1883, as tablectl run --simulate uses)",
     )  # fmt: skip
-    parser.add_argument("--table-id", required=True, help="the table to watch")
+    parser.add_argument(
+        "--table-id", default="sim-1", help="the table to watch (default: sim-1, the simulated one)"
+    )
     parser.add_argument(
         "--protocol", choices=("5", "3.1.1"), default="5", help="MQTT version (default 5)"
     )
@@ -56,9 +59,11 @@ async def _watch_until_stopped(args: argparse.Namespace, password: str | None) -
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    from controller.broker import DEFAULT_LOCAL_URL
+
     task = asyncio.create_task(
         watch(
-            args.broker,
+            args.broker or [DEFAULT_LOCAL_URL],
             args.table_id,
             protocol=args.protocol,
             prefix=args.prefix,

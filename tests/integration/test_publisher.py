@@ -391,7 +391,8 @@ async def test_watch_prints_what_a_consumer_sees(mosquitto_session, journal, mak
     assert "S1 C1" in text
     assert "S2 [hidden]" in text
     assert "round 1 result: A wins; A [C1 C2] two cards" in text
-    assert any(line.split()[-4:] == ["player_a", "win", "pays", "1.95"] for line in lines)
+    won = ["player_a", "win", "returns", "1.95", "per", "1", "staked"]
+    assert any(line.split()[-7:] == won for line in lines)
     assert sum("S1 C1" in line for line in lines) == 1
 
     parser = argparse.ArgumentParser()

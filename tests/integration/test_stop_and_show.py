@@ -121,7 +121,7 @@ async def test_show_shows_every_entry_from_seq_1_and_logs_stay_on_stderr(mosquit
     shown = {int(seq) for seq in re.findall(r"^\S+ #(\d+) ", out, flags=re.MULTILINE)}
     last = max(seq for (seq,) in sqlite3.connect(journal).execute("SELECT seq FROM entries"))
     assert shown == set(range(1, last + 1))
-    assert re.search(r"#1 round 1 \(teen-patti-20-20\): betting open", out)
+    assert re.search(r"#1 round 1 \(v-1-[0-9a-f]{8}-000001, teen-patti-20-20\): betting open", out)
     # Standard error is a pipe: the logs are JSON there, and none is on standard output.
     logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(entry.get("event") == "betting open" for entry in logs)

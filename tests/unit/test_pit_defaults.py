@@ -18,3 +18,10 @@ def test_given_options_are_kept():
 
 def test_a_config_supplies_its_own():
     assert target_defaults(Path("t.toml"), None, None) == (None, None)
+
+
+def test_watch_has_the_same_defaults():
+    from controller.cli import build_parser
+
+    args = build_parser("watch").parse_args(["watch"])
+    assert (args.broker, args.table_id) == (None, "sim-1")  # None: the local broker, at run
