@@ -157,6 +157,17 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
     finally:
         with contextlib.suppress(Exception):
             await source.close()
+    if spec.kind == "pcsc":
+        from drivers.pcsc_source import PcscCardSource
+
+        assert isinstance(source, PcscCardSource)
+        table = source.table
+        return Check(
+            "device",
+            "OK",
+            f"{url}: PC/SC reader {source.reader!r} found through pcscd; profile "
+            f"{source.profile.name}, code table {table.name!r} ({len(table.codes)} tags)",
+        )
     return Check("device", "OK", f"{url}: the {spec.kind} device opens")
 
 

@@ -195,6 +195,7 @@ class PcscCardSource(QueuedReads):
 
     Attributes:
         reader: The reader's full PC/SC name once opened.
+        table: The deck's code table (tag UID -> card).
         skipped_commands: Commands a PC/SC reader has no counterpart for (not sent).
         uid_reads: UIDs read from the reader (every presence, before the latch).
     """
@@ -210,6 +211,7 @@ class PcscCardSource(QueuedReads):
         self._settings = settings
         loaded = load_reader_profile(spec.profile, spec.codes)
         self.profile = loaded.profile
+        self.table = loaded.table
         self._table = None if raw_codes else loaded.table
         self._latch = PresenceLatch(self.profile.presence.times())
         self._scard = _scard()

@@ -223,3 +223,19 @@ async def test_tablectl_devices_lists_the_pcsc_readers_by_name(
     spec = parse_url(listed[1])
     assert isinstance(spec, PcscSpec)
     assert spec.reader == SECOND
+
+
+async def test_check_config_opens_the_reader_and_names_it_and_its_deck() -> None:
+    from controller.checkconfig import check_device
+
+    async with pcsc_table() as daemon:
+        good = await check_device(pcsc_url(daemon, "ACS ACR122U"), SETTINGS, 5.0)
+        missing = await check_device(pcsc_url(daemon, "Identiv"), SETTINGS, 5.0)
+    assert good.verdict == "OK"
+    assert f"PC/SC reader {FIRST!r} found through pcscd" in good.detail
+    assert "code table 'rfid-demo-deck' (53 tags)" in good.detail
+    assert missing.verdict == "FAIL"
+    assert "no PC/SC reader of that name" in missing.detail
+    bad_codes = await check_device("pcsc://?reader=X&codes=/nonexistent.toml", SETTINGS, 5.0)
+    assert bad_codes.verdict == "FAIL"
+    assert "/nonexistent.toml" in bad_codes.detail
