@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/drivers.py [--count N] [--transports pty,tcp,usb]
         [--profiles line-shoe,...] [--repeat 3] [--readers 3] [--hid pos,kbd] [--hid-count N]
-        [--tag-readers mqtt,jsonl]
+        [--tag-readers mqtt,jsonl] [--pepper 300]
 
 For each transport (a real pty, TCP on loopback, the USB driver on the simulated pyusb
 backend) a device thread writes N CARD frames (12 bytes each on the wire), paced at
@@ -754,6 +754,9 @@ async def main() -> None:
         "--readers", type=int, default=3, help="readers of the multi-reader row (0: none)"
     )
     parser.add_argument(
+        "--pepper", type=int, default=300, help="cards of the Pepper C1 row (0: none)"
+    )
+    parser.add_argument(
         "--hid-count",
         type=int,
         default=500,
@@ -783,6 +786,10 @@ async def main() -> None:
     await hid_rows(list(filter(None, args.hid.split(","))), args.hid_count, hid_wire, args.repeat)
     tag_kinds = list(filter(None, args.tag_readers.split(",")))
     await tag_reader_rows(tag_kinds, args.count, wire, args.repeat)
+    if args.pepper:
+        from bench.pepper_reader import GAP, pepper_rows
+
+        await pepper_rows(args.pepper, GAP, args.repeat)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/pepper_reader.py [--count 300] [--gap-ms 40] [--repeat 3]
 
-(``bench/drivers.py --pepper N`` runs the same row after the others.)
+(``bench/drivers.py --pepper N`` runs the same row after the others; ``--pepper 0`` skips it.)
 
 The simulated Pepper C1 (``simulators/pepper_reader.py``) runs in its own thread and event
 loop on a real pty, as a device would; the driver polls it (the shipped profile: every 20 ms,
@@ -48,6 +48,8 @@ from drivers.source import (
 from simulators.pepper_reader import PepperReaderSimulator
 
 SETTINGS = DriverSettings(heartbeat_timeout=None, read_timeout=1.0)
+GAP = 0.040
+"""Seconds between two cards put down (``--gap-ms``)."""
 ON_ANTENNA = 10
 """Tags lying on the antenna at once (each reported at every poll)."""
 
@@ -208,7 +210,7 @@ async def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=300, help="cards per run (default 300)")
-    parser.add_argument("--gap-ms", type=float, default=40, help="ms between cards (40)")
+    parser.add_argument("--gap-ms", type=float, default=GAP * 1000, help="ms between cards")
     parser.add_argument("--repeat", type=int, default=3, help="runs, alternating (3)")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
