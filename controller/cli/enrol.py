@@ -41,7 +41,12 @@ async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | Non
 
     spec = parse_url(url)
     if not isinstance(spec, ProfileSpec):
-        raise UnsupportedUrl("enrolment reads a profile+serial:// device", url=url)
+        raise UnsupportedUrl(
+            "enrolment reads a profile+serial:// device (wire protocol v1 sends cards, not "
+            "codes: to try it without a reader, `tablectl simulate-scanner --profile NAME "
+            "--pty` prints a URL to enrol from)",
+            url=url,
+        )
     source = ProfileCardSource(url, spec, DriverSettings(heartbeat_timeout=None), raw_codes=True)
     await source.open()
     try:

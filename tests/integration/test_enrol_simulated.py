@@ -75,3 +75,17 @@ async def test_a_profile_that_does_not_exist_is_named() -> None:
         _, err = await simulator.communicate()
     assert simulator.returncode == 2
     assert "no-such-reader" in err.decode()
+
+
+async def test_enrol_against_the_framed_simulator_says_how_to_simulate_a_reader(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "deck.toml"
+    enrol = await _command(
+        "enrol", "--device", "serial:///dev/null", "--deck", "standard", "--out", str(out)
+    )
+    async with asyncio.timeout(30):
+        _, err = await enrol.communicate()
+    assert enrol.returncode != 0
+    assert "tablectl simulate-scanner --profile NAME --pty" in err.decode(), err.decode()
+    assert not out.exists()
