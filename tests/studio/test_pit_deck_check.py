@@ -62,6 +62,7 @@ async def test_a_deck_check_from_the_console_is_recorded_at_the_table(broker, tm
             table = page.locator(f"#card-{TABLE}")
             await expect(table.locator(".online")).to_have_text("ONLINE", timeout=BROWSER_SECONDS)
             await expect(table).to_contain_text("Teen Patti 20-20", timeout=BROWSER_SECONDS)
+            await expect(table.locator("button.deck-check")).to_be_visible()
             await table.locator("button.deck-check").click()
             await expect(page.locator("#confirm-title")).to_have_text(
                 f"Check a deck for table {TABLE}?"

@@ -74,6 +74,8 @@ async def test_the_pit_boss_deals_a_round_to_the_end_from_the_page(broker, tmp_p
         await sign_in(page, url, "alice", "pw-a")
         table = page.locator(f"#card-{TABLE}")
         await expect(table.locator(".online")).to_have_text("ONLINE", timeout=BROWSER_SECONDS)
+        # No deck-check reader at this pit: no Deck check button.
+        await expect(table.locator("button.deck-check")).to_be_hidden()
         _, halted = await betting.wait_event("round_halted", seconds=20)
         round_id = halted.body["round"]
         answer = table.locator(".answer")

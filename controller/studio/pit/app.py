@@ -253,6 +253,7 @@ class PitHandlers:
                 role=user.role,
                 csrf=str(request.session.get("csrf", "")),
                 archive=self.settings.archive_url is not None,
+                deck_check=self.settings.deck_check is not None,
             )
         )
 

@@ -155,8 +155,10 @@ def today_page(*, base: str, body: str) -> str:
     return _page("Pit console: today against the par sheet", body, base=base)
 
 
-def floor_page(*, base: str, user: str, role: str, csrf: str, archive: bool) -> str:
-    """The floor page's shell; the script fills it."""
+def floor_page(
+    *, base: str, user: str, role: str, csrf: str, archive: bool, deck_check: bool = False
+) -> str:
+    """The floor page's shell; the script fills it (``deck_check``: the pit has a reader)."""
     recall_note = (
         "from the studio archive"
         if archive
@@ -164,7 +166,7 @@ def floor_page(*, base: str, user: str, role: str, csrf: str, archive: bool) -> 
     )
     body = (
         f'<div id=config hidden data-user="{html.escape(user)}" data-role="{html.escape(role)}"'
-        f' data-csrf="{html.escape(csrf)}"></div>'
+        f' data-csrf="{html.escape(csrf)}" data-deck-check="{str(deck_check).lower()}"></div>'
         "<header><h1>Pit console</h1>"
         "<span>broker <span id=broker data-role=broker class='badge unknown'>?</span></span>"
         "<span>betting system <span id=betting data-role=betting class='badge unknown'>?</span>"
@@ -394,6 +396,7 @@ function actionForm(parts, table) {
     }
   });
   const deck = el("button", {class: "deck-check", "data-role": "deck-check"}, "Deck check...");
+  deck.hidden = config.deckCheck !== "true"; // no reader for deck checks at this pit
   deck.addEventListener("click", async () => {
     const view = tables.get(table) || {};
     const choice = await confirmAction({
