@@ -18,9 +18,13 @@ the game's math by chance (a short or stacked deck, a reader mapping a card wron
 table other than the par sheet's); below :data:`WATCH_LEVEL`, ``watch``. A payout the par
 sheet does not have is ``drift`` at once (p 0).
 
+A line refunded in a result (no play: a Mahjong position that holds the bank) is no trial
+of the game's math: it is left out, and counted in the bet's note.
+
 What is not compared (and says why): a line that depends on the player's choice (a
-``path`` or ``setting``: Three Card Mulligan's ante, Break Poker's main bet: the table settles
-each choice, the par sheet assumes the house way), a game without a house bet (Texas
+``path``: Three Card Mulligan's bets, the par sheet assuming the house way's mixture of both
+paths; Break Poker's own settings, taken together as one row, while the main bet's default
+line, the house way, is compared as the bet itself), a game without a house bet (Texas
 Hold'em), and a game without a par sheet. The par sheets are those of the games' default
 pay tables and options (a table with other pay tables shows its own payouts as ``drift``).
 
@@ -31,6 +35,7 @@ count takes about 12 s, Break Poker's 7 s, the others under 2 s).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import io
 import json
@@ -42,6 +47,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from controller.archive.fit import fit_outcomes
+from controller.archive.report import OWN_SETTINGS
 from controller.messages import utc_text
 from controller.money import to_decimal_str
 
@@ -170,19 +176,38 @@ def compare(report: TableReport) -> tuple[list[BetFit], list[GameNote]]:
             notes.append(GameNote(game, results, "no house bet: no return to compare"))
         else:
             notes.append(GameNote(game, results, "no settlement lines in its results"))
-    for (game, bet, position, path, setting), payouts in report.returns.items():
+    for key in sorted(set(report.returns) | set(report.refunds), key=_key_order):
+        game, bet, position, path, setting = key
         qualifiers = tuple(
-            f"{key}={value}"
-            for key, value in (("position", position), ("path", path), ("setting", setting))
+            f"{name}={value}"
+            for name, value in (("position", position), ("path", path), ("setting", setting))
             if value
         )
-        fits.append(_bet_fit(game, bet, qualifiers, payouts, choice=bool(path or setting)))
+        fit = _bet_fit(
+            game, bet, qualifiers, report.returns.get(key, {}), choice=bool(path or setting)
+        )
+        if setting == OWN_SETTINGS:
+            fit = dataclasses.replace(
+                fit,
+                qualifiers=("(the players' own settings)",),
+                note="the settings players chose, taken together; the par sheet plays the "
+                "house way (the bet's line without a setting)",
+            )
+        refunded = report.refunds.get(key, 0)
+        if refunded:
+            said = f"{refunded} refunded (no play) left out"
+            fit = dataclasses.replace(fit, note="; ".join(filter(None, [said, fit.note])))
+        fits.append(fit)
     for game in sorted({fit.game for fit in fits}):
         if par_sheet(game) is None:
             notes.append(GameNote(game, report.games.get(game, 0), "no par sheet for this game"))
     order = _bet_order(fits)
     fits.sort(key=lambda fit: (fit.game, order.get((fit.game, fit.bet), 99), fit.name))
     return fits, notes
+
+
+def _key_order(key: tuple[str, str, str | None, str | None, str | None]) -> tuple[str, ...]:
+    return tuple(str(value or "") for value in key)
 
 
 def _bet_order(fits: Sequence[BetFit]) -> dict[tuple[str, str], int]:

@@ -67,8 +67,12 @@ class TableReport:
         returns: Per game and settlement line (``(game, bet id, position, path, setting)``)
             of the results, how many times each payout per unit staked (the line's exact
             decimal ``payout``, stake included) was settled: what
-            :mod:`controller.archive.drift` compares with the game's par sheet.
+            :mod:`controller.archive.drift` compares with the game's par sheet. A setting's
+            default line (the house way) has no ``setting``; the others are taken together
+            under :data:`OWN_SETTINGS`.
         games: Results per game.
+        refunds: Per game and settlement line, the lines refunded in a result (no play: a
+            Mahjong position that holds the bank), left out of ``returns``.
     """
 
     table: str
@@ -87,6 +91,9 @@ class TableReport:
         dataclasses.field(default_factory=dict)
     )
     games: dict[str, int] = dataclasses.field(default_factory=dict)
+    refunds: dict[tuple[str, str, str | None, str | None, str | None], int] = dataclasses.field(
+        default_factory=dict
+    )
 
 
 _IN_PERIOD = (
@@ -132,6 +139,7 @@ async def table_report(url: str, table: str, start: datetime, end: datetime) -> 
         journals=[(str(chain), int(count), str(games or "")) for chain, count, games in chains],
         returns=_returns(payouts),
         games=_games(payouts),
+        refunds=_refunds(payouts),
     )
 
 
@@ -238,20 +246,22 @@ def _sqlite_rows(url: str, table: str, start: datetime, end: datetime) -> _Rows:
 
 _PAYOUTS_POSTGRES = (
     "SELECT game, line->>'bet', line->>'position', line->>'path', line->>'setting',"
-    " line->>'payout', count(*) FROM rounds"
+    " line->>'payout', line->>'outcome' = 'refund', line->>'default' = 'true', count(*)"
+    " FROM rounds"
     " LEFT JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(bets) = 'array' THEN bets"
     " ELSE '[]'::jsonb END) AS line ON true"
-    f" WHERE outcome = 'result' AND {_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5, 6"
+    f" WHERE outcome = 'result' AND {_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5, 6, 7, 8"
 )
-"""Per game and settlement line, each payout's count (a line ``NULL`` for a game without
-bets: its rounds still counted by game)."""
+"""Per game and settlement line, each payout's count, refunds apart (a line ``NULL`` for a
+game without bets: its rounds still counted by game)."""
 
 _PAYOUTS_SQLITE = (
     "SELECT game, line.value ->> 'bet', line.value ->> 'position', line.value ->> 'path',"
-    " line.value ->> 'setting', line.value ->> 'payout', count(*) FROM rounds"
+    " line.value ->> 'setting', line.value ->> 'payout', line.value ->> 'outcome' = 'refund',"
+    " coalesce(line.value ->> 'default', 0) IN (1, 'true'), count(*) FROM rounds"
     " LEFT JOIN json_each(CASE WHEN json_type(bets) = 'array' THEN bets"
     " ELSE '[]' END) AS line"
-    f" WHERE outcome = 'result' AND {_SQLITE_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5, 6"
+    f" WHERE outcome = 'result' AND {_SQLITE_IN_PERIOD} GROUP BY 1, 2, 3, 4, 5, 6, 7, 8"
 )
 
 
@@ -271,14 +281,32 @@ def _sqlite_payouts(url: str, table: str, start: datetime, end: datetime) -> lis
     return read_rows(url, _PAYOUTS_SQLITE, period)
 
 
+OWN_SETTINGS = "*"
+"""The ``setting`` of the lines of the players' own settings, taken together (a Break Poker
+result settles every setting the player could send: about 160 lines a round)."""
+
+
+def _line_key(
+    game: Any, bet: Any, position: Any, path: Any, setting: Any, *, default: Any
+) -> tuple[str, str, str | None, str | None, str | None]:
+    """A settlement line's key in :attr:`TableReport.returns`.
+
+    A ``setting`` line is the house way's when it is the default one (``setting`` ``None``:
+    the bet as the par sheet plays it), else one of the players' own (:data:`OWN_SETTINGS`).
+    """
+    if setting is not None:
+        setting = None if default in (True, 1, "true") else OWN_SETTINGS
+    return (str(game or ""), str(bet), position, path, setting)
+
+
 def _returns(
     rows: list[tuple[Any, ...]],
 ) -> dict[tuple[str, str, str | None, str | None, str | None], dict[str, int]]:
     returns: dict[tuple[str, str, str | None, str | None, str | None], dict[str, int]] = {}
-    for game, bet, position, path, setting, payout, count in rows:
-        if bet is None or payout is None:
-            continue  # a result without settlement lines (a game without bets)
-        key = (str(game or ""), str(bet), position, path, setting)
+    for game, bet, position, path, setting, payout, refund, default, count in rows:
+        if bet is None or payout is None or refund:
+            continue  # a result without settlement lines (a game without bets), or no play
+        key = _line_key(game, bet, position, path, setting, default=default)
         row = returns.setdefault(key, {})
         row[str(payout)] = row.get(str(payout), 0) + int(count)
     return dict(sorted(returns.items(), key=lambda item: tuple(str(v or "") for v in item[0])))
@@ -291,13 +319,24 @@ def _games(rows: list[tuple[Any, ...]]) -> dict[str, int]:
     lines), or its results without lines (a game without bets).
     """
     per_line: dict[tuple[Any, ...], int] = {}
-    for game, bet, position, path, setting, _payout, count in rows:
-        key = (str(game or ""), bet, position, path, setting)
+    for game, bet, position, path, setting, _payout, _refund, default, count in rows:
+        key = _line_key(game, bet, position, path, setting, default=default)
         per_line[key] = per_line.get(key, 0) + int(count)
     games: dict[str, int] = {}
     for (game, *_), count in per_line.items():
         games[game] = max(games.get(game, 0), count)
     return games
+
+
+def _refunds(
+    rows: list[tuple[Any, ...]],
+) -> dict[tuple[str, str, str | None, str | None, str | None], int]:
+    refunds: dict[tuple[str, str, str | None, str | None, str | None], int] = {}
+    for game, bet, position, path, setting, _payout, refund, default, count in rows:
+        if bet is not None and refund:
+            key = _line_key(game, bet, position, path, setting, default=default)
+            refunds[key] = refunds.get(key, 0) + int(count)
+    return refunds
 
 
 def _bets(lines: list[tuple[Any, ...]]) -> dict[str, dict[str, int]]:

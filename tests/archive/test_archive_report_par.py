@@ -134,3 +134,41 @@ def test_a_fair_simulated_run_is_in_line(mosquitto, tmp_path, capsys):
     assert {item["bet"] for item in bets} == set(DEFAULT_PAYTABLES)
     assert all(item["lines"] == 40 for item in bets)
     assert {item["verdict"] for item in bets} == {drift.IN_LINE}
+
+
+def test_refunds_are_left_out_and_own_settings_taken_together(archive_url):
+    """On both stores: a refunded line (no play) is no trial; a setting's default line is the
+    bet as the par sheet plays it, the players' own settings one row not compared."""
+    table = Table("fair")
+    rng = random.Random(5)
+    house: list[Fraction] = []
+    for n in range(1, 31):
+        cards = deal("fair", rng)
+        assert cards is not None
+        lines = lines_of(cards)
+        main = next(line for line in lines if line["bet"] == "player_a")
+        house.append(Fraction(main["payout"]))
+        lines = [line for line in lines if line["bet"] != "player_a"]
+        # The house way's line, and two settings a player could have sent.
+        lines.append(dict(main, setting="house", default=True))
+        lines.append(dict(main, setting="own-1"))
+        lines.append({"bet": "player_a", "setting": "own-2", "outcome": "lose", "payout": "0"})
+        if n % 5 == 0:  # no play on Pair Plus A this round
+            lines = [
+                {"bet": "pair_plus_a", "outcome": "refund", "payout": "1"}
+                if line["bet"] == "pair_plus_a"
+                else line
+                for line in lines
+            ]
+        table.round(n, GAME, lines)
+    asyncio.run(fill(archive_url, {"fair": table}))
+    report = asyncio.run(table_report(archive_url, "fair", DAY, DAY + timedelta(days=1)))
+    fits, _ = drift.compare(report)
+    by_name = {fit.name: fit for fit in fits}
+    assert by_name["player_a"].lines == 30 and by_name["player_a"].par is not None
+    assert by_name["player_a"].returned == sum(house) / 30
+    own = by_name["player_a (the players' own settings)"]
+    assert own.lines == 60 and own.verdict == drift.NOT_COMPARED
+    pair = by_name["pair_plus_a"]
+    assert pair.lines == 24 and pair.note.startswith("6 refunded (no play) left out")
+    assert sum(item.seen for item in pair.outcomes) == 24
