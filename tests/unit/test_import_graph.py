@@ -36,7 +36,10 @@ def test_import_contracts_are_kept() -> None:
 
 @pytest.mark.infra
 def test_every_driver_backend_names_a_class() -> None:
-    assert set(BACKENDS) == {"serial", "socket", "usb", "profile+serial", "hidpos", "hidkbd"}
+    assert set(BACKENDS) == {
+        "serial", "socket", "usb", "profile+serial", "hidpos", "hidkbd", "memory",
+        "pepper", "pepper+serial", "pcsc", "mqtt-reader", "jsonl+serial",
+    }  # fmt: skip
     for module_name, class_name in BACKENDS.values():
         assert isinstance(getattr(importlib.import_module(module_name), class_name), type)
 
