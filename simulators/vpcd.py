@@ -59,6 +59,7 @@ SW_OK = bytes.fromhex("9000")
 SW_WRONG_P1P2 = bytes.fromhex("6A81")
 SW_INS_NOT_SUPPORTED = bytes.fromhex("6D00")
 SW_CLA_NOT_SUPPORTED = bytes.fromhex("6E00")
+SW_NO_DIAGNOSIS = bytes.fromhex("6F00")
 
 MAX_MESSAGE = 0xFFFF
 
@@ -119,6 +120,8 @@ class VirtualTag:
         powered: Whether the reader powered the tag (a power-off clears it).
         uid_reads: How many ``FF CA 00 00`` the tag answered (the simulator's statistics).
         last_uid_read_at: ``time.monotonic()`` of the last UID answer (the bench's "tag read").
+        bad_answers: A fault: the next this many ``FF CA 00 00`` are answered ``6F 00`` (the
+            tag left the field mid-read: "no precise diagnosis").
     """
 
     uid: bytes
@@ -126,6 +129,7 @@ class VirtualTag:
     powered: bool = False
     uid_reads: int = 0
     last_uid_read_at: float | None = None
+    bad_answers: int = 0
 
     def __post_init__(self) -> None:
         if len(self.uid) not in (4, 7, 10):
@@ -160,6 +164,9 @@ class VirtualTag:
         le = command[4] if len(command) >= 5 else 0
         if le not in (0, len(self.uid)):
             return bytes([0x6C, len(self.uid)])  # wrong Le: the right one
+        if self.bad_answers > 0:
+            self.bad_answers -= 1
+            return SW_NO_DIAGNOSIS
         self.uid_reads += 1
         self.last_uid_read_at = time.monotonic()
         return self.uid + SW_OK
@@ -200,14 +207,16 @@ class VirtualCard:
         """Whether a tag lies on the slot now."""
         return self._writer is not None
 
-    async def place(self, uid: bytes) -> VirtualTag:
+    async def place(self, uid: bytes, *, bad_answers: int = 0) -> VirtualTag:
         """Put a tag with this UID on the slot (any tag there is taken off first).
+
+        ``bad_answers``: the tag's first UID reads fail (:attr:`VirtualTag.bad_answers`).
 
         Raises:
             VpcdError: The slot does not accept the card within ``timeout``.
         """
         await self.remove()
-        tag = VirtualTag(uid)
+        tag = VirtualTag(uid, bad_answers=bad_answers)
         self.uid_read.clear()
         try:
             async with asyncio.timeout(self.timeout):

@@ -30,6 +30,7 @@ from drivers.supervisor import SupervisedCardSource
 from simulators.json_reader import JsonReaderSimulator, ReaderFaults
 from simulators.line_device import LineDeviceSimulator, LineFaults
 from simulators.multi_reader import MultiReaderSimulator
+from simulators.pcscd import pcscd_binary
 from simulators.pepper_reader import PepperFaults, PepperReaderSimulator
 from simulators.scanner import FaultPlan, ScannerSimulator
 from simulators.usb import PRODUCT_ID, VENDOR_ID, HidScannerSimulator, SimulatedUsbBackend
@@ -801,3 +802,138 @@ async def test_pepper_contract(transport: str, fault: str, tmp_path: Any) -> Non
         assert expected_activity[fault] > 0
     if fault in ("unplug", "dropped-reply"):
         assert source.losses >= 1 and source.reconnects == source.losses
+
+
+# ---------------------------------------------------------------------- PC/SC readers
+
+PCSC_CARDS = CARDS[:4]
+
+
+@dataclass(frozen=True)
+class PcscFaults:
+    """What goes wrong at a PC/SC reader: a tag of another deck put down first (at these
+    0-based card indices), a tag whose UID does not read (``6F 00``: ``bad_reads`` times at
+    these indices; three or more is a misread and the dealer puts the card down again), a
+    card lifted and put back at once (a flicker, no removal), pcscd restarted before these
+    cards."""
+
+    unknown_at: frozenset[int] = frozenset()
+    bad_reads_at: frozenset[int] = frozenset()
+    bad_reads: int = 0
+    flicker_at: frozenset[int] = frozenset()
+    restart_before: frozenset[int] = frozenset()
+
+
+PCSC_FAULTS: dict[str, PcscFaults] = {
+    "clean": PcscFaults(),
+    "unknown-tag": PcscFaults(unknown_at=frozenset({1, 3})),
+    "uid-retried": PcscFaults(bad_reads_at=frozenset({2}), bad_reads=1),
+    "uid-unread": PcscFaults(bad_reads_at=frozenset({2}), bad_reads=5),
+    "flicker": PcscFaults(flicker_at=frozenset({1})),
+    "pcscd-restart": PcscFaults(restart_before=frozenset({2})),
+}
+
+
+async def pcsc_dealer(daemon: Any, faults: PcscFaults, counts: dict[str, int]) -> None:
+    """Deal PCSC_CARDS onto the reader's first slot, with the faults."""
+    from simulators.vpcd import VirtualCard
+
+    table = load_reader_profile("pcsc-uid").table
+    card = VirtualCard("127.0.0.1", daemon.slot("ACS ACR122U").port)
+
+    async def put(uid: bytes, bad: int = 0) -> bool:
+        await card.place(uid, bad_answers=bad)
+        try:
+            async with asyncio.timeout(2.0):
+                await card.uid_read.wait()
+        except TimeoutError:
+            return False
+        finally:
+            if not card.uid_read.is_set():
+                await card.remove()
+        return True
+
+    try:
+        for index, value in enumerate(PCSC_CARDS):
+            if index in faults.restart_before:
+                await daemon.restart()
+                counts["restarts"] += 1
+            if index in faults.unknown_at:
+                assert await put(bytes.fromhex("04DEADBEEF0001"))
+                counts["unknown"] += 1
+                await card.remove()
+            uid = bytes.fromhex(str(table.code_of(value)))
+            bad = faults.bad_reads if index in faults.bad_reads_at else 0
+            while not await put(uid, bad):
+                counts["unread"] += 1
+                bad = 0
+            if index in faults.flicker_at:
+                await card.remove()
+                again = await card.place(uid)  # back at once: pcscd sees it gone for a poll
+                await card.uid_read.wait()
+                assert again.uid_reads == 1
+                counts["flickers"] += 1
+            await card.remove()
+        await asyncio.Event().wait()  # dealt: wait to be cancelled
+    finally:
+        await card.remove()
+
+
+@pytest.mark.skipif(pcscd_binary() is None, reason="pcscd or vsmartcard-vpcd not installed")
+@pytest.mark.parametrize("fault", list(PCSC_FAULTS))
+async def test_pcsc_contract(fault: str, tmp_path: Any) -> None:
+    """``pcsc://`` through the real pcscd (a private one with vsmartcard-vpcd) and the
+    supervisor: the cards that went in, in order, each read once; every fault a refusal or a
+    status naming it; each card's removal after it was lifted, none for a flicker."""
+    from simulators.pcscd import PrivatePcscd
+
+    faults = PCSC_FAULTS[fault]
+    counts = {"restarts": 0, "unknown": 0, "unread": 0, "flickers": 0}
+    daemon = PrivatePcscd("ACS ACR122U")
+    await daemon.start()
+    profile = tmp_path / "pcsc.toml"
+    shipped = load_reader_profile("pcsc-uid")
+    text = shipped.path.read_text(encoding="utf-8")
+    if faults.flicker_at:
+        # A flicker is back within the latch: 1.5 s covers pcscd's polls on a loaded machine.
+        text = text.replace("remove_after_ms = 600", "remove_after_ms = 1500")
+    profile.write_text(text.replace('"../codes/', f'"{shipped.path.parent.parent}/codes/'))
+    url = f"pcsc://?reader=ACS%20ACR122U&pcscd={daemon.socket_path}&profile={profile}"
+    try:
+        async with asyncio.timeout(60), asyncio.TaskGroup() as group:
+            source = SupervisedCardSource(url, SETTINGS)
+            await source.open()
+            dealer = group.create_task(pcsc_dealer(daemon, faults, counts), name="pcsc-dealer")
+            try:
+                out, removed = await play_tags(source, len(PCSC_CARDS))
+                while len(removed) < len(PCSC_CARDS):  # the last card's removal
+                    read = await source.next_read()
+                    if isinstance(read, CardRemoved):
+                        removed.append(read.value)
+            finally:
+                dealer.cancel()
+                await source.close()
+    finally:
+        await daemon.close()
+
+    assert out.cards == PCSC_CARDS
+    assert out.bounces == 0
+    assert removed == PCSC_CARDS  # each card left once, in order; a flicker is no removal
+    causes = [m.cause for m in out.misreads]
+    assert causes.count("unknown_code") == counts["unknown"]
+    assert all("04DEADBEEF0001" in m.detail for m in out.misreads if m.cause == "unknown_code")
+    assert causes.count("device") == counts["unread"]
+    assert set(causes) <= {"unknown_code", "device"}
+    assert out.statuses[0] == "connected"
+    away = [s for s in out.statuses if s in ("lost", "recovered")]
+    assert away == ["lost", "recovered"] * counts["restarts"]
+    if fault == "clean":
+        assert out.misreads == [] and source.losses == 0
+    expected_activity = {
+        "unknown-tag": counts["unknown"],
+        "uid-unread": counts["unread"],
+        "flicker": counts["flickers"],
+        "pcscd-restart": counts["restarts"],
+    }
+    if fault in expected_activity:
+        assert expected_activity[fault] > 0
