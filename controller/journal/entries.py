@@ -74,12 +74,15 @@ class EntryBody(OpenModel):
         KIND: The entry kind this model is the body of.
         CORE_JSON: Dump with pydantic-core (only for a model whose fields are strings, ints,
             booleans or ``None``, where its text is Python's ``json`` text).
+        CORE_OPTIONAL: A ``CORE_JSON`` model's optional fields: a body with all of them unset
+            and every other field set is dumped by pydantic-core too, without them.
         JOURNAL_ORDER: The order of the keys in the stored text when it differs from the
             fields' order (extras not named follow).
     """
 
     KIND: ClassVar[EntryKind | None] = None
     CORE_JSON: ClassVar[bool] = False
+    CORE_OPTIONAL: ClassVar[tuple[str, ...]] = ()
     JOURNAL_ORDER: ClassVar[tuple[str, ...] | None] = None
 
 
@@ -131,6 +134,7 @@ class CardDealtData(EntryBody):
 
     KIND: ClassVar[EntryKind] = EntryKind.CARD_DEALT
     CORE_JSON: ClassVar[bool] = True
+    CORE_OPTIONAL: ClassVar[tuple[str, ...]] = ("source", "operator", "reason")
 
     slot: str
     hand: str | None
@@ -481,9 +485,10 @@ def body_text(body: EntryBody) -> str:
 def stored_body(body: EntryBody) -> tuple[str, dict[str, Any]]:
     """The stored JSON text of a body and the JSON object it reads back as.
 
-    A ``CORE_JSON`` body with no extra (the card) is dumped by pydantic-core and its object
-    is the fields set (plain values: what ``json.loads`` would give; optional fields left
-    unset are not written); any other body is dumped with ``json`` and read back with it.
+    A ``CORE_JSON`` body with no extra and every field set (the card), or every field but
+    its ``CORE_OPTIONAL`` ones (a card a reader read), is dumped by pydantic-core and its
+    object is its fields (plain values: what ``json.loads`` would give; the optional fields
+    left unset are not written); any other body is dumped with ``json`` and read back.
 
     Raises:
         JournalError: The body is not JSON-able.
@@ -495,10 +500,16 @@ def stored_body(body: EntryBody) -> tuple[str, dict[str, Any]]:
             serializer = model.__pydantic_serializer__
             if len(fields_set) == len(model.model_fields):
                 return serializer.to_json(body).decode(), dict(body.__dict__)
-            # Optional fields left unset (a card read by a reader has no `source`): not
-            # written, as ``json`` would not write them.
-            values = {key: value for key, value in body.__dict__.items() if key in fields_set}
-            return serializer.to_json(body, exclude_unset=True).decode(), values
+            optional = model.CORE_OPTIONAL
+            if len(fields_set) + len(optional) == len(model.model_fields) and (
+                fields_set.isdisjoint(optional)
+            ):
+                # Every field but the optional ones (a card a reader read has no `source`):
+                # those are not written, as ``json`` would not write them.
+                values = dict(body.__dict__)
+                for key in optional:
+                    del values[key]
+                return serializer.to_json(body, exclude_unset=True).decode(), values
         text = json.dumps(
             body_values(body), separators=(",", ":"), ensure_ascii=False, default=_nested
         )
