@@ -201,3 +201,43 @@ async def test_devices_lists_the_mqtt_readers_heard(mosquitto, capsys):
 
 def msg_bytes(device: str, seq: int) -> bytes:
     return json.dumps({"device_id": device, "seq": seq, "card_uid": "04A2B3C4D5E6F7"}).encode()
+
+
+async def test_the_readers_broker_lost_mid_round_the_round_waits_and_resumes(
+    mosquitto, mosquitto_session, tmp_path
+):
+    """The readers publish on a broker of their own, stopped mid-round for longer than the
+    removal time: both readers' ``lost`` and ``recovered`` are journalled, the round waits and
+    then deals every card once."""
+    sim = Simulation(seed=11, deal_delay=0.25, profile="mqtt-json", broker_urls=(mosquitto.url,))
+    journal = tmp_path / "outage.sqlite"
+    async with asyncio.timeout(60), simulated_devices("teen-patti-20-20", sim) as devices:
+        settings = load_settings(
+            None,
+            table_id="mo-1",
+            game="teen-patti-20-20",
+            devices=devices.settings["devices"],
+            mqtt={"urls": [mosquitto_session.url]},
+            journal={"path": journal},
+            rounds={"betting_seconds": 0.2, "pause_seconds": 0},
+        )
+        table = asyncio.create_task(run_table(settings, rounds=1))
+        while not journal.exists() or not journal_rows(journal, "card_dealt"):
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(mosquitto.stop)
+        await asyncio.sleep(1.5)
+        await asyncio.to_thread(mosquitto.start)
+        summaries = await table
+    assert len(summaries) == 1
+    cards = [row["card"] for row in journal_rows(journal, "card_dealt")]
+    assert len(cards) == len(set(cards)) == 6
+    states = [(str(s["device"]), s["state"]) for s in journal_rows(journal, "device_status")]
+    for reader in devices.settings["devices"]:
+        mine = [state for device, state in states if device == reader["url"]]
+        assert mine[0] == "connected" and "lost" in mine, states
+        assert mine.index("recovered") > mine.index("lost"), states
+    with sqlite3.connect(journal) as db:
+        rows = db.execute("select seq, kind, body from entries order by seq").fetchall()
+    first_lost = min(seq for seq, kind, body in rows if '"lost"' in body)
+    last_card = max(seq for seq, kind, body in rows if kind == "card_dealt")
+    assert first_lost < last_card  # the outage came mid-round: cards were dealt after it
