@@ -121,6 +121,7 @@ class PepperReaderSimulator:
         self.table = table
         self.fields: dict[int, list[str]] = {n: [] for n in range(1, antennas + 1)}
         self.active = 1
+        self._inventory: list[str] = []
         self.stats = PepperStats()
         self.faults = faults or PepperFaults()
         self._rng = random.Random(self.faults.seed)
@@ -196,9 +197,12 @@ class PepperReaderSimulator:
             self.active = params[0]
             return ack(command)
         if command == Command.GET_TAG_COUNT:
-            return ack(command, bytes([len(self.fields[self.active])]))
+            # The count is an inventory of the field: GET_UID indexes that inventory, as a
+            # tag put down or lifted meanwhile does not shift the others.
+            self._inventory = list(self.fields[self.active])
+            return ack(command, bytes([len(self._inventory)]))
         if command == Command.GET_UID:
-            tags = self.fields[self.active]
+            tags = self._inventory
             if len(params) != 1 or params[0] >= len(tags):
                 return error(command, 0x0002)
             return ack(command, bytes([TAG_TYPE, 0x00]) + bytes.fromhex(tags[params[0]]))
