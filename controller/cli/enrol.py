@@ -2,14 +2,21 @@
 
 The library is :mod:`drivers.enrolment`; the device is a ``profile+serial://`` URL read
 without a code table (the codes as the device sends them): an RFID reader's UIDs
-(``rfid-ntag``) or a barcode reader's codes. Decks: 52 cards, 53 with the joker, the 20
-Mahjong Pai Gow tiles.
+(``rfid-ntag``) or a barcode reader's codes; or a JSON tag reader (``mqtt-reader://``,
+``jsonl+serial://``), its UIDs as it reports them, each once it is placed (latched).
+Decks: 52 cards, 53 with the joker, the 20 Mahjong Pai Gow tiles.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
+    from drivers.jsonl_source import JsonLinesCardSource
+    from drivers.mqtt_reader import MqttReaderSource
 
 DECKS = ("standard", "standard-joker", "mahjong-pai-gow-20")
 """The decks that can be enrolled: 52 cards, 53 with the joker, the 20 Mahjong Pai Gow tiles
@@ -36,18 +43,24 @@ async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | Non
     """
     from drivers.enrolment import enrol, write_code_table
     from drivers.errors import UnsupportedUrl
+    from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
     from drivers.profile_source import ProfileCardSource
-    from drivers.source import DriverSettings, ProfileSpec, parse_url
+    from drivers.source import CardSource, DriverSettings, ProfileSpec, parse_url
 
     spec = parse_url(url)
-    if not isinstance(spec, ProfileSpec):
+    source: CardSource
+    if isinstance(spec, MqttReaderSpec | JsonLinesSpec):
+        source = _tag_reader(url, spec)
+    elif not isinstance(spec, ProfileSpec):
         raise UnsupportedUrl(
             "enrolment reads a profile+serial:// device (wire protocol v1 sends cards, not "
             "codes: to try it without a reader, `tablectl simulate-scanner --profile NAME "
             "--pty` prints a URL to enrol from)",
             url=url,
         )
-    source = ProfileCardSource(url, spec, DriverSettings(heartbeat_timeout=None), raw_codes=True)
+    else:
+        settings = DriverSettings(heartbeat_timeout=None)
+        source = ProfileCardSource(url, spec, settings, raw_codes=True)
     await source.open()
     try:
         cards = deck_cards(deck)
@@ -64,6 +77,21 @@ async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | Non
     write_code_table(table, out)
     print(f'wrote {out}: {len(table.codes)} codes (name it in the profile: code_table = "{out}")')
     return 0
+
+
+def _tag_reader(
+    url: str, spec: MqttReaderSpec | JsonLinesSpec
+) -> MqttReaderSource | JsonLinesCardSource:
+    """A JSON tag reader (``mqtt-reader://``, ``jsonl+serial://``) reading UIDs as they are."""
+    from drivers.json_readers import MqttReaderSpec
+    from drivers.jsonl_source import JsonLinesCardSource
+    from drivers.mqtt_reader import MqttReaderSource
+    from drivers.source import DriverSettings
+
+    settings = DriverSettings(heartbeat_timeout=None)
+    if isinstance(spec, MqttReaderSpec):
+        return MqttReaderSource(url, spec, settings, raw_codes=True)
+    return JsonLinesCardSource(url, spec, settings, raw_codes=True)
 
 
 def run(args: argparse.Namespace) -> int:

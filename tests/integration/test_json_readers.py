@@ -241,3 +241,22 @@ async def test_the_readers_broker_lost_mid_round_the_round_waits_and_resumes(
     first_lost = min(seq for seq, kind, body in rows if '"lost"' in body)
     last_card = max(seq for seq, kind, body in rows if kind == "card_dealt")
     assert first_lost < last_card  # the outage came mid-round: cards were dealt after it
+
+
+async def test_enrol_reads_a_deck_from_a_json_lines_reader(tmp_path, capsys):
+    """``tablectl enrol --device jsonl+serial://...``: each card put on the reader when asked
+    (cued as a JSON line), its UID latched once however often it is repeated, the card lifted
+    as the next goes down (its removal ignored); the table written reads back as the deck."""
+    from controller.cli.enrol import deck_cards, enrol_deck
+    from drivers.profile import load_code_table
+
+    deck = load_reader_codes(None)
+    cards = deck_cards("standard")
+    sim = JsonReaderSimulator(deck, cards=cards, deal_delay=0.0, repeat=0.01)
+    out = tmp_path / "red-01.toml"
+    async with asyncio.timeout(60), sim.serve_pty() as path:
+        url = f"jsonl+serial://{path}?cues=1&place_after_ms=20&remove_after_ms=100"
+        assert await enrol_deck(url, "standard", out, tag_timeout=None) == 0
+    written = load_code_table(out)
+    assert written.codes == {code: card for code, card in deck.codes.items() if card in cards}
+    assert "[52/52] scan" in capsys.readouterr().out
