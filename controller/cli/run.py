@@ -193,10 +193,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     studio.add_argument(
         "--studio-port",
         type=int,
-        default=8080,
+        default=None,
         metavar="PORT",
-        help="the studio's port on 127.0.0.1 (default 8080; taken: an error naming the "
-        "process holding it; 0: a free port)",
+        help="the studio's port on 127.0.0.1 (default 8080, or TABLECTL_STUDIO_PORT; taken: an "
+        "error naming the process holding it; 0: a free port)",
     )
     studio.add_argument(
         "--linger",
@@ -390,7 +390,7 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
     # input ends the command with its error and nothing else. The pty's path is not known
     # yet; a placeholder stands for it, replaced below.
     load_settings(None, **deep_merge(merged, {"device": {"url": _PENDING_DEVICE}}))
-    _leave_out_missing_extras(args)
+    _companions_checked(args)
     _say_seed(args, seed)
     _SimulationKey.make_if_asked(signing)
     async with simulated_devices(game_id, sim) as devices, contextlib.AsyncExitStack() as stack:
@@ -544,6 +544,17 @@ def _card_numbers(text: str | None) -> tuple[int, ...]:
             )
         numbers.append(int(part) - 1)
     return tuple(numbers)
+
+
+def _companions_checked(args: argparse.Namespace) -> None:
+    """The studio and the archive beside the table, checked before the simulator starts.
+
+    Each left out when its extra is not installed (:func:`_leave_out_missing_extras`); the
+    studio's options and its port (a taken port ends the run here, naming who holds it).
+    """
+    _leave_out_missing_extras(args)
+    if not args.no_studio:
+        _check_studio_options(args)
 
 
 def _leave_out_missing_extras(args: argparse.Namespace) -> None:
@@ -740,6 +751,8 @@ def _check_studio_options(args: argparse.Namespace) -> None:
         StudioError: The port asked for is taken (naming who holds it, when that is known):
             an OBS browser source set up on :8080 must not follow a studio moved elsewhere.
     """
+    if args.studio_port is None:
+        args.studio_port = _default_studio_port()
     if not 0 <= args.studio_port <= 65535:
         raise ConfigError("--studio-port must be 0-65535", field="--studio-port")
     if args.studio_secure_delay < 0:
@@ -748,6 +761,26 @@ def _check_studio_options(args: argparse.Namespace) -> None:
         from controller.studio.server import bind
 
         bind("127.0.0.1", args.studio_port).close()
+
+
+def _default_studio_port() -> int:
+    """The studio's port when ``--studio-port`` is not given: 8080, or TABLECTL_STUDIO_PORT.
+
+    The variable is for a machine where 8080 is someone else's (and for the test suite,
+    whose tables each take a free port: 0).
+
+    Raises:
+        ConfigError: The variable is not a whole number.
+    """
+    text = os.environ.get("TABLECTL_STUDIO_PORT", "").strip()
+    if not text:
+        return 8080
+    if not text.isdigit():
+        raise ConfigError(
+            f"TABLECTL_STUDIO_PORT must be a port number (0-65535), not {text!r}",
+            field="TABLECTL_STUDIO_PORT",
+        )
+    return int(text)
 
 
 async def _when_set(event: asyncio.Event, then: Callable[[], None]) -> None:
