@@ -13,7 +13,8 @@ cannot be made), exit status 1 if any check failed:
     then the port is checked as for ``serial://``.
     ``serial://PATH``: the path exists and pyserial opens it read/write, exclusively (as the
     driver does), within the timeout; a busy port fails. ``socket://HOST:PORT``: a TCP
-    connect within the timeout. Other kinds: SKIP (cannot be checked from here).
+    connect within the timeout. ``pepper://`` / ``pepper+serial://``: the reader profile and
+    code table load, the port opens and the Pepper C1 answers a poll within the timeout.
 ``broker``
     For every configured URL (they are fail-over alternatives; each should work): an MQTT
     CONNECT with the configured protocol, user name, password and TLS is answered by a
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from controller.mqtt.settings import MqttSettings
     from controller.settings import TableSettings
     from drivers.mqtt_reader import MqttReaderSource
-    from drivers.source import DriverSettings, ProfileSpec
+    from drivers.source import CardSource, DriverSettings, ProfileSpec
 
 Verdict = Literal["OK", "FAIL", "SKIP"]
 
@@ -143,11 +144,9 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
         source = open_card_source(url, driver)
     except DriverError as exc:  # a profile or code table that does not load
         return Check("device", "FAIL", f"{url}: {exc}")
-    if spec.kind == "mqtt-reader":
-        from drivers.mqtt_reader import MqttReaderSource
-
-        assert isinstance(source, MqttReaderSource)
-        return await _check_mqtt_reader(url, source, timeout)
+    answered = await _check_answering(spec.kind, url, source, timeout)
+    if answered is not None:
+        return answered
     try:
         await asyncio.wait_for(source.open(), timeout)
     except TimeoutError:
@@ -169,6 +168,51 @@ async def check_device(url: str, driver: DriverSettings, timeout: float) -> Chec
             f"{source.profile.name}, code table {table.name!r} ({len(table.codes)} tags)",
         )
     return Check("device", "OK", f"{url}: the {spec.kind} device opens")
+
+
+async def _check_answering(
+    kind: str,
+    url: str,
+    source: CardSource,
+    timeout: float,  # noqa: ASYNC109
+) -> Check | None:
+    """The check of a reader that must answer (not only open); ``None`` for other kinds."""
+    if kind == "mqtt-reader":
+        from drivers.mqtt_reader import MqttReaderSource
+
+        assert isinstance(source, MqttReaderSource)
+        return await _check_mqtt_reader(url, source, timeout)
+    if kind in ("pepper", "pepper+serial"):
+        return await _check_pepper(url, source, timeout)
+    return None
+
+
+async def _check_pepper(url: str, source: CardSource, timeout: float) -> Check:  # noqa: ASYNC109
+    """The port opens and the Pepper C1 answers a poll (its first reply) within the timeout."""
+    from drivers.errors import DriverError
+    from drivers.pepper_source import PepperCardSource
+
+    assert isinstance(source, PepperCardSource)
+    try:
+        async with asyncio.timeout(timeout):
+            await source.open()
+            await source.answered()  # the first poll's reply
+    except TimeoutError:
+        return Check("device", "FAIL", f"{url}: no Pepper C1 answered within {timeout} s")
+    except DriverError as exc:
+        return Check("device", "FAIL", f"{url}: {exc}")
+    finally:
+        with contextlib.suppress(Exception):
+            await source.close()
+    table = source.table
+    return Check(
+        "device",
+        "OK",
+        f"{url}: the Pepper C1 answers; profile {source.profile.name}, code table "
+        f"{table.name!r} ({len(table.codes)} tags)"
+        if table is not None
+        else f"{url}: the Pepper C1 answers",
+    )
 
 
 async def _check_mqtt_reader(url: str, source: MqttReaderSource, timeout: float) -> Check:  # noqa: ASYNC109

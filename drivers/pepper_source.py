@@ -11,7 +11,9 @@ selects the antenna (``SET_ACTIVE_ANTENNA``, through the reader's multiplexer; w
 (``GET_TAG_COUNT``) and each tag's UID (``GET_UID``), every ``poll_ms`` of the profile
 (``drivers/profiles/readers/pepper-c1.toml``). A tag lying on an antenna is so reported at
 every poll; the presence latch (:class:`drivers.presence.PresenceLatch`, the profile's
-``[presence]`` times) makes one placement of the repeats and a removal of their end:
+``[presence]`` times) makes one placement of the repeats and a removal of their end. Each poll
+is a whole inventory of its antenna, so a tag missing from one counts as absent from that poll
+on: a host that polls late (a stall) removes nothing it did not see gone.
 
 * a placement is a :class:`~drivers.source.CardRead` of the card the code table maps the UID
   to, at the antenna's position (a hand or slot name; ``muck`` for a muck antenna); a UID the
@@ -57,8 +59,8 @@ from drivers.pepper import (
     request,
 )
 from drivers.pepper_url import PepperSpec
-from drivers.presence import FieldEmpty, Placed, PresenceLatch, Removed, TagSeen
-from drivers.profile import ProfileError
+from drivers.presence import FieldEmpty, Placed, PresenceLatch, PresenceTimes, Removed, TagSeen
+from drivers.profile import CodeTable, ProfileError
 from drivers.queued import QueuedReads
 from drivers.reader_profile import load_reader_profile
 from drivers.source import (
@@ -121,7 +123,11 @@ class PepperCardSource(QueuedReads):
             )
         self.profile = loaded.profile
         self._table = None if raw_codes else loaded.table
-        self._latch = PresenceLatch(self.profile.presence.times())
+        # Each poll is a whole inventory of its antenna: a tag missing from one is absent
+        # from that poll on (FieldEmpty, then the tags present), so the latch runs without
+        # repeats and the time between polls (a host stall) removes nothing.
+        times = self.profile.presence.times()
+        self._latch = PresenceLatch(PresenceTimes(times.place_after, times.remove_after, False))
         self._positions: dict[str | None, str | None] = (
             {str(number): position for number, position in spec.antennas}
             if spec.antennas
@@ -134,10 +140,28 @@ class PepperCardSource(QueuedReads):
         self._decoder = PepperDecoder()
         self._wire = asyncio.Lock()  # one command and its reply at a time (polls, cues)
         self._last_reply: float | None = None
+        self._answered: asyncio.Event | None = None
         self._seq = 0
         self._was_open = False
         self.skipped_commands = 0
         self.polls = 0
+
+    @property
+    def table(self) -> CodeTable | None:
+        """The code table tags are mapped by (``None``: raw UIDs, for enrolment)."""
+        return self._table
+
+    async def answered(self) -> None:
+        """Wait until the reader has answered since the source was opened.
+
+        The caller bounds the wait (``tablectl check-config``).
+
+        Raises:
+            TransportError: The source is not open.
+        """
+        if self._answered is None:
+            raise self._error(TransportError, "card source is not open")
+        await self._answered.wait()
 
     @property
     def last_heartbeat_at(self) -> float | None:
@@ -171,6 +195,7 @@ class PepperCardSource(QueuedReads):
         self._reader, self._writer = reader, writer
         self._decoder.reset()
         self._last_reply = None
+        self._answered = asyncio.Event()
         if self._was_open:
             self._latch.resumed(time.monotonic())
         self._was_open = True
@@ -217,7 +242,8 @@ class PepperCardSource(QueuedReads):
                 for antenna in self._positions:
                     await self._poll(antenna)
                 self.polls += 1
-                self._emit(self._latch.due(time.monotonic()), None)
+                # Decided as of the cycle's start: every antenna has been looked at since.
+                self._emit(self._latch.due(started), None)
                 await asyncio.sleep(max(0.0, started + interval - time.monotonic()))
         except DriverError as exc:
             self._log.error("card_source_failed", error=str(exc))
@@ -233,9 +259,6 @@ class PepperCardSource(QueuedReads):
                 raise self._error(_CommandFailed, "GET_TAG_COUNT answered without a count")
             count = count_data[0]
             at = time.monotonic()
-            if count == 0:
-                self._emit(self._latch.feed(FieldEmpty(antenna, at)), antenna)
-                return
             if count > MAX_TAGS:
                 raise self._error(_CommandFailed, f"the reader counts {count} tags on one antenna")
             seen: list[TagSeen] = []
@@ -252,7 +275,7 @@ class PepperCardSource(QueuedReads):
                 Misread("malformed", self._where(antenna, str(exc.message)), None, time.monotonic())
             )
             return
-        events: list[Placed | Removed] = []
+        events = self._latch.feed(FieldEmpty(antenna, at))
         for observation in seen:
             events += self._latch.feed(observation)
         self._emit(events, antenna)
@@ -310,6 +333,8 @@ class PepperCardSource(QueuedReads):
                 raise self._error(_CommandFailed, f"the reply to {command.name} was garbled")
             reply = parse_reply(item.payload)
             self._last_reply = time.monotonic()
+            if self._answered is not None:
+                self._answered.set()
             if isinstance(reply, Ack) and reply.command == command:
                 answer = reply.data
             elif isinstance(reply, ErrorReply) and reply.command == command:

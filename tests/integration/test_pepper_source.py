@@ -214,3 +214,32 @@ def test_urls() -> None:
         "d.toml",
         (),
     )
+
+
+async def test_check_config_says_whether_a_pepper_answers(tmp_path: Path) -> None:
+    """``tablectl check-config``'s device check: the module must answer a poll, not only the
+    port open (a dead module on a live port fails, naming the timeout)."""
+    from controller.checkconfig import check_device
+
+    for faults, verdict, words in (
+        (None, "OK", "the Pepper C1 answers; profile pepper-c1, code table 'rfid-demo-deck'"),
+        (PepperFaults(drop_rate=1.0), "FAIL", "no Pepper C1 answered within 1.0 s"),
+    ):
+        sim = PepperReaderSimulator(TABLE, faults=faults)
+        async with asyncio.timeout(10), sim.serve_pty() as path:
+            check = await check_device(f"pepper+serial://{path}?{ANTENNAS}", SETTINGS, 1.0)
+        assert check.verdict == verdict and words in check.detail, check
+    check = await check_device("pepper://127.0.0.1:1?profile=pcsc-uid", SETTINGS, 1.0)
+    assert check.verdict == "FAIL" and "pepper-c1 family" in check.detail, check
+
+
+async def test_a_host_stall_longer_than_the_removal_time_removes_nothing(tmp_path: Path) -> None:
+    """Each poll is a whole inventory: a tag missed by no poll is not absent, however late
+    the polls come (the event loop blocked here, as a loaded host would)."""
+    import time
+
+    async with asyncio.timeout(20), reader(tmp_path) as (sim, source):
+        sim.place_card(1, "Tc")
+        await until(source, CardRead)
+        time.sleep(REMOVE_AFTER * 2)  # noqa: ASYNC251 (the fault: the process stalls, no poll)
+        assert not any(isinstance(r, CardRemoved) for r in await quiet(source, REMOVE_AFTER))
