@@ -6,9 +6,10 @@ rendered without local variables, which could hold credentials.
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
-from typing import Literal, TextIO
+from typing import Literal, TextIO, cast
 
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
@@ -27,7 +28,7 @@ def configure_logging(
             ``"auto"`` to pick console when the stream is a terminal.
         stream: Where log lines go (default: standard error).
     """
-    out = stream if stream is not None else sys.stderr
+    out = stream if stream is not None else cast("TextIO", _StandardError())
     use_json = fmt == "json" or (fmt == "auto" and not out.isatty())
     numeric_level = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
 
@@ -59,6 +60,27 @@ def configure_logging(
     # Libraries we embed are chatty at INFO; their warnings still come through.
     for noisy in ("amqtt", "transitions", "websockets", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+class _StandardError(io.TextIOBase):
+    """Standard error as it is when a line is written, not as it was at configuration.
+
+    A process that points ``sys.stderr`` elsewhere later (``contextlib.redirect_stderr``, a
+    test's capture, a service manager's reopened stream) logs there, and never to a stream
+    that was closed since (``ValueError: I/O operation on closed file``).
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+    def fileno(self) -> int:
+        return sys.stderr.fileno()
 
 
 def _has_rich() -> bool:

@@ -53,7 +53,7 @@ async def test_a_card_on_the_wrong_reader_is_refused_journalled_and_rescanned_ri
         load_profile("rfid-ntag"), READERS, wrong_reader_at=frozenset({2}), cards=script,
         deal_delay=0.0,
     )  # fmt: skip
-    recorder = Recorder(mosquitto.host, mosquitto.port, "rf-1")
+    recorder = Recorder(mosquitto.url, "rf-1")
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()
@@ -91,7 +91,7 @@ async def test_run_simulate_with_the_rfid_profile_plays_a_multi_reader_round(mos
     """``run --simulate --profile rfid-ntag --wrong-reader-at 2``'s devices: one reader a
     hand, the second card first put on the wrong reader."""
     sim = Simulation(seed=7, deal_delay=0.0, profile="rfid-ntag", wrong_reader_at=(1,))
-    recorder = Recorder(mosquitto.host, mosquitto.port, "rf-2")
+    recorder = Recorder(mosquitto.url, "rf-2")
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()
@@ -122,7 +122,7 @@ async def test_a_read_lost_while_the_shoe_was_unplugged_is_asked_for_again(mosqu
         load_profile("line-shoe"), cards=script,
         faults=FaultPlan(unplug_every=3, unplug_seconds=0.3), deal_delay=0.0,
     )  # fmt: skip
-    recorder = Recorder(mosquitto.host, mosquitto.port, "rf-3")
+    recorder = Recorder(mosquitto.url, "rf-3")
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()

@@ -29,7 +29,7 @@ async def test_line_shoe_round_refuses_bad_records_with_the_reason(mosquitto, tm
         line_faults=LineFaults(bad_checksum_rate=0.3, unknown_code_rate=0.3, seed=5),
         deal_delay=0.0,
     )
-    recorder = Recorder(mosquitto.host, mosquitto.port, "prof-1")
+    recorder = Recorder(mosquitto.url, "prof-1")
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()
@@ -70,7 +70,7 @@ async def test_run_simulate_with_the_barcode_profile_deals_a_round(mosquitto, tm
     """``run --simulate --profile barcode-crlf``'s scanner: a reader without cues, dealing
     on its own; the round completes through the profile driver."""
     sim = Simulation(seed=4, deal_delay=0.05, profile="barcode-crlf")
-    recorder = Recorder(mosquitto.host, mosquitto.port, "prof-2")
+    recorder = Recorder(mosquitto.url, "prof-2")
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()
@@ -94,7 +94,7 @@ async def test_run_simulate_with_a_hid_scanner_deals_a_round(mosquitto, tmp_path
     ``hidkbd://``, dealing on its own; a whole round through the orchestrator."""
     sim = Simulation(seed=3, deal_delay=0.05, profile="barcode-crlf", hid=mode)
     table = f"hid-{mode}"
-    recorder = Recorder(mosquitto.host, mosquitto.port, table)
+    recorder = Recorder(mosquitto.url, table)
     async with asyncio.timeout(60), asyncio.TaskGroup() as group:
         task = group.create_task(recorder.run(), name="recorder")
         await recorder.ready.wait()

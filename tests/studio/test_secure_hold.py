@@ -31,10 +31,10 @@ from tests.support.browser import artifacts_dir
 
 pytestmark = pytest.mark.hil
 
-DELAY = 1.0
+DELAY = 0.5
 """The studio's secure delay (seconds): far shorter than a hand here."""
 
-THINK = 2.5
+THINK = 1.0
 """How long the betting system takes over each decision (seconds)."""
 
 
