@@ -170,6 +170,8 @@ def _decision_applied(data: Mapping[str, Any]) -> str:
             "(the game's default applies)"
         )
     how = " (default at the deadline)" if data.get("default") else ""
+    if data.get("source") == "removal":
+        how = " (the cards left the reader)"
     return f"  decision {data.get('window')}: {_fields(decision)}{how}"
 
 

@@ -102,3 +102,22 @@ def test_a_card_entered_by_hand_says_so():
     read = describe(TOPIC, card(None))
     assert manual is not None and manual.endswith("B2 Kc (entered by hand)")
     assert read is not None and read.endswith("B2 Kc")
+
+
+def test_a_fold_by_removal_says_the_cards_left_the_reader():
+    envelope = {
+        "kind": "decision_applied",
+        "seq": 12,
+        "at": "2026-01-01T10:00:00.000Z",
+        "data": {
+            "window": "action-1",
+            "decision": {"action": "fold", "seat": "seat2", "amount": 0},
+            "default": False,
+            "command_id": None,
+            "source": "removal",
+            "reason": "removal: seat2's cards were taken off its reader (the last left its reader)",
+        },
+    }
+    line = describe(TOPIC, envelope)
+    assert line.endswith("(the cards left the reader)"), line
+    assert "fold" in line and "seat2" in line, line
