@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/drivers.py [--count N] [--transports pty,tcp,usb]
         [--profiles line-shoe,...] [--repeat 3] [--readers 3] [--hid pos,kbd] [--hid-count N]
-        [--tag-readers mqtt,jsonl] [--pepper 300]
+        [--tag-readers mqtt,jsonl] [--pepper 300] [--pcsc 40]
 
 For each transport (a real pty, TCP on loopback, the USB driver on the simulated pyusb
 backend) a device thread writes N CARD frames (12 bytes each on the wire), paced at
@@ -41,6 +41,11 @@ a private Mosquitto and read through ``mqtt-reader://``, or written as JSON line
 and read through ``jsonl+serial://``; a tag's latency runs from its publish (or write) to
 ``next_read()`` returning its card, through the reader core and the presence latch (placed
 at first sighting here), beside the framed driver on a pty paced alike.
+
+Then the Eccel Pepper C1 (``--pepper``, ``bench/pepper_reader.py``) and a PC/SC reader
+(``--pcsc``, ``bench/pcsc_reader.py``: a virtual ACR122U on a private pcscd, through pyscard;
+a card's latency runs from the tag's answer to ``FF CA 00 00 00``), each beside the framed
+driver paced alike.
 """
 
 from __future__ import annotations
@@ -757,6 +762,13 @@ async def main() -> None:
         "--pepper", type=int, default=300, help="cards of the Pepper C1 row (0: none)"
     )
     parser.add_argument(
+        "--pcsc",
+        type=int,
+        default=40,
+        help="cards of the PC/SC row, through a private pcscd (0: none; needs pcscd and "
+        "vsmartcard-vpcd)",
+    )
+    parser.add_argument(
         "--hid-count",
         type=int,
         default=500,
@@ -790,6 +802,10 @@ async def main() -> None:
         from bench.pepper_reader import GAP, pepper_rows
 
         await pepper_rows(args.pepper, GAP, args.repeat)
+    if args.pcsc:
+        from bench.pcsc_reader import pcsc_rows
+
+        await pcsc_rows(args.pcsc, args.repeat)
 
 
 if __name__ == "__main__":

@@ -219,6 +219,7 @@ class PcscCardSource(QueuedReads):
         self._context: Any = None
         self._task: asyncio.Task[None] | None = None
         self._alive_at: float | None = None
+        self._release: Any = None  # a card handle to disconnect
         self._was_open = False
         self._seq = 0
         self.reader: str | None = None
@@ -396,11 +397,14 @@ class PcscCardSource(QueuedReads):
             return
         problem = "no answer"
         for _ in range(UID_TRIES):
-            uid, problem = await self._read_uid(context, reader)
-            if uid is not None:
-                self.uid_reads += 1
-                self._emit(self._latch.feed(TagSeen(uid, None, time.monotonic())))
-                return
+            try:
+                uid, problem = await self._read_uid(context, reader)
+                if uid is not None:
+                    self.uid_reads += 1
+                    self._emit(self._latch.feed(TagSeen(uid, None, time.monotonic())))
+                    return
+            finally:
+                await self._disconnect()
             if problem == "gone":
                 return  # it left before it could be read: its FieldEmpty follows
         self._put(
@@ -412,37 +416,63 @@ class PcscCardSource(QueuedReads):
             )
         )
 
-    async def _read_uid(self, context: Any, reader: str) -> tuple[str | None, str]:
-        """``(uid, "")`` or ``(None, why)``; ``why == "gone"`` when the card left."""
+    def _exchange(self, context: Any, reader: str) -> tuple[int, int, list[int], Any]:
+        """In a worker thread: connect (shared) and send ``FF CA 00 00 00``.
+
+        Returns:
+            ``(connect result, transmit result, response, card handle or None)``.
+        """
         scard = self._scard
-        hresult, card, protocol = await self._call(
-            "SCardConnect", scard.SCardConnect, context, reader, scard.SCARD_SHARE_SHARED,
+        hresult, card, protocol = scard.SCardConnect(
+            context, reader, scard.SCARD_SHARE_SHARED,
             scard.SCARD_PROTOCOL_T0 | scard.SCARD_PROTOCOL_T1,
         )  # fmt: skip
-        gone = {_code(scard.SCARD_W_REMOVED_CARD), _code(scard.SCARD_E_NO_SMARTCARD)}
-        if _code(hresult) in gone:
-            return None, "gone"
         if hresult != scard.SCARD_S_SUCCESS:
-            if _code(hresult) == _code(scard.SCARD_W_UNRESPONSIVE_CARD):
-                return None, "the tag does not answer"
-            raise self._failed("connecting to the tag", hresult)
+            return hresult, hresult, [], None
+        sent, response = scard.SCardTransmit(card, protocol, list(GET_UID))
+        return hresult, sent, list(response), card
+
+    async def _read_uid(self, context: Any, reader: str) -> tuple[str | None, str]:
+        """``(uid, "")`` or ``(None, why)``; ``why == "gone"`` when the card left.
+
+        The tag is released (``SCardDisconnect``) after its UID went to the latch, so the
+        card reaches the table without waiting for it.
+        """
+        connected, sent, response, card = await self._call(
+            "SCardConnect/SCardTransmit", self._exchange, context, reader
+        )
         try:
-            hresult, response = await self._call(
-                "SCardTransmit", scard.SCardTransmit, card, protocol, list(GET_UID)
-            )
+            return self._uid_of(connected, sent, response)
         finally:
-            with contextlib.suppress(Exception):
-                await self._call(
-                    "SCardDisconnect", scard.SCardDisconnect, card, scard.SCARD_LEAVE_CARD
-                )
-        if _code(hresult) in gone:
+            if card is not None:
+                self._release = card
+
+    def _uid_of(self, connected: int, sent: int, response: list[int]) -> tuple[str | None, str]:
+        scard = self._scard
+        gone = {_code(scard.SCARD_W_REMOVED_CARD), _code(scard.SCARD_E_NO_SMARTCARD)}
+        if connected != scard.SCARD_S_SUCCESS:
+            if _code(connected) in gone:
+                return None, "gone"
+            if _code(connected) == _code(scard.SCARD_W_UNRESPONSIVE_CARD):
+                return None, "the tag does not answer"
+            raise self._failed("connecting to the tag", connected)
+        if _code(sent) in gone:
             return None, "gone"
-        if hresult != scard.SCARD_S_SUCCESS:
-            return None, _message(scard, hresult)
-        uid = parse_uid_response(list(response))
+        if sent != scard.SCARD_S_SUCCESS:
+            return None, _message(scard, sent)
+        uid = parse_uid_response(response)
         if uid is None:
             return None, f"answer {bytes(b & 0xFF for b in response).hex().upper() or 'empty'}"
         return uid, ""
+
+    async def _disconnect(self) -> None:
+        """Release the tag connected last (``SCardDisconnect``, leaving the card as it is)."""
+        card, self._release = self._release, None
+        if card is None:
+            return
+        scard = self._scard
+        with contextlib.suppress(DriverError):
+            await self._call("SCardDisconnect", scard.SCardDisconnect, card, scard.SCARD_LEAVE_CARD)
 
     # ------------------------------------------------------------------ reads
 
