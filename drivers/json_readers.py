@@ -17,7 +17,8 @@ Options: ``profile=NAME`` (a reader profile, ``drivers/profiles/readers/``: the 
 times and the code table; default ``mqtt-json``), ``codes=FILE`` (the enrolled deck's code
 table), ``device=ID`` (take only this
 reader's messages when several share the topic), ``cmd=TOPIC`` (the reader takes cues as
-JSON on this topic), ``place_after_ms``, ``remove_after_ms`` (the presence latch),
+JSON on this topic), ``status=TOPIC`` (the reader says ``online``/``offline`` there, its
+Last Will ``offline``), ``place_after_ms``, ``remove_after_ms`` (the presence latch),
 ``keepalive`` (seconds, the MQTT keepalive that finds a silent broker), ``client_id``.
 
 ``jsonl+serial:///dev/ttyUSB0[?options]``: ``profile``, ``codes``, ``device``, ``place_after_ms``,
@@ -66,6 +67,8 @@ class MqttReaderSpec:
         codes: The code table file, or ``None`` for the profile's.
         device_id: Take only the messages of this reader (``None``: every reader).
         cmd_topic: Where cues go as JSON (``None``: the reader takes none).
+        status_topic: Where the reader says ``online`` / ``offline`` (retained, its Last
+            Will: ``offline``), ``None``: it says nothing.
         place_after_ms: The latch's stable time (``None``: the profile's).
         remove_after_ms: The latch's absence time (``None``: the profile's).
         keepalive: The MQTT keepalive (seconds).
@@ -82,6 +85,7 @@ class MqttReaderSpec:
     codes: str | None = None
     device_id: str | None = None
     cmd_topic: str | None = None
+    status_topic: str | None = None
     place_after_ms: int | None = None
     remove_after_ms: int | None = None
     keepalive: int = 5
@@ -184,6 +188,7 @@ _MQTT_OPTIONS = (
     "codes",
     "device",
     "cmd",
+    "status",
     "place_after_ms",
     "remove_after_ms",
     "keepalive",
@@ -210,6 +215,9 @@ def _parse_mqtt(url: str) -> MqttReaderSpec:
     cmd = options.get("cmd")
     if cmd is not None:
         _check_topic(url, cmd, "the cmd topic", wildcards=False)
+    status = options.get("status")
+    if status is not None:
+        _check_topic(url, status, "the status topic", wildcards=False)
     place, remove = _latch_times(url, options)
     keepalive = _number(url, options, "keepalive", 3600)
     if keepalive is None:
@@ -228,6 +236,7 @@ def _parse_mqtt(url: str) -> MqttReaderSpec:
         codes=options.get("codes"),
         device_id=_device_id(url, options),
         cmd_topic=cmd,
+        status_topic=status,
         place_after_ms=place,
         remove_after_ms=remove,
         keepalive=keepalive,

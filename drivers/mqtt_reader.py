@@ -13,6 +13,10 @@ silent is found by the MQTT keepalive (the URL's ``keepalive``, 5 s by default).
 broker ends the reader task with :class:`~drivers.errors.ConnectionLost`, which the
 supervisor (:mod:`drivers.supervisor`) reports as ``lost`` and answers by reconnecting. A
 retained message is an old read the broker kept, never a tag on the table now: refused.
+
+With ``status=TOPIC`` the source also follows the reader's own word there (``online``,
+retained, and its Last Will ``offline``): a reader whose WiFi is lost is ``lost`` for the
+table, and its silence removes none of its cards (``ReaderCore.reader_status``).
 """
 
 from __future__ import annotations
@@ -93,6 +97,8 @@ class MqttReaderSource(TagReaderSource):
             async with asyncio.timeout(seconds):
                 await stack.enter_async_context(client)
                 await client.subscribe(spec.topic, qos=1, timeout=seconds)
+                if spec.status_topic is not None:
+                    await client.subscribe(spec.status_topic, qos=1, timeout=seconds)
         except TimeoutError as exc:
             await self._quietly(stack)
             raise self._error(
@@ -142,8 +148,12 @@ class MqttReaderSource(TagReaderSource):
     async def _read_loop(self, client: aiomqtt.Client) -> None:
         timers = asyncio.create_task(self.run_timers(), name=f"card-source timers {self._url}")
         try:
+            status = self._spec.status_topic
             async for message in client.messages:
-                self._take(_payload(message.payload), retained=bool(message.retain))
+                if status is not None and message.topic.matches(status):
+                    self._status(_payload(message.payload))
+                else:
+                    self._take(_payload(message.payload), retained=bool(message.retain))
             raise aiomqtt.MqttError("the message stream ended")
         except aiomqtt.MqttError as exc:
             error = self._error(ConnectionLost, "the readers' broker connection was lost", str(exc))

@@ -332,6 +332,7 @@ class ReaderCore:
         self._held: list[Read] = []
         self._offset = 0.0
         self._down_at: float | None = None
+        self._reader_down_at: float | None = None
 
     def message(self, payload: bytes, at: float, *, retained: bool = False) -> list[Read]:
         """The reads one message (and the time it came) gives, in order."""
@@ -364,19 +365,64 @@ class ReaderCore:
             )
             return reads
         antenna = self._antenna(parsed)
-        seen = at - self._offset
+        seen = self._latch_time(at)
         if parsed.uid is None:
             return reads + self._events(self.latch.feed(FieldEmpty(antenna, seen)))
         return reads + self._events(self.latch.feed(TagSeen(parsed.uid, antenna, seen)))
 
     def due(self, now: float) -> list[Read]:
         """What the latch decided by ``now`` (placements, removals)."""
-        return self._events(self.latch.due(now - self._offset))
+        return self._events(self.latch.due(self._latch_time(now)))
 
     def next_deadline(self) -> float | None:
         """When :meth:`due` has something next (``time.monotonic()``)."""
         deadline = self.latch.next_deadline()
-        return None if deadline is None else deadline + self._offset
+        if deadline is None or self._down_at is not None:
+            return None  # the latch's time stands still while the link is down
+        return deadline + self._offset
+
+    def _latch_time(self, at: float) -> float:
+        """The latch's time: the real time less the outages (frozen during one)."""
+        return (self._down_at if self._down_at is not None else at) - self._offset
+
+    def reader_status(self, payload: bytes, at: float) -> list[Read]:
+        """The reader's own word on its status topic: ``online`` or ``offline``.
+
+        ``offline`` (its Last Will: the broker lost it, its WiFi is down) is the reader's link
+        lost: ``DeviceStatus("lost")`` and the latch's time stops (its cards are not removed
+        by its silence); ``online`` again: ``DeviceStatus("recovered")`` and
+        ``Misread("away")`` (a card put down and lifted meanwhile was never seen: the table
+        asks for it again). Only changes are said; another word is a rejection.
+        """
+        word = bytes(payload[:16]).strip().lower()
+        if word not in (b"online", b"offline"):
+            shown = bytes(payload[:40])
+            return self._refuse(
+                Rejection("invalid", f"a reader status is 'online' or 'offline', not {shown!r}"),
+                at,
+            )
+        online = word == b"online"
+        if online == (self._reader_down_at is None):
+            return []
+        if not online:
+            self._reader_down_at = at
+            reads = self.due(at)
+            self.link_lost(at)
+            return [*reads, DeviceStatus("lost", "the reader says it is offline", at)]
+        away = at - self._reader_down_at if self._reader_down_at is not None else 0.0
+        self._reader_down_at = None
+        self.link_back(at)
+        detail = f"the reader is online again after {away:.2f}s"
+        return [
+            DeviceStatus("recovered", detail, at),
+            Misread(
+                "away",
+                f"the reader was offline {away:.2f}s: a card put down and lifted meanwhile "
+                "was never seen; scan the card again",
+                None,
+                at,
+            ),
+        ]
 
     def link_lost(self, at: float) -> None:
         """The link went down at ``at`` (the broker or the port): nothing is seen from now."""

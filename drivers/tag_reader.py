@@ -86,6 +86,11 @@ class TagReaderSource(QueuedReads):
             self._queue.put_nowait(read)
         self._wake.set()
 
+    def _status(self, payload: bytes) -> None:
+        for read in self.core.reader_status(payload, time.monotonic()):
+            self._queue.put_nowait(read)
+        self._wake.set()
+
     def _tick(self) -> None:
         for read in self.core.due(time.monotonic()):
             self._queue.put_nowait(read)

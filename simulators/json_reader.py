@@ -93,6 +93,7 @@ class ReaderStats:
         dropped: Repeats not sent.
         cues: Cues the readers received.
         reconnects: Times the readers reconnected to the broker after losing it.
+        wifi_drops: Times a reader's WiFi was lost (:meth:`JsonReaderSimulator.wifi_down`).
     """
 
     messages: int = 0
@@ -102,6 +103,7 @@ class ReaderStats:
     dropped: int = 0
     cues: int = 0
     reconnects: int = 0
+    wifi_drops: int = 0
 
 
 @dataclass
@@ -112,6 +114,7 @@ class _Reader:
     seq: int = 0
     topic: str = ""
     cmd_topic: str = ""
+    offline: bool = False
 
 
 class JsonReaderSimulator:
@@ -193,6 +196,7 @@ class JsonReaderSimulator:
         self._foreign: dict[str, str] = {}
         self._cards_put = 0
         self._publish: Any = None
+        self._client: Any = None
         self._port: PtyPort | None = None
         self._link: Path | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -310,8 +314,30 @@ class JsonReaderSimulator:
         self._raw(reader, json.dumps(message, separators=(",", ":")).encode())
 
     def _raw(self, reader: _Reader, payload: bytes) -> None:
-        if self._publish is not None:
+        if reader.offline:
+            self.stats.dropped_bytes += len(payload)
+        elif self._publish is not None:
             self._publish(reader, payload)
+
+    async def wifi_down(self, name: str, seconds: float) -> None:
+        """A reader's WiFi is lost for ``seconds``.
+
+        It publishes nothing, and its status topic says ``offline`` (what the broker publishes
+        from its Last Will) until it is back (``online``). Its tags stay in its field.
+        """
+        reader = self._readers[name]
+        status = f"{reader.topic}/status"
+        self.reader_stats.wifi_drops += 1
+        reader.offline = True
+        self._publish_status(status, b"offline")
+        await asyncio.sleep(seconds)
+        reader.offline = False
+        self._publish_status(status, b"online")
+
+    def _publish_status(self, topic: str, payload: bytes) -> None:
+        client = self._client
+        if client is not None:
+            self._spawn(client.publish(topic, payload, qos=1, retain=True))
 
     async def _repeats(self) -> None:
         """Every ``repeat`` seconds, each reader reports each tag in its field."""
@@ -360,7 +386,8 @@ class JsonReaderSimulator:
     ) -> AsyncIterator[dict[str, tuple[str, str]]]:
         """Publish to a broker; yields each reader's ``(topic, cmd topic)``.
 
-        A reader's topic is ``PREFIX/NAME``, its cue topic ``PREFIX/NAME/cmd``; ``seconds``
+        A reader's topic is ``PREFIX/NAME``, its cue topic ``PREFIX/NAME/cmd``, its status
+        ``PREFIX/NAME/status`` (``online``, retained, at every connection); ``seconds``
         bounds every call to the broker. The readers connect before this yields, and
         reconnect (every 0.1 s) when the broker goes away, as an ESP32's firmware does; what
         they would publish meanwhile is dropped (``stats.dropped_bytes``).
@@ -406,7 +433,10 @@ class JsonReaderSimulator:
             def publish(reader: _Reader, payload: bytes, client: aiomqtt.Client = client) -> None:
                 self._spawn(self._publish_one(client, reader.topic, payload, seconds))
 
-            self._publish = publish
+            self._publish, self._client = publish, client
+            for reader in self._readers.values():
+                word = b"offline" if reader.offline else b"online"
+                self._publish_status(f"{reader.topic}/status", word)
             connected.set()
             try:
                 async for message in client.messages:
@@ -418,7 +448,7 @@ class JsonReaderSimulator:
                 self.reader_stats.reconnects += 1
             finally:
                 if self._publish is publish:
-                    self._publish = self._dropped
+                    self._publish, self._client = self._dropped, None
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(seconds):
                         await client.__aexit__(None, None, None)

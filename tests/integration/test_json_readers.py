@@ -260,3 +260,38 @@ async def test_enrol_reads_a_deck_from_a_json_lines_reader(tmp_path, capsys):
     written = load_code_table(out)
     assert written.codes == {code: card for code, card in deck.codes.items() if card in cards}
     assert "[52/52] scan" in capsys.readouterr().out
+
+
+async def test_a_readers_wifi_lost_is_a_lost_reader_and_removes_nothing(mosquitto):
+    """``status=TOPIC``: the reader's ``offline`` (its Last Will) is ``lost`` for the table and
+    stops the latch's time: the card on it, silent for three times the removal time, is not
+    removed; ``online`` again is ``recovered`` (and the ``away`` rescan); the next card reads."""
+    sim = JsonReaderSimulator(load_reader_codes(None), cards=["As", "Kd"], repeat=0.02)
+    async with asyncio.timeout(30), sim.serve_mqtt(mosquitto.host, mosquitto.port, "w") as topics:
+        topic, cmd = topics["reader-1"]
+        url = f"mqtt-reader://{mosquitto.host}:{mosquitto.port}/{topic}?cmd={cmd}"
+        url += f"&status={topic}/status&place_after_ms=30&remove_after_ms=300"
+        source = SupervisedCardSource(url, SETTINGS)
+        await source.open()
+        seen: list[Read] = []
+        try:
+            await source.expect(1, 0, "S0")
+            first = await _until(source, CardRead, seen)
+            assert isinstance(first, CardRead) and first.value == "As"
+            drop = asyncio.create_task(sim.wifi_down("reader-1", 1.0))
+            lost = await _until(source, DeviceStatus, seen)
+            assert isinstance(lost, DeviceStatus) and lost.state == "lost"
+            assert "offline" in lost.detail
+            back = await _until(source, DeviceStatus, seen)
+            assert isinstance(back, DeviceStatus) and back.state == "recovered"
+            await drop
+            await source.expect(1, 1, "S1")
+            second = await _until(source, CardRead, seen)
+            assert isinstance(second, CardRead) and second.value == "Kd"
+            removed = await _until(source, CardRemoved, seen)
+        finally:
+            await source.close()
+    assert isinstance(removed, CardRemoved) and removed.value == "As"
+    assert removed.at > second.at  # lifted for the Kd, not removed by the reader's silence
+    assert [r.cause for r in seen if isinstance(r, Misread)] == ["away"]
+    assert source.losses == 0  # the broker link never failed: the reader did

@@ -47,6 +47,7 @@ def test_mqtt_reader_url_reads_every_part() -> None:
     spec = parse_url(
         "mqtt-reader://ops:s%40cret@10.0.0.5:1884/studio/readers/%23?codes=deck.toml"
         "&device=seat-3&cmd=studio/cue/seat-3&place_after_ms=50&remove_after_ms=700&keepalive=3"
+        "&status=studio/readers/seat-3/status"
     )
     assert isinstance(spec, MqttReaderSpec)
     assert (spec.host, spec.port, spec.topic) == ("10.0.0.5", 1884, "studio/readers/#")
@@ -58,7 +59,7 @@ def test_mqtt_reader_url_reads_every_part() -> None:
         "studio/cue/seat-3",
     )
     assert (spec.place_after_ms, spec.remove_after_ms, spec.keepalive) == (50, 700, 3)
-    assert spec.profile == "mqtt-json"
+    assert spec.profile == "mqtt-json" and spec.status_topic == "studio/readers/seat-3/status"
     plain = parse_url("mqtt-reader://broker/readers/+")
     assert isinstance(plain, MqttReaderSpec)
     assert (plain.port, plain.place_after_ms, plain.remove_after_ms) == (1883, None, None)
@@ -300,3 +301,30 @@ def test_a_profile_of_another_family_is_refused_naming_the_field() -> None:
         load_reader_setup("pepper-c1")
     assert caught.value.context["field"] == "family"
     assert "mqtt-json" in str(caught.value)
+
+
+def test_the_readers_own_offline_stops_its_latch_and_online_asks_again() -> None:
+    core = ReaderCore(TABLE, TIMES, name="t")
+    core.message(msg(seq=1), 0.0)
+    core.message(msg(seq=2), 0.2)
+    assert core.reader_status(b"online", 0.3) == []  # no change: nothing said
+    (lost,) = core.reader_status(b"offline", 0.5)
+    assert isinstance(lost, DeviceStatus) and lost.state == "lost"
+    assert core.next_deadline() is None and core.due(20.0) == []  # its silence says nothing
+    back, away = core.reader_status(b" Online\n", 20.5)
+    assert isinstance(back, DeviceStatus) and back.state == "recovered"
+    assert "20.00s" in back.detail
+    assert isinstance(away, Misread) and away.cause == "away"
+    assert core.due(21.15) == []  # 0.3 + 0.65 s of silence on a working link
+    (removed,) = core.due(21.25)  # 0.3 + 0.75: the whole remove_after
+    assert isinstance(removed, CardRemoved) and removed.value == "As"
+    (refused,) = core.reader_status(b"sleeping", 22.0)
+    assert isinstance(refused, DeviceStatus) and refused.state == "reader_rejected"
+
+
+@given(st.binary(max_size=64), st.floats(0, 100))
+def test_any_status_payload_is_a_change_nothing_or_a_rejection(payload: bytes, at: float) -> None:
+    core = ReaderCore(TABLE, TIMES, name="t")
+    for read in core.reader_status(payload, at):
+        assert isinstance(read, DeviceStatus)
+        assert read.state in ("lost", "reader_rejected")
