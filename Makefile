@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 RUN_STAMP := $(VENV)/.installed-run-stamp
 
-.PHONY: run test check lint typecheck imports bench chaos clean gallery
+.PHONY: run test test-fast check lint typecheck imports bench chaos clean gallery
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ $(RUN_STAMP): pyproject.toml
 	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml
+	@{ [ -e /usr/include/PCSC/winscard.h ] && command -v swig >/dev/null 2>&1; } || { \
+	  echo "libpcsclite-dev or swig not found: installing them with apt-get (pyscard, the"; \
+	  echo "PC/SC readers' extra in dev, is built on them)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpcsclite-dev swig; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -24,14 +28,15 @@ $(STAMP): pyproject.toml
 
 ## make run: a simulated Teen Patti 20-20 table, on Mosquitto at 127.0.0.1:1883 if one answers,
 ## otherwise on an embedded broker, and the studio beside it (its address is printed: dealer
-## screen and overlay on 127.0.0.1:8080, or a free port). Ctrl-C stops the table; the studio
+## screen and overlay on 127.0.0.1:8080; taken: an error naming its holder). Ctrl-C stops the table; the studio
 ## keeps serving (--linger: the secure-delay overlay shows the last result) until Ctrl-C again.
-## RUN_ARGS adds options to `tablectl run` (--no-studio, --studio-port P).
+## RUN_ARGS adds options to `tablectl run` (--no-studio, --studio-port P, 0: a free one).
 run: $(RUN_STAMP)
 	$(BIN)/tablectl run --simulate --show --linger $(RUN_ARGS)
 
-## make test: the whole suite. Installs Mosquitto, PostgreSQL and Chromium (the studio's page
-## tests, driven by Playwright: no browser is downloaded) with apt-get when missing.
+## make test: the whole suite. Installs Mosquitto, PostgreSQL, Chromium (the studio's page
+## tests, driven by Playwright: no browser is downloaded), pcscd and vsmartcard-vpcd (the PC/SC
+## readers' tests) with apt-get when missing.
 test: $(STAMP)
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
 	  echo "mosquitto not found: installing it with apt-get"; \
@@ -42,7 +47,17 @@ test: $(STAMP)
 	@[ -x /usr/bin/chromium ] || { \
 	  echo "chromium not found: installing it with apt-get (the studio's page tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@{ [ -x /usr/sbin/pcscd ] && [ -e /usr/lib/pcsc/drivers/serial/libifdvpcd.so ]; } || { \
+	  echo "pcscd or vsmartcard-vpcd not found: installing them with apt-get (the PC/SC readers'"; \
+	  echo "tests run a private pcscd with a virtual reader: simulators/pcscd.py)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pcscd vsmartcard-vpcd; }
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+## make test-fast: the tier a developer runs on every change, in under a minute: tests/unit and
+## the end-to-end cases on the in-memory null modem and broker (memory://), without Mosquitto,
+## PostgreSQL, Chromium, a pty or a child process (pytest --fast; tests/conftest.py).
+test-fast: $(STAMP)
+	$(BIN)/pytest --fast -q $(PYTEST_ARGS)
 
 ## make gallery: the screenshot matrix (tests/studio/test_gallery.py: every game, page and
 ## state on a real simulated table, in Chromium) at half scale, its chosen shots written to
