@@ -44,6 +44,7 @@ async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | Non
     from drivers.enrolment import enrol, write_code_table
     from drivers.errors import UnsupportedUrl
     from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
+    from drivers.pcsc_url import PcscSpec
     from drivers.profile_source import ProfileCardSource
     from drivers.source import CardSource, DriverSettings, ProfileSpec, parse_url
 
@@ -51,6 +52,10 @@ async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | Non
     source: CardSource
     if isinstance(spec, MqttReaderSpec | JsonLinesSpec):
         source = _tag_reader(url, spec)
+    elif isinstance(spec, PcscSpec):
+        from drivers.pcsc_source import PcscCardSource
+
+        source = PcscCardSource(url, spec, DriverSettings(heartbeat_timeout=None), raw_codes=True)
     elif not isinstance(spec, ProfileSpec):
         raise UnsupportedUrl(
             "enrolment reads a profile+serial:// device (wire protocol v1 sends cards, not "

@@ -239,3 +239,34 @@ async def test_check_config_opens_the_reader_and_names_it_and_its_deck() -> None
     bad_codes = await check_device("pcsc://?reader=X&codes=/nonexistent.toml", SETTINGS, 5.0)
     assert bad_codes.verdict == "FAIL"
     assert "/nonexistent.toml" in bad_codes.detail
+
+
+async def test_a_deck_is_enrolled_from_a_pcsc_reader_by_its_uids() -> None:
+    from drivers.enrolment import enrol
+    from drivers.pcsc_url import parse_pcsc_url
+
+    async with pcsc_table() as daemon:
+        url = pcsc_url(daemon, "ACS ACR122U")
+        source = PcscCardSource(
+            url, parse_pcsc_url(url, "pcsc"), DriverSettings(heartbeat_timeout=None), raw_codes=True
+        )
+        await source.open()
+        card = VirtualCard("127.0.0.1", daemon.slot("ACS ACR122U").port)
+        asked: list[str] = []
+
+        async def dealer() -> None:
+            # The operator puts each card asked for down, and lifts it once it was read.
+            for uid in (AS, KD):
+                await card.place(uid)
+                await card.uid_read.wait()
+                await card.remove()
+
+        try:
+            task = asyncio.create_task(dealer(), name="enrol-dealer")
+            async with asyncio.timeout(10):
+                table = await enrol(source, ["As", "Kd"], deck="test-deck", say=asked.append)
+            await task
+        finally:
+            await source.close()
+    assert table.codes == {AS.hex().upper(): "As", KD.hex().upper(): "Kd"}
+    assert asked
