@@ -24,7 +24,11 @@ from drivers.queued import QueuedReads
 from drivers.reader_json import ReaderCore, load_reader_setup
 from drivers.source import DriverSettings
 
-__all__ = ["TagReaderSource"]
+__all__ = ["STALL", "TagReaderSource"]
+
+STALL = 0.25
+"""Seconds a latch deadline may be overdue before it counts as this process's stall (an
+outage of the link, not the tags' absence): far above a loaded loop's lateness (a few ms)."""
 
 
 class TagReaderSource(QueuedReads):
@@ -101,14 +105,30 @@ class TagReaderSource(QueuedReads):
         It sleeps until the core's next deadline, or until a message changes it (``_take``
         wakes it), and never touches the transport: a receive is never cancelled by a timer
         (aiomqtt's message iterator loses the message a cancelled wait had taken).
+
+        A wake-up later than :data:`STALL` after its deadline means this process could not
+        listen (its event loop was held up: a long collection, a swap, a starved CPU): the
+        messages of that time may still wait unread in the socket. The time since this task
+        last ran is counted as the link's outage (``link_lost``/``link_back``), not as the
+        tags' absence (a removal then comes later, never wrongly); else a stall longer than
+        the removal time would remove every card on the table.
         """
+        listening = time.monotonic()
         while True:
             self._wake.clear()
             deadline = self.core.next_deadline()
-            delay = None if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            delay = None if deadline is None else deadline - now
+            if delay is not None and delay <= -STALL:
+                # Held up: from the last time this task ran, nothing could be heard.
+                self.core.link_lost(listening)
+                self.core.link_back(now)
+                listening = now
+                continue
             if delay is not None and delay <= 0:
                 self._tick()
                 continue
+            listening = now
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()

@@ -10,8 +10,10 @@ not removed, and the next card is read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import aiomqtt
@@ -295,3 +297,29 @@ async def test_a_readers_wifi_lost_is_a_lost_reader_and_removes_nothing(mosquitt
     assert removed.at > second.at  # lifted for the Kd, not removed by the reader's silence
     assert [r.cause for r in seen if isinstance(r, Misread)] == ["away"]
     assert source.losses == 0  # the broker link never failed: the reader did
+
+
+async def test_a_stall_of_the_table_process_removes_nothing():
+    """The table's event loop held up for three removal times (``time.sleep``: nothing can be
+    heard meanwhile) with a card lying on a JSON-lines reader: the stall counts as the link's
+    outage, not the card's absence, so nothing is removed; the next card is read."""
+    sim = JsonReaderSimulator(load_reader_codes(None), cards=["As", "Kd"], repeat=0.02)
+    async with asyncio.timeout(30), sim.serve_pty() as path:
+        url = f"jsonl+serial://{path}?cues=1&place_after_ms=30&remove_after_ms=300"
+        source = SupervisedCardSource(url, SETTINGS)
+        await source.open()
+        seen: list[Read] = []
+        try:
+            await source.expect(1, 0, "S0")
+            first = await _until(source, CardRead, seen)
+            assert isinstance(first, CardRead) and first.value == "As"
+            time.sleep(1.0)  # noqa: ASYNC251 (on purpose: the whole process held up)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.6):
+                    await _until(source, CardRemoved, seen)
+            assert not [r for r in seen if isinstance(r, CardRemoved)], seen
+            await source.expect(1, 1, "S1")
+            second = await _until(source, CardRead, seen)
+            assert isinstance(second, CardRead) and second.value == "Kd"
+        finally:
+            await source.close()
