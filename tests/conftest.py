@@ -41,7 +41,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # `tablectl run --simulate` starts a studio on 8080 unless told otherwise, and a taken port is an
 # error: the suite's tables (several at once under xdist, and a developer's `make run`) take a
 # free port each. A test of the port itself passes --studio-port.
-os.environ["TABLECTL_STUDIO_PORT"] = "0"
+os.environ["TABLECTL_STUDIO_HTTP__PORT"] = "0"
 
 INFRA_FIXTURES = frozenset(
     {"mosquitto", "mosquitto_session", "postgres_cluster", "archive_db", "browser"}

@@ -132,7 +132,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "driver; a position reader's profile (rfid-ntag) makes a table of one reader a hand; "
         "mqtt-json: one simulated ESP32 RFID reader a hand publishing to the table's broker "
         "(mqtt-reader://); pcsc-uid: a virtual ACR122U on a private pcscd (vsmartcard-vpcd), "
-        "read through pyscard (pcsc://)",
+        "read through pyscard (pcsc://); pepper-c1: a simulated Eccel Pepper C1, an antenna "
+        "a hand, polled through pepper+serial://",
     )
     sim.add_argument(
         "--codes",
@@ -195,8 +196,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=None,
         metavar="PORT",
-        help="the studio's port on 127.0.0.1 (default 8080, or TABLECTL_STUDIO_PORT; taken: an "
-        "error naming the process holding it; 0: a free port)",
+        help="the studio's port on 127.0.0.1 (default 8080, or TABLECTL_STUDIO_HTTP__PORT as "
+        "for tablectl studio; taken: an error naming the process holding it; 0: a free port)",
     )
     studio.add_argument(
         "--linger",
@@ -764,21 +765,22 @@ def _check_studio_options(args: argparse.Namespace) -> None:
 
 
 def _default_studio_port() -> int:
-    """The studio's port when ``--studio-port`` is not given: 8080, or TABLECTL_STUDIO_PORT.
+    """The studio's port when ``--studio-port`` is not given: 8080, or the environment's.
 
-    The variable is for a machine where 8080 is someone else's (and for the test suite,
-    whose tables each take a free port: 0).
+    ``TABLECTL_STUDIO_HTTP__PORT`` is the variable ``tablectl studio`` reads for its
+    ``[http] port``: one name for one thing. For a machine where 8080 is someone else's (and
+    the test suite, whose tables each take a free port: 0).
 
     Raises:
         ConfigError: The variable is not a whole number.
     """
-    text = os.environ.get("TABLECTL_STUDIO_PORT", "").strip()
+    text = os.environ.get("TABLECTL_STUDIO_HTTP__PORT", "").strip()
     if not text:
         return 8080
     if not text.isdigit():
         raise ConfigError(
-            f"TABLECTL_STUDIO_PORT must be a port number (0-65535), not {text!r}",
-            field="TABLECTL_STUDIO_PORT",
+            f"TABLECTL_STUDIO_HTTP__PORT must be a port number (0-65535), not {text!r}",
+            field="TABLECTL_STUDIO_HTTP__PORT",
         )
     return int(text)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,11 +66,18 @@ def test_the_environment_overrides_a_field(tmp_path):
     assert settings.secure.password.get_secret_value() == "pw"
 
 
+def _without_the_suites_port() -> dict[str, str]:
+    """The environment without the suite's studio port (tests/conftest.py), which as the
+    studio's own override (TABLECTL_STUDIO_HTTP__PORT) would replace the file's."""
+    return {k: v for k, v in os.environ.items() if k != "TABLECTL_STUDIO_HTTP__PORT"}
+
+
 @pytest.mark.infra
 def test_tablectl_studio_stops_at_start_on_a_broken_config(tmp_path):
     path = write(tmp_path, '[http]\nport = "eighty"\n')
     done = subprocess.run(
         [sys.executable, "-m", "controller.cli", "studio", "--config", str(path)],
+        env=_without_the_suites_port(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -126,6 +134,7 @@ def test_tablectl_studio_refuses_a_secure_feed_on_0_0_0_0_without_a_token(tmp_pa
     path = write(tmp_path, '[http]\nhost = "0.0.0.0"\nport = 0\n[secure]\ndelay_seconds = 5\n')
     done = subprocess.run(
         [sys.executable, "-m", "controller.cli", "studio", "--config", str(path)],
+        env=_without_the_suites_port(),
         capture_output=True,
         text=True,
         timeout=60,
