@@ -22,7 +22,8 @@ PC/SC call runs in a worker thread and every await on one is bounded by the prof
   :class:`~drivers.source.CardRead` of the card the code table maps the UID to; a UID the
   table does not know is ``Misread("unknown_code")`` naming it (a tag of another deck is
   never guessed); a removal is a :class:`~drivers.source.CardRemoved`.
-* A tag in the field that does not answer (``SCARD_STATE_MUTE``) is ``Misread("device")``.
+* A tag in the field that does not answer (``SCARD_STATE_MUTE``) is ``Misread("device")``,
+  and so is a card that came and went between two states (pcscd counted it, nobody read it).
 * pcscd gone (stopped, restarted: ``SCARD_E_NO_SERVICE``...), the reader unplugged
   (``SCARD_STATE_UNAVAILABLE`` / ``UNKNOWN``, ``SCARD_E_UNKNOWN_READER``) or a call that does
   not return in time end the source with :class:`~drivers.errors.ConnectionLost` /
@@ -385,6 +386,16 @@ class PcscCardSource(QueuedReads):
                     await self._card_arrived(context, reader, event, at)
                 elif not present and (was_present or first):
                     self._emit(self._latch.feed(FieldEmpty(None, at)))
+                elif not present and changed_card:  # a card came and went between two states
+                    self._put(
+                        Misread(
+                            "device",
+                            f"{reader}: a card was on the reader too briefly to be read: put it "
+                            "down again",
+                            None,
+                            at,
+                        )
+                    )
                 first = False
         except DriverError as exc:
             self._log.error("card_source_failed", error=str(exc))
