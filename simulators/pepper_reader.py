@@ -100,6 +100,8 @@ class PepperReaderSimulator:
         relift_seconds: How long the table stays clear between rounds (the cards of one round
             removed before the next are put down): longer than the host latch's removal time.
         faults: What goes wrong.
+        one_at_a_time: The dealer takes its last card away before putting the next down
+            (a reader used to enrol a deck or check one: one card on it at a time).
     """
 
     def __init__(
@@ -115,6 +117,7 @@ class PepperReaderSimulator:
         deal_delay: float = 0.0,
         relift_seconds: float = 0.5,
         faults: PepperFaults | None = None,
+        one_at_a_time: bool = False,
     ) -> None:
         if not 1 <= antennas <= 8 or not 1 <= default_antenna <= antennas:
             raise ValueError(f"antennas 1-8 and the default among them: {antennas}")
@@ -132,6 +135,7 @@ class PepperReaderSimulator:
         self._default = default_antenna
         self._deal_delay = deal_delay
         self._relift = relift_seconds
+        self._one_at_a_time = one_at_a_time
         self._round: int | None = None
         self._shoe: list[str] = []
         self._last: tuple[int, str] | None = None
@@ -383,6 +387,8 @@ class PepperReaderSimulator:
 
     async def _deal(self, antenna: int) -> None:
         faults = self.faults
+        if self._one_at_a_time and self._last is not None:
+            self.lift(*self._last)
         card = self._next_card()
         if card is None:
             self._log.warning("the dealer has no card left", antenna=antenna)

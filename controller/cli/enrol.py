@@ -45,6 +45,7 @@ async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | Non
     from drivers.errors import UnsupportedUrl
     from drivers.json_readers import JsonLinesSpec, MqttReaderSpec
     from drivers.pcsc_url import PcscSpec
+    from drivers.pepper_url import PepperSpec
     from drivers.profile_source import ProfileCardSource
     from drivers.source import CardSource, DriverSettings, ProfileSpec, parse_url
 
@@ -56,6 +57,11 @@ async def enrol_deck(url: str, deck: str, out: Path, *, tag_timeout: float | Non
         from drivers.pcsc_source import PcscCardSource
 
         source = PcscCardSource(url, spec, DriverSettings(heartbeat_timeout=None), raw_codes=True)
+    elif isinstance(spec, PepperSpec):
+        from drivers.pepper_source import PepperCardSource
+
+        settings = DriverSettings(heartbeat_timeout=None)
+        source = PepperCardSource(url, spec, settings, raw_codes=True)
     elif not isinstance(spec, ProfileSpec):
         raise UnsupportedUrl(
             "enrolment reads a profile+serial:// device (wire protocol v1 sends cards, not "

@@ -243,3 +243,20 @@ async def test_a_host_stall_longer_than_the_removal_time_removes_nothing(tmp_pat
         await until(source, CardRead)
         time.sleep(REMOVE_AFTER * 2)  # noqa: ASYNC251 (the fault: the process stalls, no poll)
         assert not any(isinstance(r, CardRemoved) for r in await quiet(source, REMOVE_AFTER))
+
+
+async def test_enrol_reads_a_whole_deck_from_a_pepper_and_the_table_reads_it_back(
+    tmp_path: Path,
+) -> None:
+    """``tablectl enrol --device pepper+serial://...``: each card's UID in the order asked,
+    one card on the antenna at a time; the written table maps the tags as the deck has them."""
+    from controller.cli.enrol import deck_cards, enrol_deck
+    from drivers.profile import load_code_table
+
+    deck = deck_cards("standard")
+    sim = PepperReaderSimulator(TABLE, cards=deck, one_at_a_time=True)
+    out = tmp_path / "deck.toml"
+    async with asyncio.timeout(30), sim.serve_pty() as path:
+        assert await enrol_deck(f"pepper+serial://{path}?cues=1", "standard", out) == 0
+    written = load_code_table(out)
+    assert written.codes == {TABLE.code_of(card): card for card in deck}
