@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.drivers import VALUES, Result, frames, pty_port, through_driver
 from drivers.reader_profile import load_reader_profile
 from drivers.source import CardRead, CardRemoved, DriverSettings, open_card_source
-from simulators.pcscd import PrivatePcscd
+from simulators.pcscd import PrivatePcscd, pcscd_binary
 from simulators.vpcd import VirtualCard, VirtualTag
 
 SETTINGS = DriverSettings(heartbeat_timeout=None, read_timeout=1.0)
@@ -137,6 +137,12 @@ def _constant(value: float, data: bytes) -> float:
 
 async def pcsc_rows(count: int, repeat: int) -> None:
     """The PC/SC row beside the framed driver on a pty, paced alike, ``repeat`` times."""
+    if pcscd_binary() is None:
+        print(
+            "PC/SC reader: skipped (pcscd or vsmartcard-vpcd is not installed; make test "
+            "installs them)"
+        )
+        return
     runs: list[tuple[Result, Result, list[float]]] = []
     daemon = PrivatePcscd("ACS ACR122U")
     await daemon.start()
