@@ -383,7 +383,7 @@ class PepperCardSource(QueuedReads):
                 "unknown_code",
                 self._where(
                     event.antenna,
-                    f"tag {event.uid} is not in the code table {table!r} (a tag of another "
+                    f"tag {event.uid!r} is not in the code table {table!r} (a tag of another "
                     "deck?): take it away",
                 ),
                 None,

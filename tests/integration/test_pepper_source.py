@@ -260,3 +260,28 @@ async def test_enrol_reads_a_whole_deck_from_a_pepper_and_the_table_reads_it_bac
         assert await enrol_deck(f"pepper+serial://{path}?cues=1", "standard", out) == 0
     written = load_code_table(out)
     assert written.codes == {TABLE.code_of(card): card for card in deck}
+
+
+async def test_deck_check_on_a_pepper_reports_missing_and_unknown(tmp_path: Path) -> None:
+    """``tablectl deck-check --device pepper+serial://...``: the deck put down on four
+    antennas at once; a card missing and a tag of another deck are reported, nothing else."""
+    from controller.cards import Deck
+    from controller.deckcheck import scan_deck
+    from drivers.source import open_card_source
+
+    sim = PepperReaderSimulator(TABLE)
+    cards = [str(piece) for piece in Deck.standard() if str(piece) != "Kd"]
+    for index, card in enumerate(cards):
+        sim.place_card(1 + index % 4, card)
+    sim.place(4, UNKNOWN_UID)
+    async with asyncio.timeout(20), sim.serve_pty() as path:
+        source = open_card_source(f"pepper+serial://{path}?antennas=1,2,3,4", SETTINGS)
+        await source.open()
+        try:
+            report = await scan_deck(
+                source, Deck.standard(), idle_seconds=0.3, first_read_seconds=3.0
+            )
+        finally:
+            await source.close()
+    assert report.missing == ("Kd",) and report.read == 51
+    assert report.unknown == (UNKNOWN_UID,) and not report.duplicated and not report.extra
