@@ -229,7 +229,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--profile",
         metavar="NAME",
         help="speak a device profile instead of wire protocol v1 (line-shoe, barcode-crlf, "
-        "rfid-ntag, or a .toml path), on a pty; without --cards or --seed the game's deck is "
+        "rfid-ntag, or a .toml path), on a pty (pcsc-uid: a virtual ACR122U on a private "
+        "pcscd); without --cards or --seed the game's deck is "
         "put on the reader in order, as `tablectl enrol` asks for it (docs/drivers.md)",
     )
     parser.add_argument(
@@ -256,6 +257,8 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(level="INFO", stream=sys.stderr)
 
+    if args.profile == "pcsc-uid":
+        return _run_pcsc(args)
     if args.profile is not None:
         return _run_profile(args)
     if args.codes is not None:
@@ -302,6 +305,77 @@ def _run_profile(args: argparse.Namespace) -> int:
         return 1
     print(f"put {len(simulator.drawn)} card(s) on the reader", file=sys.stderr)
     return 0
+
+
+def _run_pcsc(args: argparse.Namespace) -> int:
+    """``--profile pcsc-uid``: a virtual ACR122U on a private pcscd until Ctrl-C.
+
+    The first line is the ``pcsc://`` URL (with ``pcscd=``, the private pcscd's socket: any
+    process on this computer reaches it), then a ``tablectl enrol`` line. The dealer puts the
+    deck's cards on the reader one by one, in the order ``tablectl enrol`` asks for them, each
+    until it is read (and again every 5 s until something reads it).
+    """
+    from drivers.errors import DriverError
+    from simulators.errors import SimulatorError
+
+    if args.tcp is not None:
+        print("tablectl simulate-scanner: pcsc-uid serves through pcscd, not TCP", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve_pcsc(args))
+    except KeyboardInterrupt:
+        pass
+    except (SimulatorError, DriverError) as exc:
+        print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve_pcsc(args: argparse.Namespace) -> None:
+    from urllib.parse import quote
+
+    from drivers.reader_profile import load_reader_profile
+    from simulators.decks import deck_for_game
+    from simulators.pcsc_dealer import PcscDealer
+    from simulators.pcscd import PrivatePcscd
+    from simulators.vpcd import VirtualCard
+
+    loaded = load_reader_profile("pcsc-uid", args.codes)
+    deck = [str(piece) for piece in deck_for_game(args.game)]
+    cards = args.cards.replace(",", " ").split() if args.cards is not None else None
+    if cards is None and args.seed is None:
+        cards = deck  # in order: the order `tablectl enrol` asks
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    daemon = PrivatePcscd("ACS ACR122U")
+    await daemon.start()
+    try:
+        slot = daemon.slot("ACS ACR122U")
+        dealer = PcscDealer(
+            VirtualCard("127.0.0.1", slot.port),
+            loaded.table,
+            deck,
+            seed=args.seed or 0,
+            cards=cards,
+            interval=max(args.deal_delay, 0.5),
+        )
+        url = f"pcsc://?reader={quote(slot.name)}&pcscd={quote(str(daemon.socket_path))}"
+        print(f"device: {url}", flush=True)
+        print(
+            f"enrol:  tablectl enrol --device '{url}' --deck standard --out deck.toml", flush=True
+        )
+        task = asyncio.create_task(dealer.run(), name="pcsc-sim-dealer")
+        try:
+            await stop.wait()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        print(f"put {len(dealer.drawn)} card(s) on the reader", file=sys.stderr)
+    finally:
+        await daemon.close()
 
 
 def _line_simulator(args: argparse.Namespace) -> LineDeviceSimulator:
