@@ -35,13 +35,17 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from controller.errors import TablectlError
+
+if TYPE_CHECKING:  # imported where a key is used: `cryptography` costs 9 MiB of RSS
+    # (OpenSSL's bindings), which a process that never meets a key (an unsigned table's
+    # archive beside it, docs/performance.md "The demo") does not load.
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 ALGORITHM = "Ed25519"
 """The only signature algorithm we produce and accept."""
@@ -104,6 +108,9 @@ class Signer:
         Raises:
             SignatureError: The file cannot be read or does not hold an Ed25519 private key.
         """
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         file = Path(path)
         key = _read_pem_key(
             file,
@@ -149,6 +156,8 @@ def verify_envelope(envelope: dict[str, Any] | bytes | str, public_key: Ed25519P
         envelope: The message as received (bytes or text of the JSON object) or parsed.
         public_key: The table's Ed25519 public key (see :func:`load_public_key`).
     """
+    from cryptography.exceptions import InvalidSignature
+
     try:
         if isinstance(envelope, bytes | str):
             envelope = json.loads(envelope)
@@ -211,6 +220,9 @@ def load_public_key(path: str | Path) -> Ed25519PublicKey:
     Raises:
         SignatureError: The file cannot be read or does not hold an Ed25519 public key.
     """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     file = Path(path)
     key = _read_pem_key(file, "public key", "a PEM public key", serialization.load_pem_public_key)
     if not isinstance(key, Ed25519PublicKey):
@@ -265,6 +277,9 @@ def generate_keypair(directory: str | Path, key_id: str) -> tuple[Path, Path]:
     """
     if not key_id or "/" in key_id or key_id.startswith(".") or "\x00" in key_id:
         raise SignatureError(f"key id {key_id!r} cannot be a file name", key_id=key_id)
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     folder = Path(directory)
     private_path = folder / PRIVATE_KEY_NAME.format(key_id=key_id)
     public_path = folder / PUBLIC_KEY_NAME.format(key_id=key_id)

@@ -50,9 +50,8 @@ from __future__ import annotations
 import re
 import zlib
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -65,7 +64,9 @@ from pydantic import (
 from controller.errors import ConfigError
 from controller.mqtt.settings import MqttSettings
 from controller.settings import read_toml_file
-from controller.signing import load_public_key
+
+if TYPE_CHECKING:  # `cryptography` is loaded only when a key is (controller/signing.py)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
 class DatabaseSettings(BaseModel):
@@ -300,6 +301,8 @@ class ArchiveSettings(BaseModel):
         Raises:
             SignatureError: A key file that cannot be read or is not Ed25519.
         """
+        from controller.signing import load_public_key
+
         keys: dict[str, Ed25519PublicKey | None] = {}
         for table, entry in self.tables.items():
             path = entry.public_key

@@ -28,6 +28,11 @@ DEFAULT_NAME = "archive.sqlite"
 """The file ``make run``'s archive is kept in, beside the table's journal."""
 DRAIN_SECONDS = 2.0
 """How long, once the table stops, the archive waits for the table's last messages."""
+GAP_CHECK_SECONDS = 2.0
+"""How often the archive beside one table looks for gaps (an archive instance: 0.5 s). Each
+look is a few statements on the SQLite thread; beside one table, whose messages come from the
+same machine, a gap is rare and found within 3 s instead of 1.5 s, for a quarter of the
+wake-ups (docs/performance.md, "The demo")."""
 
 
 def default_url(journal: Path) -> str:
@@ -48,6 +53,7 @@ def archive_settings(
             "database": {"url": url},
             "mqtt": mqtt.model_copy(update={"client_id": f"tablectl-archive-{table_id}"}),
             "tables": {table_id: {"public_key": public_key}},
+            "gaps": {"check_seconds": GAP_CHECK_SECONDS},
         }
     )
 

@@ -31,11 +31,9 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -50,6 +48,9 @@ from controller.inbound import (
 )
 from controller.messages import ChainHead, StatusMessage
 from controller.signing import ALGORITHM, SIGNATURE_FIELD, why_invalid
+
+if TYPE_CHECKING:  # `cryptography` is loaded only when a table has a key (controller/signing.py)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 SCHEMA_VERSIONS = frozenset({"2", "3"})
 """The contract versions this archive reads (docs/mqtt.md, "Changelog"): 3, and 2 for what a
@@ -198,6 +199,11 @@ class TableKeys:
     verifiers: dict[str, VerifyKey] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not any(key is not None for key in self.tables.values()):
+            object.__setattr__(self, "verifiers", {})
+            return
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
         verifiers = {
             table: VerifyKey(key.public_bytes(Encoding.Raw, PublicFormat.Raw))
             for table, key in self.tables.items()

@@ -75,7 +75,19 @@ READ_PACKETS_MAX = 64
 """Default bound of a burst: ``loop_read`` calls in one readable event at most."""
 
 MISC_SECONDS = 1.0
-"""How often ``loop_misc`` runs (paho's keep-alive and PINGREQ; paho's own loop: 1 s)."""
+"""How often ``loop_misc`` runs at least (paho's keep-alive and PINGREQ; paho's own loop: 1 s).
+
+A client with a longer keep-alive runs it every quarter of its keep-alive instead
+(:func:`misc_seconds`): a PINGREQ goes out at most a quarter late (the broker waits 1.5 times
+the keep-alive), a missing PINGRESP is noticed at most a quarter late, and a process with many
+idle connections (``make run``'s demo: the table's, the studio's, the pit's and the archive's)
+is not woken once a second for each (docs/performance.md, "The demo")."""
+
+
+def misc_seconds(keepalive: int) -> float:
+    """How long ``loop_misc`` sleeps for a client with this keep-alive (seconds)."""
+    return max(MISC_SECONDS, keepalive / 4)
+
 
 Protocol = Literal["5", "3.1.1"] | int
 """``"5"``/``5`` (MQTT 5) or ``"3.1.1"``/``4`` (``aiomqtt.ProtocolVersion`` values work too)."""
@@ -745,7 +757,7 @@ class Client:
     async def _misc_loop(self) -> None:
         try:
             while self.paho.loop_misc() == MQTTErrorCode.MQTT_ERR_SUCCESS:  # noqa: ASYNC110 (paho's clock)
-                await asyncio.sleep(MISC_SECONDS)
+                await asyncio.sleep(misc_seconds(self._keepalive))
         except Exception as exc:  # pragma: no cover - paho reports through on_disconnect
             self._fail(exc)
 

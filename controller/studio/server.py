@@ -90,9 +90,28 @@ class _Server:
         import uvicorn
 
         class Quiet(uvicorn.Server):
+            woken: asyncio.Event | None = None
+
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
                 yield
+
+            async def main_loop(self) -> None:
+                # uvicorn's loop wakes ten times a second to see whether it should exit (and
+                # once a second refreshes the Date header): the studio's largest share of
+                # wake-ups beside a table (docs/performance.md, "The demo"). Here it wakes
+                # once a second for the header, and at once when asked to exit (`wake`).
+                self.woken = asyncio.Event()
+                counter = 0
+                while not await self.on_tick(counter):
+                    counter = (counter + 10) % 864000  # one second of uvicorn's ticks
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(1.0):
+                            await self.woken.wait()
+
+            def wake(self) -> None:
+                if self.woken is not None:
+                    self.woken.set()
 
         config = uvicorn.Config(
             app,  # type: ignore[arg-type]
@@ -111,6 +130,7 @@ class _Server:
         async def stopper() -> None:
             await stop.wait()
             self.server.should_exit = True
+            self.server.wake()
 
         watcher = asyncio.create_task(stopper(), name="studio-http-stop")
         try:

@@ -131,3 +131,30 @@ def test_a_simulated_table_without_studio_and_archive_imports_none_of_them(
     assert "controller.orchestrator" in imported
     heavy = sorted({name.split(".")[0] for name in imported} & set(HEAVY))
     assert heavy == [], f"a simulated table without studio and archive imported {heavy}"
+
+
+def test_the_archive_beside_an_unsigned_table_does_not_load_cryptography(tmp_path):
+    # docs/performance.md, "The demo": OpenSSL's bindings are 9 MiB of the demo's RSS; the
+    # archive loads them only for a table that has a key (the key check still works: the
+    # signed simulation's tests, tests/archive/test_archive_signed_simulation.py).
+    probe = (
+        "import sys\n"
+        "from controller.archive.embedded import archive_settings\n"
+        "from controller.archive.ingest import TableKeys\n"
+        "import controller.archive.consumer, controller.archive.sqlite_store\n"
+        "from controller.mqtt.settings import MqttSettings\n"
+        "config = archive_settings(MqttSettings(urls=['mqtt://127.0.0.1:1']), 'sqlite:///a', 't')\n"
+        "keys = TableKeys(config.public_keys(), 'tables')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'cryptography', 'nacl'}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['nacl']"], done.stdout
