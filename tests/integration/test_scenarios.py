@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from drivers.source import CardRead, DeviceStatus, DriverSettings, Misread
+from drivers.source import CardRead, CardRemoved, DeviceStatus, DriverSettings, Misread
 from drivers.supervisor import SupervisedCardSource
 from simulators.cli import add_fault_arguments, fault_plan_from_args, scenario_from_args
 from simulators.errors import SimulatorConfigError
@@ -144,6 +144,8 @@ async def deal(
             misreads.append(read)
             if read.cause in ("device", "gap"):
                 await source.request_rescan(f"S{len(cards)}", "misread")
+        elif isinstance(read, CardRemoved):
+            raise AssertionError(read)  # the framed scanner is not latched
         elif last is not None and read.value == last.value and read.at - last.at < 0.5:
             continue  # bounce
         else:

@@ -18,6 +18,7 @@ from drivers.codec import ExpectFrame, LedColor, LedFrame, RejectFrame, RescanFr
 from drivers.serial_source import SerialCardSource
 from drivers.source import (
     CardRead,
+    CardRemoved,
     CardSource,
     DeviceStatus,
     DriverSettings,
@@ -58,6 +59,7 @@ class Host:
             if isinstance(read, DeviceStatus):
                 self.statuses.append(read)
                 continue
+            assert not isinstance(read, CardRemoved), read  # the framed scanner is not latched
             self.misreads.append(read)
             if read.cause in ("device", "gap"):
                 await self.source.request_rescan("X", f"misread ({read.cause})")

@@ -119,5 +119,6 @@ def test_a_fold_by_removal_says_the_cards_left_the_reader():
         },
     }
     line = describe(TOPIC, envelope)
+    assert line is not None
     assert line.endswith("(the cards left the reader)"), line
     assert "fold" in line and "seat2" in line, line
