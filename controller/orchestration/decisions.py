@@ -113,9 +113,9 @@ class DecisionWindows:
         except IllegalAction as exc:
             desk.log.warning("removal decides nothing", window=step.window, reason=exc.reason)
             return
-        where = "reached the muck" if not isinstance(read, CardRemoved) else "left its reader"
         who = step.seat if step.seat is not None else "the hand"
-        reason = f"removal: {who}'s cards were taken off its reader (the last {where})"
+        muck = "" if isinstance(read, CardRemoved) else " (the last put on the muck)"
+        reason = f"removal: {who}'s cards left the reader during its action{muck}"
         self._desk.append(
             DecisionAppliedData.model_construct(
                 window=step.window,
