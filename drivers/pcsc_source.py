@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -67,6 +68,9 @@ __all__ = [
 
 GET_UID = (0xFF, 0xCA, 0x00, 0x00, 0x00)
 """PC/SC part 3's contactless "get data" pseudo-APDU for the tag's UID."""
+
+STALL = 0.25
+"""Seconds a state may come later than asked before it counts as a stall of this process."""
 
 UID_TRIES = 3
 """Times the UID is asked for before a card in the field counts as a misread."""
@@ -239,18 +243,22 @@ class PcscCardSource(QueuedReads):
     ) -> _T:
         """One PC/SC call in a worker thread, bounded by ``response_ms`` (plus ``extra``).
 
+        A call that returned is taken even when this process looks at it late (a stall of its
+        event loop longer than the bound is not pcscd's silence).
+
         Raises:
             DeviceTimeout: The call did not return in time.
         """
         bound = self.profile.response_ms / 1000 + extra
-        try:
-            async with asyncio.timeout(bound):
-                return await asyncio.to_thread(function, *args)
-        except TimeoutError as exc:
-            raise self._error(
-                DeviceTimeout, f"pcscd did not answer {what} within {bound:g} s",
-                f"response_ms={self.profile.response_ms:g}",
-            ) from exc  # fmt: skip
+        call = asyncio.get_running_loop().run_in_executor(None, functools.partial(function, *args))
+        await asyncio.wait({call}, timeout=bound)
+        if call.done():
+            return call.result()
+        call.cancel()  # the thread finishes on its own; its result is dropped
+        raise self._error(
+            DeviceTimeout, f"pcscd did not answer {what} within {bound:g} s",
+            f"response_ms={self.profile.response_ms:g}",
+        )  # fmt: skip
 
     def _failed(self, what: str, hresult: int) -> DriverError:
         scard = self._scard
@@ -363,6 +371,11 @@ class PcscCardSource(QueuedReads):
                     int(wait * 1000), [(reader, current)], extra=wait,
                 )  # fmt: skip
                 at = time.monotonic()
+                if at - now > wait + STALL:
+                    # This process (or pcscd) could not look: the time since counts as the
+                    # link's outage, not the card's absence (a removal comes later, never
+                    # wrongly: a card lifted and back during a stall is no fold).
+                    self._latch.resumed(at)
                 code = _code(hresult)
                 if code == _code(scard.SCARD_E_TIMEOUT):
                     self._alive_at = at

@@ -12,6 +12,7 @@ import contextlib
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -270,3 +271,76 @@ async def test_a_deck_is_enrolled_from_a_pcsc_reader_by_its_uids() -> None:
             await source.close()
     assert table.codes == {AS.hex().upper(): "As", KD.hex().upper(): "Kd"}
     assert asked
+
+
+class _CardThread:
+    """A virtual card served from a thread of its own (its event loop), so it keeps
+    answering pcscd while the test's loop is held up."""
+
+    def __init__(self, port: int) -> None:
+        import threading
+
+        self.port = port
+        self.loop = asyncio.new_event_loop()
+        self.card: VirtualCard | None = None
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> _CardThread:
+        self.thread.start()
+        self.card = VirtualCard("127.0.0.1", self.port)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.run(self._remove())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+    async def _remove(self) -> None:
+        assert self.card is not None
+        await self.card.remove()
+
+    async def _place(self, uid: bytes) -> None:
+        assert self.card is not None
+        await self.card.place(uid)
+
+    def run(self, coroutine: Any) -> None:
+        asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(5)
+
+    def place_later(self, uid: bytes, seconds: float) -> None:
+        self.loop.call_soon_threadsafe(
+            lambda: self.loop.call_later(seconds, lambda: self.loop.create_task(self._place(uid)))
+        )
+
+
+@pytest.mark.parametrize("rule", ["stall-is-no-absence", "control-without-the-rule"])
+async def test_a_stall_of_this_process_removes_nothing(
+    rule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import drivers.pcsc_source
+
+    if rule == "control-without-the-rule":
+        monkeypatch.setattr(drivers.pcsc_source, "STALL", float("inf"))
+    async with pcsc_table() as daemon:
+        source = build(pcsc_url(daemon, "ACS ACR122U"), SETTINGS)
+        await source.open()
+        try:
+            with _CardThread(daemon.slot("ACS ACR122U").port) as card:
+                card.run(card._place(AS))
+                assert isinstance(await next_of(source), CardRead)
+                card.run(card._remove())
+                await asyncio.sleep(0.7)  # pcscd (a 400 ms poll) and the driver see it gone
+                card.place_later(AS, 0.2)  # back during the stall, within the 600 ms latch
+                time.sleep(1.5)  # noqa: ASYNC251 - this process held up past the removal time
+                reads: list[Read] = []
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.5):
+                        while True:
+                            reads.append(await source.next_read())
+        finally:
+            await source.close()
+    if rule == "stall-is-no-absence":
+        assert reads == []  # the same placement: no removal, no second read
+    else:
+        # Without the rule the stall reads as the card's absence: a removal (a fold in
+        # Hold'em) and the card read again. The test above fails without the rule.
+        assert [type(read) for read in reads] == [CardRemoved, CardRead]
