@@ -403,12 +403,25 @@ class JsonReaderSimulator:
                 await connected.wait()
             async with self._running():
                 _log.info("json_readers_serving", broker=f"{host}:{port}", prefix=prefix)
-                yield {r.name: (r.topic, r.cmd_topic) for r in self._readers.values()}
+                try:
+                    yield {r.name: (r.topic, r.cmd_topic) for r in self._readers.values()}
+                finally:
+                    await self._clear_statuses(seconds)
         finally:
             self._publish = None
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _clear_statuses(self, seconds: float) -> None:
+        """Delete the readers' retained statuses (a simulation leaves nothing on a broker)."""
+        client = self._client
+        if client is None:
+            return
+        for reader in self._readers.values():
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(seconds):
+                    await client.publish(f"{reader.topic}/status", b"", qos=1, retain=True)
 
     def _dropped(self, reader: _Reader, payload: bytes) -> None:
         self.stats.dropped_bytes += len(payload)
