@@ -571,7 +571,9 @@ async def game_stage(
                 betting={"think_seconds": 0.05, "policy": FirstWindowWaits(seed=seed)},
                 round_settings={
                     "betting_seconds": 3.0,
-                    "pause_seconds": 3.0,
+                    # The result shows through the pause: long enough for every page's shot
+                    # with four test workers sharing two cores (3 s was not, once).
+                    "pause_seconds": 5.0,
                     "device_halt_seconds": 0.5,
                 },
             ):
