@@ -203,6 +203,7 @@ class PcscCardSource(QueuedReads):
         table: The deck's code table (tag UID -> card).
         skipped_commands: Commands a PC/SC reader has no counterpart for (not sent).
         uid_reads: UIDs read from the reader (every presence, before the latch).
+        emptied_at: ``time.monotonic()`` when the reader last reported its field empty.
     """
 
     loses_reads_while_away: ClassVar[bool] = False
@@ -230,6 +231,7 @@ class PcscCardSource(QueuedReads):
         self.reader: str | None = None
         self.skipped_commands = 0
         self.uid_reads = 0
+        self.emptied_at: float | None = None
 
     @property
     def last_heartbeat_at(self) -> float | None:
@@ -395,10 +397,10 @@ class PcscCardSource(QueuedReads):
                 current = event & ~scard.SCARD_STATE_CHANGED
                 if present and (not was_present or changed_card):
                     if was_present:  # removed and placed again between two states
-                        self._emit(self._latch.feed(FieldEmpty(None, at)))
+                        self._field_empty(at)
                     await self._card_arrived(context, reader, event, at)
                 elif not present and (was_present or first):
-                    self._emit(self._latch.feed(FieldEmpty(None, at)))
+                    self._field_empty(at)
                 elif not present and changed_card:  # a card came and went between two states
                     self._put(
                         Misread(
@@ -413,6 +415,10 @@ class PcscCardSource(QueuedReads):
         except DriverError as exc:
             self._log.error("card_source_failed", error=str(exc))
             self._queue.put_nowait(exc)
+
+    def _field_empty(self, at: float) -> None:
+        self.emptied_at = at
+        self._emit(self._latch.feed(FieldEmpty(None, at)))
 
     async def _card_arrived(self, context: Any, reader: str, event: int, at: float) -> None:
         scard = self._scard

@@ -322,13 +322,17 @@ async def test_a_stall_of_this_process_removes_nothing(
         monkeypatch.setattr(drivers.pcsc_source, "STALL", float("inf"))
     async with pcsc_table() as daemon:
         source = build(pcsc_url(daemon, "ACS ACR122U"), SETTINGS)
+        assert isinstance(source, PcscCardSource)
         await source.open()
         try:
             with _CardThread(daemon.slot("ACS ACR122U").port) as card:
                 card.run(card._place(AS))
                 assert isinstance(await next_of(source), CardRead)
+                lifted = time.monotonic()
                 card.run(card._remove())
-                await asyncio.sleep(0.7)  # pcscd (a 400 ms poll) and the driver see it gone
+                async with asyncio.timeout(3):  # pcscd (a 400 ms poll) and the driver see it go
+                    while (source.emptied_at or 0) < lifted:
+                        await asyncio.sleep(0.01)
                 card.place_later(AS, 0.2)  # back during the stall, within the 600 ms latch
                 time.sleep(1.5)  # noqa: ASYNC251 - this process held up past the removal time
                 reads: list[Read] = []
