@@ -17,6 +17,12 @@ With ``--profile NAME`` the device is a line-oriented reader of that device prof
 link, then the ``profile+serial://`` URL and a ``tablectl enrol`` command line that reads it.
 Without ``--cards`` or ``--seed`` it puts the game's deck on the reader in order, which is the
 order ``tablectl enrol`` asks for the cards, so a deck can be enrolled against it.
+
+The reader profiles (``drivers/profiles/readers/``) are played too, each printing its
+``device:`` URL and a ``tablectl enrol`` line the same way: ``pcsc-uid`` (a virtual ACR122U on
+a private pcscd), ``pepper-c1`` (an Eccel Pepper C1, ``--pty`` or ``--tcp PORT``, one card on
+its antenna at a time) and ``mqtt-json`` (an ESP32 tag reader: ``--broker URL [--topic T]``
+publishing to a broker, or JSON lines on a pty). A pty mode prints the pty's path first.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from simulators.faults import TIMING, FaultPlan
 from simulators.scenario import Scenario, load_scenario
 
 if TYPE_CHECKING:
+    from controller.broker import BrokerAddress
+    from drivers.profile import CodeTable
     from simulators.line_device import LineDeviceSimulator
     from simulators.scanner import ScannerSimulator
 
@@ -189,6 +197,45 @@ def _seconds(text: str) -> float:
     return value
 
 
+LINE_PROFILES = ("barcode-crlf", "line-shoe", "rfid-ntag")
+"""The shipped line profiles (``drivers/profiles/*.toml``) ``--profile`` plays."""
+
+READER_PROFILES = ("mqtt-json", "pcsc-uid", "pepper-c1")
+"""The shipped reader profiles (``drivers/profiles/readers/*.toml``) ``--profile`` plays."""
+
+
+def playable_profiles() -> tuple[list[str], list[str]]:
+    """The shipped profiles ``--profile`` plays: (line profiles, reader profiles)."""
+    from drivers.profile import shipped_profiles
+    from drivers.reader_profile import shipped_reader_profiles
+
+    readers = [name for name in shipped_reader_profiles() if name in READER_PROFILES]
+    return shipped_profiles(), readers
+
+
+def check_profile(name: str) -> None:
+    """Refuse a ``--profile`` that names nothing ``simulate-scanner`` plays.
+
+    A ``.toml`` path (or any name with a ``/``) is a line profile's file, checked when loaded.
+
+    Raises:
+        SimulatorConfigError: No shipped line or reader profile of that name; the error lists
+            every profile that can be played.
+    """
+    from simulators.errors import SimulatorConfigError
+
+    if name.endswith(".toml") or "/" in name:
+        return
+    lines, readers = playable_profiles()
+    if name not in lines and name not in readers:
+        raise SimulatorConfigError(
+            "no profile of that name to simulate (or give a line profile's .toml path)",
+            profile=name,
+            line_profiles=", ".join(lines),
+            reader_profiles=", ".join(readers),
+        )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the simulate-scanner options to a parser."""
     where = parser.add_mutually_exclusive_group()
@@ -228,10 +275,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         metavar="NAME",
-        help="speak a device profile instead of wire protocol v1 (line-shoe, barcode-crlf, "
-        "rfid-ntag, or a .toml path), on a pty (pcsc-uid: a virtual ACR122U on a private "
-        "pcscd); without --cards or --seed the game's deck is "
-        "put on the reader in order, as `tablectl enrol` asks for it (docs/drivers.md)",
+        help="play a reader instead of wire protocol v1 and print a `tablectl enrol` line: "
+        f"a line profile ({', '.join(LINE_PROFILES)}, or a .toml path) on a pty; or a reader "
+        "profile: pcsc-uid (a virtual ACR122U on a private pcscd), pepper-c1 (an Eccel Pepper "
+        "C1, --pty or --tcp PORT), mqtt-json (an ESP32 tag reader: --broker URL, or JSON "
+        "lines on a pty); without --cards or --seed the game's deck is put on the reader in "
+        "order, as `tablectl enrol` asks for it (docs/drivers.md)",
+    )
+    parser.add_argument(
+        "--broker",
+        metavar="URL",
+        help="with --profile mqtt-json: the broker the reader publishes to (mqtt://HOST[:PORT])",
+    )
+    parser.add_argument(
+        "--topic",
+        metavar="T",
+        help="with --broker: the reader's topic, PREFIX/NAME (NAME its device_id; cues on "
+        "T/cmd, status on T/status; default tablectl/readers/sim-XXXXXX/reader-1)",
     )
     parser.add_argument(
         "--codes", metavar="FILE", help="with --profile: a code table replacing the profile's"
@@ -257,10 +317,11 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(level="INFO", stream=sys.stderr)
 
-    if args.profile == "pcsc-uid":
-        return _run_pcsc(args)
+    if (args.broker is not None or args.topic is not None) and args.profile != "mqtt-json":
+        print("tablectl simulate-scanner: --broker and --topic are for mqtt-json", file=sys.stderr)
+        return 2
     if args.profile is not None:
-        return _run_profile(args)
+        return _run_any_profile(args)
     if args.codes is not None:
         print("tablectl simulate-scanner: --codes needs --profile", file=sys.stderr)
         return 2
@@ -281,6 +342,22 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _run_any_profile(args: argparse.Namespace) -> int:
+    """``--profile NAME``: the line or reader profile named, or exit status 2 naming them all."""
+    from simulators.errors import SimulatorError
+
+    try:
+        check_profile(args.profile)
+    except SimulatorError as exc:
+        print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
+        return 2
+    if args.profile == "pcsc-uid":
+        return _run_pcsc(args)
+    if args.profile in ("pepper-c1", "mqtt-json"):
+        return _run_reader(args)
+    return _run_profile(args)
 
 
 def _run_profile(args: argparse.Namespace) -> int:
@@ -376,6 +453,234 @@ async def _serve_pcsc(args: argparse.Namespace) -> None:
         print(f"put {len(dealer.drawn)} card(s) on the reader", file=sys.stderr)
     finally:
         await daemon.close()
+
+
+_FAULT_OPTIONS = (
+    *(name for _, name, _ in _RATES),
+    "delay",
+    "byte_by_byte",
+    "unplug_every",
+    "unplug_seconds",
+    "heartbeat_stop_after",
+    "heartbeat_stop_seconds",
+    "fault_seed",
+)
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why the options do not fit ``--profile pepper-c1`` / ``mqtt-json`` (``None``: they do)."""
+    if args.scenario is not None:
+        return "--scenario is for wire protocol v1: drop it with --profile"
+    if args.interval is not None:
+        return f"{args.profile} deals on the cues of `tablectl enrol` or a table: drop --interval"
+    if args.profile == "pepper-c1":
+        given = [name for name in _FAULT_OPTIONS if getattr(args, name, None) is not None]
+        if given:
+            return (
+                "pepper-c1 takes no fault options here (its faults are simulators/"
+                f"pepper_reader.py's PepperFaults): drop {', '.join(given)}"
+            )
+        return None
+    if args.tcp is not None:
+        return "mqtt-json serves a broker (--broker URL) or a pty (--pty), not TCP"
+    if args.broker is not None and args.pty:
+        return "mqtt-json: --broker or --pty, not both"
+    if args.topic is not None and args.broker is None:
+        return "--topic needs --broker"
+    return None
+
+
+def _run_reader(args: argparse.Namespace) -> int:
+    """``--profile pepper-c1`` or ``mqtt-json``: the simulated reader until Ctrl-C or SIGTERM.
+
+    The deck's cards go on the reader one at a time, each when ``tablectl enrol`` (or a
+    table) cues it; the last one is lifted as the next goes down.
+    """
+    from drivers.errors import DriverError
+    from simulators.errors import SimulatorError
+
+    refusal = _refusal(args)
+    if refusal is not None:
+        print(f"tablectl simulate-scanner: {refusal}", file=sys.stderr)
+        return 2
+    serve = _serve_pepper if args.profile == "pepper-c1" else _serve_json
+    try:
+        put = asyncio.run(serve(args))
+    except KeyboardInterrupt:
+        return 0
+    except (SimulatorError, DriverError) as exc:
+        print(f"tablectl simulate-scanner: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ValueError) else 1
+    except TimeoutError:
+        print(
+            f"tablectl simulate-scanner: the broker {args.broker} did not take the reader's "
+            "connection within 5 s",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"put {put} card(s) on the reader", file=sys.stderr)
+    return 0
+
+
+def _cards_to_deal(
+    args: argparse.Namespace, table: CodeTable
+) -> tuple[list[str], list[str] | None]:
+    """The game's deck and the script (the deck in enrol's order without --cards or --seed).
+
+    Raises:
+        SimulatorConfigError: A card to deal has no tag in the code table.
+    """
+    from simulators.decks import deck_for_game
+    from simulators.errors import SimulatorConfigError
+
+    deck = [str(piece) for piece in deck_for_game(args.game)]
+    cards = args.cards.replace(",", " ").split() if args.cards is not None else None
+    if cards is None and args.seed is None:
+        cards = list(deck)  # in order: the order `tablectl enrol` asks
+    for card in cards if cards is not None else deck:
+        if table.code_of(card) is None:
+            raise SimulatorConfigError(
+                "a card to deal has no tag in the code table", card=card, table=table.name
+            )
+    return deck, cards
+
+
+def _announce(path: str | None, url: str) -> None:
+    """Print the pty's path (a pty), the device URL and a ready-to-run enrol line."""
+    import shlex
+
+    if path is not None:
+        print(path, flush=True)
+    print(f"device: {url}", flush=True)
+    print(
+        f"enrol:  tablectl enrol --device {shlex.quote(url)} --deck standard --out deck.toml",
+        flush=True,
+    )
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    with contextlib.suppress(NotImplementedError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    return stop
+
+
+async def _serve_pepper(args: argparse.Namespace) -> int:
+    """A simulated Pepper C1 on a pty or TCP until SIGTERM; returns the cards put down."""
+    from drivers.reader_profile import load_reader_profile
+    from simulators.pepper_reader import PepperReaderSimulator
+
+    loaded = load_reader_profile("pepper-c1", args.codes)
+    deck, cards = _cards_to_deal(args, loaded.table)
+    simulator = PepperReaderSimulator(
+        loaded.table,
+        cards=cards,
+        deck=deck,
+        seed=args.seed or 0,
+        deal_delay=args.deal_delay,
+        one_at_a_time=True,
+    )
+    stop = _stop_event()
+    if args.tcp is not None:
+        async with simulator.serve_tcp(args.host, args.tcp) as (host, port):
+            shown = f"[{host}]" if ":" in host else host
+            _announce(None, f"pepper://{shown}:{port}?cues=1")
+            await stop.wait()
+    else:
+        async with simulator.serve_pty() as path:
+            _announce(path, f"pepper+serial://{path}?cues=1")
+            await stop.wait()
+    return len(simulator.stats.dealt)
+
+
+def _reader_topic(args: argparse.Namespace) -> tuple[str, str]:
+    """The simulated reader's topic prefix and name (its device_id) from ``--topic``.
+
+    Raises:
+        SimulatorConfigError: The topic is no reader's topic.
+    """
+    import secrets
+
+    from simulators.errors import SimulatorConfigError
+
+    topic = (
+        args.topic
+        if args.topic is not None
+        else f"tablectl/readers/sim-{secrets.token_hex(3)}/reader-1"
+    )
+    prefix, _, name = topic.rpartition("/")
+    if not name or "/" not in topic or any(ch in topic for ch in "+#\0"):
+        raise SimulatorConfigError(
+            "a reader's topic is PREFIX/NAME, without wildcards (NAME is its device_id)",
+            topic=topic,
+        )
+    if len(name) > 64 or not name.isprintable():
+        raise SimulatorConfigError(
+            "a reader's name (its topic's last level) is 1-64 printable characters", name=name
+        )
+    return prefix, name
+
+
+async def _serve_json(args: argparse.Namespace) -> int:
+    """A simulated ESP32 tag reader on a broker or a pty until SIGTERM; returns the cards."""
+    from urllib.parse import quote
+
+    from drivers.reader_json import load_reader_setup
+    from simulators.decks import deck_for_game
+    from simulators.json_reader import JsonReaderSimulator
+
+    table, _ = load_reader_setup("mqtt-json", args.codes)
+    _, cards = _cards_to_deal(args, table)
+    prefix, name = _reader_topic(args) if args.broker is not None else ("", "reader-1")
+    simulator = JsonReaderSimulator(
+        table,
+        cards=cards,
+        deck=deck_for_game(args.game),
+        seed=args.seed or 0,
+        faults=fault_plan_from_args(args),
+        deal_delay=args.deal_delay,
+        pad_name=name,
+    )
+    stop = _stop_event()
+    if args.broker is None:
+        async with simulator.serve_pty() as path:
+            _announce(path, f"jsonl+serial://{path}?cues=1")
+            await stop.wait()
+        return len(simulator.drawn)
+    broker = _broker(args.broker)
+    async with simulator.serve_mqtt(broker.host, broker.port, prefix) as topics:
+        topic, cmd = topics[name]
+        host = f"[{broker.host}]" if ":" in broker.host else broker.host
+        url = (
+            f"mqtt-reader://{host}:{broker.port}/{quote(topic, safe='/')}"
+            f"?cmd={quote(cmd, safe='/')}&status={quote(topic + '/status', safe='/')}"
+        )
+        _announce(None, url)
+        await stop.wait()
+    return len(simulator.drawn)
+
+
+def _broker(url: str) -> BrokerAddress:
+    """The ``--broker`` URL, read.
+
+    Raises:
+        SimulatorConfigError: Not an ``mqtt://`` broker the simulated reader can reach.
+    """
+    from controller.broker import parse_broker_url
+    from controller.errors import ConfigError
+    from simulators.errors import SimulatorConfigError
+
+    try:
+        broker = parse_broker_url(url)
+    except ConfigError as exc:
+        raise SimulatorConfigError(str(exc), option="--broker") from exc
+    if broker.tls or broker.port == 0:
+        raise SimulatorConfigError(
+            "the simulated reader connects to an mqtt:// broker (no TLS, as mqtt-reader://)",
+            option="--broker",
+            url=url,
+        )
+    return broker
 
 
 def _line_simulator(args: argparse.Namespace) -> LineDeviceSimulator:

@@ -122,7 +122,7 @@ class JsonReaderSimulator:
 
     Args:
         table: The deck's code table (each card's tag).
-        readers: Reader name -> the slots it reads; ``None``: one reader (``reader-1``) for
+        readers: Reader name -> the slots it reads; ``None``: one reader (``pad_name``) for
             every slot, a scan pad.
         cards: Values dealt as written, in order (else a shuffled ``deck`` with ``seed``).
         deck: The deck to deal when no script is given.
@@ -134,6 +134,8 @@ class JsonReaderSimulator:
         collect: Seconds the dealer takes to collect the last round's cards at the next
             round's first cue, before dealing (longer than the latch's removal time: a card of
             the last round dealt again at once would still count as lying there).
+        pad_name: The scan pad's name (its ``device_id`` and its topic's last level)
+            when ``readers`` is ``None``.
 
     Attributes:
         drawn: Every card put down, once, in order.
@@ -155,6 +157,7 @@ class JsonReaderSimulator:
         deal_delay: float = 0.05,
         repeat: float = 0.05,
         collect: float = 0.0,
+        pad_name: str = "reader-1",
     ) -> None:
         self.table = table
         self.faults = faults if faults is not None else FaultPlan()
@@ -166,7 +169,7 @@ class JsonReaderSimulator:
                     "a card to deal has no tag in the code table", card=card, table=table.name
                 )
         self.pad = readers is None
-        bindings = readers if readers is not None else {"reader-1": ()}
+        bindings = readers if readers is not None else {pad_name: ()}
         self._readers = {name: _Reader(name, tuple(slots)) for name, slots in bindings.items()}
         self.repeat = repeat
         self.collect = collect

@@ -285,8 +285,10 @@ class PepperReaderSimulator:
             point_link(self._link, port.path)
 
     @contextlib.asynccontextmanager
-    async def serve_tcp(self, host: str = "127.0.0.1") -> AsyncIterator[tuple[str, int]]:
-        """Serve on a free TCP port; yields ``(host, port)``."""
+    async def serve_tcp(
+        self, host: str = "127.0.0.1", port: int = 0
+    ) -> AsyncIterator[tuple[str, int]]:
+        """Serve on TCP ``port`` (0: a free one); yields ``(host, port)``."""
 
         async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             self._tcp.append(writer)
@@ -299,12 +301,11 @@ class PepperReaderSimulator:
                     self._tcp.remove(writer)
                 writer.close()
 
-        server = await asyncio.start_server(client, host, 0)
+        server = await asyncio.start_server(client, host, port)
         self._server = server
         dealer = asyncio.create_task(self._dealer(), name="pepper-sim-dealer")
         try:
-            port = server.sockets[0].getsockname()[1]
-            yield host, port
+            yield host, server.sockets[0].getsockname()[1]
         finally:
             dealer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
