@@ -456,15 +456,16 @@ async def _serve_pcsc(args: argparse.Namespace) -> None:
 
 
 _FAULT_OPTIONS = (
-    *(name for _, name, _ in _RATES),
-    "delay",
-    "byte_by_byte",
-    "unplug_every",
-    "unplug_seconds",
-    "heartbeat_stop_after",
-    "heartbeat_stop_seconds",
-    "fault_seed",
+    *(flag for flag, _, _ in _RATES),
+    "--delay",
+    "--byte-by-byte",
+    "--unplug-every",
+    "--unplug-seconds",
+    "--heartbeat-stop-after",
+    "--heartbeat-stop-seconds",
+    "--fault-seed",
 )
+"""The fault options, as typed (each ``args.<flag without -- and - as _>``)."""
 
 
 def _refusal(args: argparse.Namespace) -> str | None:
@@ -474,7 +475,11 @@ def _refusal(args: argparse.Namespace) -> str | None:
     if args.interval is not None:
         return f"{args.profile} deals on the cues of `tablectl enrol` or a table: drop --interval"
     if args.profile == "pepper-c1":
-        given = [name for name in _FAULT_OPTIONS if getattr(args, name, None) is not None]
+        given = [
+            flag
+            for flag in _FAULT_OPTIONS
+            if getattr(args, flag.removeprefix("--").replace("-", "_"), None) is not None
+        ]
         if given:
             return (
                 "pepper-c1 takes no fault options here (its faults are simulators/"

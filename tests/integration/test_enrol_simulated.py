@@ -24,7 +24,7 @@ import pytest
 from controller.cards import Deck
 from drivers.profile import CodeTable, load_code_table, load_profile
 from drivers.reader_profile import load_reader_profile
-from tests.support.mosquitto import MosquittoProcess
+from tests.support.mosquitto import MosquittoProcess, free_port
 
 pytestmark = pytest.mark.hil
 
@@ -209,3 +209,18 @@ async def test_enrol_reads_a_whole_deck_from_a_simulated_mqtt_reader(
         tail = await _stopped(simulator)
     assert "put 52 card(s) on the reader" in tail
     _assert_the_deck(out, load_reader_profile("mqtt-json").table)
+
+
+async def test_a_broker_that_does_not_answer_is_named() -> None:
+    """Nothing listens on the port: the simulated reader says so after its 5 s, status 1."""
+    port = free_port("127.0.0.1")
+    simulator = await _command(
+        "simulate-scanner", "--profile", "mqtt-json", "--broker", f"mqtt://127.0.0.1:{port}"
+    )
+    async with asyncio.timeout(30):
+        said, err = await simulator.communicate()
+    assert simulator.returncode == 1
+    assert said == b""  # no URL printed for a reader that is not there
+    assert f"the broker mqtt://127.0.0.1:{port} did not take the reader's connection" in (
+        err.decode()
+    )
