@@ -76,6 +76,42 @@ UID_TRIES = 3
 """Times the UID is asked for before a card in the field counts as a misread."""
 
 _T = TypeVar("_T")
+
+
+def _in_thread(
+    loop: asyncio.AbstractEventLoop, call: Callable[[], _T], what: str
+) -> asyncio.Future[_T]:
+    """Run one blocking PC/SC call in a daemon thread of its own; the future of its result.
+
+    Not the loop's default executor: a call that never returns (a pcscd that died or wedged
+    under it was seen to leave ``SCardGetStatusChange`` waiting for good) would hold the
+    executor's shutdown, and with it the table's exit, for ever. A daemon thread holds
+    nothing: the call is abandoned once its bound has passed.
+    """
+    future: asyncio.Future[_T] = loop.create_future()
+
+    def settle(result: _T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result = call()
+        except BaseException as exc:  # handed to the waiting coroutine
+            outcome: tuple[_T | None, BaseException | None] = (None, exc)
+        else:
+            outcome = (result, None)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name=f"pcsc {what}", daemon=True).start()
+    return future
+
+
 _SOCKET_ENV = "PCSCLITE_CSOCK_NAME"
 _socket_lock = threading.Lock()
 _socket_in_use: str | None = None
@@ -252,11 +288,11 @@ class PcscCardSource(QueuedReads):
             DeviceTimeout: The call did not return in time.
         """
         bound = self.profile.response_ms / 1000 + extra
-        call = asyncio.get_running_loop().run_in_executor(None, functools.partial(function, *args))
+        call = _in_thread(asyncio.get_running_loop(), functools.partial(function, *args), what)
         await asyncio.wait({call}, timeout=bound)
         if call.done():
             return call.result()
-        call.cancel()  # the thread finishes on its own; its result is dropped
+        call.cancel()  # the thread finishes on its own (or never: a wedged pcscd); dropped
         raise self._error(
             DeviceTimeout, f"pcscd did not answer {what} within {bound:g} s",
             f"response_ms={self.profile.response_ms:g}",
