@@ -92,7 +92,7 @@ bench: $(STAMP)
 
 ## make chaos: the full chaos run (200 rounds with crashes, broker restarts, unplugged scanner).
 chaos: $(STAMP)
-	TABLECTL_CHAOS_ROUNDS=200 $(BIN)/pytest tests/chaos -s -p no:cacheprovider
+	TABLECTL_CHAOS_ROUNDS=200 $(BIN)/pytest tests/chaos -s -p no:cacheprovider --timeout 0
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache build *.egg-info
