@@ -26,9 +26,12 @@ def configure_logging(
         level: Minimum level name (``"DEBUG"``, ``"INFO"``, ``"WARNING"``...).
         fmt: ``"json"`` for production (one JSON object per line), ``"console"`` for people,
             ``"auto"`` to pick console when the stream is a terminal.
-        stream: Where log lines go (default: standard error).
+        stream: Where log lines go (default: standard error, as it is at each line).
     """
-    out = stream if stream is not None else cast("TextIO", _StandardError())
+    # Standard error (given or by default) is followed as it is at each line, not kept.
+    out: TextIO = cast("TextIO", _StandardError())
+    if stream is not None and stream is not sys.stderr and stream is not sys.__stderr__:
+        out = stream
     use_json = fmt == "json" or (fmt == "auto" and not out.isatty())
     numeric_level = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
 

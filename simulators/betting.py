@@ -12,7 +12,9 @@ on ``{prefix}/{table}/cmd/decision`` with ``{"command_id", "round", "window", "d
 reads the answers on ``{prefix}/{table}/reply/betting`` (the controller's
 ``command_answered`` envelopes; refusals are logged), and keeps its presence retained on
 ``betting/status`` (``{"state": "online"}``; ``offline`` on a clean stop and as its Last
-Will), the topic the controller's ``StatusWatcher`` follows.
+Will), the topic the controller's ``StatusWatcher`` follows. A presence another client says
+there while it is up (a forged offline) is answered with its online again, at most once a
+second.
 
 Every message it reads goes through the one hardened parse (:mod:`controller.inbound`): the
 events and the answers as typed envelopes, the table's retained ``status`` to anchor a
@@ -201,6 +203,7 @@ class BettingStats:
         commands: Every command sent, in order.
         rejected: Messages read that were not taken (the shared parse's rejections and seqs
             beyond what the table could have sent), by code.
+        reasserted: Times its presence, overwritten by another client, was said again.
     """
 
     windows: int = 0
@@ -212,6 +215,7 @@ class BettingStats:
     refusals: list[tuple[str, str]] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
     rejected: Counter[str] = field(default_factory=Counter)
+    reasserted: int = 0
 
 
 def _status(state: str) -> bytes:
@@ -253,6 +257,7 @@ class _Session:
         self.pending: set[asyncio.Task[None]] = set()
         self.guard = SeqGuard()
         self.rejections = RejectionLog(reader="betting-sim")
+        self.reasserted_at = -1.0
 
     async def serve(self, client: Any) -> None:
         """Birth, subscriptions, then read until ``stop``; offline on the way out."""
@@ -261,6 +266,8 @@ class _Session:
             await client.subscribe(self.table_status, qos=1)
             await client.subscribe(self.events, qos=1)
             await client.subscribe(self.reply, qos=1)
+            # Its own presence too: one overwritten by another client is said again.
+            await client.subscribe(self.status, qos=1)
             # Online once subscribed: a window opened after this is never missed.
             await client.publish(self.status, _status("online"), qos=1, retain=True)
         log.info("simulated betting online", topic=self.events)
@@ -283,6 +290,27 @@ class _Session:
                 self._on_reply(payload)
             elif topic == self.table_status:
                 self._on_status(payload)
+            elif topic == self.status and payload != _status("online"):
+                self._reassert(client, group)
+
+    def _reassert(self, client: Any, group: asyncio.TaskGroup) -> None:
+        """Say online again: another client said this system's presence while it is up.
+
+        Retained, at most once a second: a flood of forged presences costs one publish a
+        second, and its own online never loops.
+        """
+        now = time.monotonic()
+        if now - self.reasserted_at < 1.0:
+            return
+        self.reasserted_at = now
+        self.stats.reasserted += 1
+        log.warning("betting presence overwritten by another client: online again")
+        group.create_task(self._publish_online(client), name="betting-presence-reasserted")
+
+    async def _publish_online(self, client: Any) -> None:
+        with contextlib.suppress(Exception):  # the link's loss is the reader's to report
+            async with asyncio.timeout(self.timeout):
+                await client.publish(self.status, _status("online"), qos=1, retain=True)
 
     def _reject(self, rejection: Rejection, topic: str) -> None:
         self.stats.rejected[rejection.code] += 1

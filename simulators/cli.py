@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.logs import configure_logging
     from simulators.errors import SimulatorError
 
-    configure_logging(level="INFO", stream=sys.stderr)
+    configure_logging(level="INFO")
 
     if (args.broker is not None or args.topic is not None) and args.profile != "mqtt-json":
         print("tablectl simulate-scanner: --broker and --topic are for mqtt-json", file=sys.stderr)

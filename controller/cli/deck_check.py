@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.logs import configure_logging
     from drivers.errors import DriverError
 
-    configure_logging(level="WARNING", stream=sys.stderr)
+    configure_logging(level="WARNING")
     to_table = args.config is not None or args.table_id is not None or args.broker
     if to_table and not args.operator:
         print("tablectl deck-check: --operator NAME is needed to journal it", file=sys.stderr)

@@ -449,3 +449,38 @@ async def test_hostile_messages_on_a_real_broker_leave_it_answering(
             stop.set()
             await asyncio.wait_for(betting, 10)
             await other.publish(f"{base}/status", b"", qos=1, retain=True)
+
+
+async def test_a_presence_overwritten_by_another_client_is_said_again(
+    mosquitto_session: MosquittoBroker,
+) -> None:
+    """A forged ``offline`` on its status topic while it is up: online again (retained)."""
+    broker = mosquitto_session
+    table = f"{TABLE}-presence"
+    status_topic = f"betting/status-{table}"
+    stop = asyncio.Event()
+    stats = BettingStats()
+    async with aiomqtt.Client(broker.host, broker.port, timeout=5) as other:
+        await other.subscribe(status_topic, qos=1)
+        betting = asyncio.create_task(
+            run_simulated_betting(
+                [broker.url], table, seed=3, stop=stop, think_seconds=0.01,
+                network_timeout=5, stats=stats, status_topic=status_topic,
+            ),
+            name="betting-presence",
+        )  # fmt: skip
+        try:
+            states = []
+            async with asyncio.timeout(15):
+                async for message in other.messages:
+                    states.append(json.loads(message.payload)["state"])
+                    if states == ["online"]:
+                        forged = json.dumps({"state": "offline"}).encode()
+                        await other.publish(status_topic, forged, qos=1, retain=True)
+                    if states[-2:] == ["offline", "online"]:
+                        break
+            assert stats.reasserted == 1
+        finally:
+            stop.set()
+            await asyncio.wait_for(betting, 10)
+            await other.publish(status_topic, b"", qos=1, retain=True)

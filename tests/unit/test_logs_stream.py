@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 
 import structlog
 
@@ -28,4 +29,16 @@ def test_a_stream_given_is_kept():
     with contextlib.redirect_stderr(io.StringIO()):
         structlog.get_logger("t").info("kept")
     assert '"event": "kept"' in given.getvalue()
+    configure_logging(level="INFO", fmt="json")
+
+
+def test_standard_error_given_by_name_is_followed_too():
+    """``stream=sys.stderr`` (deck-check, the simulator) means standard error, as it is."""
+    first, second = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(first):
+        configure_logging(level="INFO", fmt="json", stream=sys.stderr)
+    first.close()
+    with contextlib.redirect_stderr(second):
+        structlog.get_logger("t").info("followed")
+    assert '"event": "followed"' in second.getvalue()
     configure_logging(level="INFO", fmt="json")
