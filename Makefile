@@ -7,9 +7,9 @@ BIN    := $(VENV)/bin
 # the checks the dev extra (which includes both). A table computer installs `tablectl` alone.
 STAMP  := $(VENV)/.installed-stamp
 RUN_STAMP := $(VENV)/.installed-run-stamp
-# make test's pytest-xdist workers: four on this 2-core machine (most of a test's time is spent
+# make test's pytest-xdist workers: six on this 2-core machine (most of a test's time is spent
 # waiting on a broker, a process or a browser); 0 runs the suite in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 
 .PHONY: run test test-fast check lint typecheck imports bench chaos clean gallery
 
@@ -54,7 +54,7 @@ test: $(STAMP)
 	  echo "pcscd or vsmartcard-vpcd not found: installing them with apt-get (the PC/SC readers'"; \
 	  echo "tests run a private pcscd with a virtual reader: simulators/pcscd.py)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pcscd vsmartcard-vpcd; }
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 ## make test-fast: the tier a developer runs on every change, in under a minute: tests/unit and
 ## the end-to-end cases on the in-memory null modem and broker (memory://), without Mosquitto,

@@ -70,6 +70,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if INFRA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.infra)
     if not config.getoption("--fast"):
+        # The slow ones first: on workers the suite then ends on short tests, not on a
+        # minute-long one started last.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
         return
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []

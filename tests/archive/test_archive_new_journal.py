@@ -23,7 +23,7 @@ import pytest
 from controller.cli import main
 from controller.journal import Journal, short_journal_id
 
-pytestmark = pytest.mark.hil
+pytestmark = [pytest.mark.hil, pytest.mark.slow]
 
 
 def _run(broker: str, journal: str, archive: str, *game: str) -> None:

@@ -15,10 +15,7 @@ from tests.integration._secure_broker import SecureBroker, make_password_file
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import free_port, have_mosquitto
 
-pytestmark = [
-    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
-    pytest.mark.xdist_group("test_check_config"),
-]
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 
 
 @pytest.fixture(autouse=True)

@@ -45,8 +45,6 @@ from tests.integration._secure_broker import (
 )
 from tests.support.mosquitto import MISSING, have_mosquitto
 
-pytestmark = pytest.mark.xdist_group("test_example_configs")
-
 CONFIG = COMMITTED.parent
 TOKEN = "kq4Yc1n0lDk2Hh8v0V5dRr3xw7tLmZ9a"
 LISTENERS = {8883: "roles", 8884: "controllers"}

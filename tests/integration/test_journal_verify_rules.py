@@ -34,7 +34,7 @@ from simulators.table import Simulation
 from tests.studio._harness import running_table
 from tests.support.rewrite import rewrite
 
-pytestmark = [pytest.mark.hil, pytest.mark.xdist_group("test_journal_verify_rules")]
+pytestmark = pytest.mark.hil
 
 GAMES = (
     "teen-patti-20-20",

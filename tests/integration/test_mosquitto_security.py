@@ -51,10 +51,7 @@ from tests.integration._secure_broker import (
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
 
-pytestmark = [
-    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
-    pytest.mark.xdist_group("test_mosquitto_security"),
-]
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "mosquitto"
 ACL = CONFIG_DIR / "acl"

@@ -33,7 +33,7 @@ import pytest
 
 from controller.journal import Journal
 
-pytestmark = pytest.mark.hil
+pytestmark = [pytest.mark.hil, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -35,10 +35,7 @@ from tests.integration._secure_broker import (
 from tests.support.mosquitto import MISSING as MOSQUITTO_MISSING
 from tests.support.mosquitto import have_mosquitto
 
-pytestmark = [
-    pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING),
-    pytest.mark.xdist_group("test_tls_publisher"),
-]
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason=MOSQUITTO_MISSING)
 
 ACL = Path(__file__).resolve().parents[2] / "config" / "mosquitto" / "acl"
 SECRET = ROLE_PASSWORDS["table-tp-01"]

@@ -33,8 +33,6 @@ from controller.studio.pit.settings import PitSettings, pit_settings
 from tests.support.browser import artifacts_dir
 from tests.support.par_rounds import DAY, fill, tables
 
-pytestmark = pytest.mark.xdist_group("test_pit_today")
-
 FAST = {"n": 2**10, "r": 8, "p": 1}
 TABLES = ["fair", "short", "misread"]
 

@@ -29,7 +29,7 @@ from tests.studio._harness import OBSERVE_CARDS, make_studio_settings, running_s
 from tests.studio.test_overlay_page import Recorder, _epoch, _token
 from tests.support.browser import artifacts_dir
 
-pytestmark = pytest.mark.hil
+pytestmark = [pytest.mark.hil, pytest.mark.slow]
 
 DELAY = 0.5
 """The studio's secure delay (seconds): far shorter than a hand here."""

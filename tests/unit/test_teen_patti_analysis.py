@@ -30,8 +30,6 @@ from controller.games.teen_patti.rules import (
 )
 from tests.unit.test_teen_patti import CATEGORY_ORDER, reference_key
 
-pytestmark = pytest.mark.xdist_group("test_teen_patti_analysis")
-
 BET_IDS = ["player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus"]
 
 
