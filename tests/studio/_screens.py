@@ -570,10 +570,11 @@ async def game_stage(
                 game_options=GAME_OPTIONS[game],
                 betting={"think_seconds": 0.05, "policy": FirstWindowWaits(seed=seed)},
                 round_settings={
-                    "betting_seconds": 3.0,
-                    # The result shows through the pause: long enough for every page's shot
-                    # with four test workers sharing two cores (3 s was not, once).
-                    "pause_seconds": 5.0,
+                    # Betting and the result (shown through the pause) hold long enough for
+                    # every page's shot with six test workers on two cores, the five games'
+                    # matrices at once (3 s was not: shots took up to 3.9 s).
+                    "betting_seconds": 6.0,
+                    "pause_seconds": 6.0,
                     "device_halt_seconds": 0.5,
                 },
             ):
