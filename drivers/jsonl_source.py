@@ -28,6 +28,7 @@ import structlog
 
 from drivers.errors import ConnectionLost, DeviceTimeout, DriverError, TransportError
 from drivers.json_readers import JsonLinesSpec
+from drivers.queued import close_stream
 from drivers.reader_json import MAX_MESSAGE
 from drivers.source import DriverSettings, Read
 from drivers.tag_reader import TagReaderSource
@@ -103,13 +104,7 @@ class JsonLinesCardSource(TagReaderSource):
         self.keep_reads()
         if writer is None:
             return
-        if not writer.transport.is_closing():
-            writer.transport.abort()
-        try:
-            async with asyncio.timeout(self._settings.write_timeout):
-                await writer.wait_closed()
-        except Exception as exc:  # never raises: the error that closed it was reported
-            self._log.debug("card_source_close_error", error=str(exc))
+        await close_stream(writer, self._settings.write_timeout, self._log)
         self._log.info("card_source_closed")
 
     async def next_read(self) -> Read:

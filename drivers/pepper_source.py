@@ -61,7 +61,7 @@ from drivers.pepper import (
 from drivers.pepper_url import PepperSpec
 from drivers.presence import FieldEmpty, Placed, PresenceLatch, PresenceTimes, Removed, TagSeen
 from drivers.profile import CodeTable, ProfileError
-from drivers.queued import QueuedReads
+from drivers.queued import QueuedReads, close_stream
 from drivers.reader_profile import load_reader_profile
 from drivers.source import (
     CardRead,
@@ -213,13 +213,7 @@ class PepperCardSource(QueuedReads):
         self.keep_reads()
         if writer is None:
             return
-        if not writer.transport.is_closing():
-            writer.transport.abort()
-        try:
-            async with asyncio.timeout(self._settings.write_timeout):
-                await writer.wait_closed()
-        except Exception as exc:  # never raises: the error that closed it was reported
-            self._log.debug("card_source_close_error", error=str(exc))
+        await close_stream(writer, self._settings.write_timeout, self._log)
         self._log.info("card_source_closed")
 
     async def next_read(self) -> Read:

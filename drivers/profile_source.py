@@ -28,7 +28,7 @@ import structlog
 from drivers.codec import LedColor
 from drivers.errors import ConnectionLost, DeviceTimeout, DriverError, TransportError
 from drivers.profile import LineDecoder, load_grammar, load_profile
-from drivers.queued import QueuedReads
+from drivers.queued import QueuedReads, close_stream
 from drivers.source import CardRead, DriverSettings, Misread, ProfileSpec, Read
 
 __all__ = ["ProfileCardSource"]
@@ -122,13 +122,7 @@ class ProfileCardSource(QueuedReads):
         self.keep_reads()
         if writer is None:
             return
-        if not writer.transport.is_closing():
-            writer.transport.abort()
-        try:
-            async with asyncio.timeout(self._settings.write_timeout):
-                await writer.wait_closed()
-        except Exception as exc:  # never raises: the error that closed it was reported
-            self._log.debug("card_source_close_error", error=str(exc))
+        await close_stream(writer, self._settings.write_timeout, self._log)
         self._log.info("card_source_closed")
 
     async def next_read(self) -> Read:

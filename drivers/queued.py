@@ -72,3 +72,18 @@ class QueuedReads:
         for item in items:
             if not isinstance(item, DriverError):
                 self._queue.put_nowait(item)
+
+
+async def close_stream(writer: asyncio.StreamWriter, bound: float, log: Any) -> None:
+    """Abort a source's serial stream and wait, at most ``bound`` seconds, until it is closed.
+
+    The one closing of the stream-based sources (``profile+serial://``, ``jsonl+serial://``,
+    ``pepper://``). Never raises: the error that closed the stream was reported already.
+    """
+    if not writer.transport.is_closing():
+        writer.transport.abort()
+    try:
+        async with asyncio.timeout(bound):
+            await writer.wait_closed()
+    except Exception as exc:
+        log.debug("card_source_close_error", error=str(exc))
