@@ -130,7 +130,9 @@ async def test_every_page_of_a_game_keeps_its_cards_apart_inside_and_in_words(
             sim=Simulation(seed=11, deal_delay=0.3),
             game_options=GAMES[game],
             betting={"think_seconds": 0.05},
-            round_settings={"betting_seconds": 0.6, "pause_seconds": 3},
+            # The result stays up 6 s: four pages' shots and checks took over 3 s once, with
+            # the machine carrying two suites (the next round had cleared the cards).
+            round_settings={"betting_seconds": 0.6, "pause_seconds": 6},
         ):
             overlay = pages["overlay-1080"][0]
             await wait_for(
