@@ -1,24 +1,26 @@
 """CPU and memory of `make run`'s demo (the table, the studio and the archive) vs the table alone.
 
-    .venv/bin/python bench/demo_footprint.py [--seconds 30] [--repeat 3] [--strace]
+    .venv/bin/python bench/demo_footprint.py [--seconds 120] [--repeat 3] [--seed 1] [--strace]
 
 Each run starts the real ``tablectl run --simulate --show --linger`` (what ``make run`` starts)
-in a fresh directory (its ``var/``: a new journal and archive), against a Mosquitto the bench
-starts (so the broker is outside the measured process, as it is with a local Mosquitto), and
-the same with ``--no-studio --no-archive`` (the table alone). The two are run turn about,
-``--repeat`` times each, so both see the same load.
+in a fresh directory (its ``var/``: a new journal and archive) and, at the same moment, the same
+table alone (``--no-studio --no-archive``), each against a Mosquitto of its own that the bench
+starts (so the broker is outside the measured process, as it is with a local Mosquitto). Both
+play one seed (run N: ``--seed`` + N), so they deal the same cards to the same simulated
+players at the same times, and see the same load: the ratio compares like with like.
 
 Measured from ``/proc`` (no instrumentation in the process):
 
-* **start CPU**: the process's user+system CPU seconds from the spawn to the end of the
-  settling time (``--settle``, 5 s: imports, the studio's start, the pit password's hash);
+* **start CPU**: the process's CPU seconds (its threads' ``schedstat``, in ns) from the spawn
+  to the end of the settling time (``--settle``, 5 s: imports, the studio's start, the pit
+  password's hash);
 * **steady CPU**: its CPU seconds over the next ``--seconds`` (rounds playing: Teen Patti's
   default 15 s betting window, the simulated dealer, results), and the ratio demo/alone;
 * **context switches**: voluntary and involuntary, summed over its threads, in the window
   (each is a thread going to sleep or being woken: the wake-ups);
 * **RSS**: ``VmRSS`` at the end of the window and ``VmHWM`` (its peak), in MiB.
 
-``--strace`` adds one more run of each under ``strace -c -f`` for the window (the syscall
+``--strace`` adds one more pair under ``strace -c -f`` for the window (the syscall
 counts: ``epoll_wait``, ``futex``, ...; strace slows the process, so its CPU is not used).
 Targets (issue 26 item 7): the demo under 80 MiB RSS and under 1.3x the table alone's CPU.
 """
@@ -62,6 +64,25 @@ class Sample:
 
 
 def _cpu(pid: int) -> float:
+    """The CPU seconds of ``pid``'s threads so far, to the nanosecond where the kernel says.
+
+    ``/proc/PID/task/TID/schedstat``'s first field is the time each thread has run, in ns (the
+    scheduler's own clock). ``utime``/``stime`` in ``/proc/PID/stat`` are counted in clock
+    ticks (10 ms here) and sampled: a process that wakes for 50 us at a time is billed by
+    whether a tick fell inside a wake-up, which made a 60 s window of this demo (0.2-0.4 s of
+    CPU) move by 10-20 % between runs. Without schedstat (a kernel built without it), the
+    ticks. A thread that ended before the reading is not counted (the demo's are long-lived).
+    """
+    total = 0
+    found = False
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+            found = True
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue  # the thread ended, or no schedstat
+    if found:
+        return total / 1e9
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
@@ -94,12 +115,27 @@ def _drain(stream: object, lines: list[str], seen: threading.Event) -> None:
             seen.set()
 
 
-def run_once(
-    broker_url: str, options: tuple[str, ...], settle: float, seconds: float, strace: bool
-) -> Sample:
-    """Start one ``tablectl run --simulate`` in a fresh directory and measure it."""
+@dataclass
+class _Running:
+    """One started ``tablectl run --simulate``: its process, directory and log lines."""
+
+    command: list[str]
+    process: subprocess.Popen[str]
+    work: Path
+    lines: list[str]
+    started: threading.Event
+
+    def stop(self) -> None:
+        self.process.kill()  # measured: nothing of its stop matters here (--linger would wait)
+        self.process.wait(15)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _start(broker_url: str, options: tuple[str, ...], seed: int) -> _Running:
     work = Path(tempfile.mkdtemp(prefix="demo-footprint-"))
-    command = [str(TABLECTL), "run", "--simulate", "--broker", broker_url, *options]
+    command = [
+        str(TABLECTL), "run", "--simulate", "--broker", broker_url, "--seed", str(seed), *options
+    ]  # fmt: skip
     process = subprocess.Popen(
         command,
         cwd=work,
@@ -107,48 +143,93 @@ def run_once(
         stderr=subprocess.PIPE,
         text=True,
     )
-    lines: list[str] = []
-    started = threading.Event()
-    reader = threading.Thread(target=_drain, args=(process.stderr, lines, started), daemon=True)
+    running = _Running(command, process, work, [], threading.Event())
+    reader = threading.Thread(
+        target=_drain, args=(process.stderr, running.lines, running.started), daemon=True
+    )
     reader.start()
+    return running
+
+
+def _journal_opened(running: _Running, timeout: float) -> bool:
+    """Whether the table has opened its journal (``var/sim-1.sqlite``) within ``timeout``.
+
+    (With ``--seed`` nothing is printed at the start to tell it: the seed is not from the
+    clock, and ``--show`` keeps the log to warnings.)
+    """
+    deadline = time.monotonic() + timeout
+    journal = running.work / "var" / "sim-1.sqlite"
+    while time.monotonic() < deadline:
+        if journal.exists() or running.started.is_set():
+            return True
+        if running.process.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def run_pair(
+    brokers: tuple[str, str], seed: int, settle: float, seconds: float, strace: bool
+) -> tuple[Sample, Sample]:
+    """The demo and the table alone, started together on one seed: the same rounds, the same
+    moments, each on its own broker; measured over the same window. (demo, alone).
+
+    Run side by side, the two deal the same cards and bets at the same times (the seed fixes
+    the shoe and the simulated players; the betting window the clock) and see the same load,
+    so their ratio no longer moves with which rounds a window happened to hold: run one after
+    the other with seeds from the clock, the ratio of one 60 s window moved by +/-20 %.
+    """
+    pair = [_start(brokers[0], DEMO, seed), _start(brokers[1], ALONE, seed)]
     try:
-        if not started.wait(60):
-            raise SystemExit(f"{command}: did not start in 60 s:\n{''.join(lines)[-2000:]}")
+        for running in pair:
+            if not _journal_opened(running, 60):
+                tail = "".join(running.lines)[-2000:]
+                raise SystemExit(f"{running.command}: did not start in 60 s:\n{tail}")
         time.sleep(settle)
-        start_cpu = _cpu(process.pid)
-        before = _switches(process.pid)
-        tracer = None
+        pids = [running.process.pid for running in pair]
+        start_cpu = [_cpu(pid) for pid in pids]
+        before = [_switches(pid) for pid in pids]
+        tracers = []
         if strace:
-            tracer = subprocess.Popen(
-                ["strace", "-c", "-f", "-p", str(process.pid), "-o", str(work / "strace.txt")],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            for running, pid in zip(pair, pids, strict=True):
+                out = running.work / "strace.txt"
+                tracers.append(
+                    subprocess.Popen(
+                        ["strace", "-c", "-f", "-p", str(pid), "-o", str(out)],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
         time.sleep(seconds)
-        cpu = _cpu(process.pid) - start_cpu
-        after = _switches(process.pid)
-        status = _status(process.pid)
-        syscalls: dict[str, int] = {}
-        if tracer is not None:
+        cpu = [_cpu(pid) - start for pid, start in zip(pids, start_cpu, strict=True)]
+        after = [_switches(pid) for pid in pids]
+        statuses = [_status(pid) for pid in pids]
+        syscalls: list[dict[str, int]] = [{}, {}]
+        for i, tracer in enumerate(tracers):
             tracer.send_signal(2)
             tracer.wait(30)
-            syscalls = _strace_counts(work / "strace.txt")
-        if process.poll() is not None:
-            raise SystemExit(f"{command}: exited during the run:\n{''.join(lines)[-3000:]}")
-        return Sample(
-            start_cpu=start_cpu,
-            cpu=cpu,
-            voluntary=after[0] - before[0],
-            involuntary=after[1] - before[1],
-            rss_mib=_kib_to_mib(status["VmRSS"]),
-            hwm_mib=_kib_to_mib(status["VmHWM"]),
-            threads=int(status["Threads"]),
-            syscalls=syscalls,
+            syscalls[i] = _strace_counts(pair[i].work / "strace.txt")
+        for running in pair:
+            if running.process.poll() is not None:
+                tail = "".join(running.lines)[-3000:]
+                raise SystemExit(f"{running.command}: exited during the run:\n{tail}")
+        demo, alone = (
+            Sample(
+                start_cpu=start_cpu[i],
+                cpu=cpu[i],
+                voluntary=after[i][0] - before[i][0],
+                involuntary=after[i][1] - before[i][1],
+                rss_mib=_kib_to_mib(statuses[i]["VmRSS"]),
+                hwm_mib=_kib_to_mib(statuses[i]["VmHWM"]),
+                threads=int(statuses[i]["Threads"]),
+                syscalls=syscalls[i],
+            )
+            for i in (0, 1)
         )
+        return demo, alone
     finally:
-        process.kill()  # measured: nothing of its stop matters here (--linger would wait)
-        process.wait(15)
-        shutil.rmtree(work, ignore_errors=True)
+        for running in pair:
+            running.stop()
 
 
 def _strace_counts(path: Path) -> dict[str, int]:
@@ -181,27 +262,32 @@ def _report(name: str, samples: list[Sample], seconds: float) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="the measured window")
+    parser.add_argument("--seconds", type=float, default=120.0, help="the measured window")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after start, first")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--strace", action="store_true", help="also count syscalls (strace -c)")
+    parser.add_argument("--seed", type=int, default=1, help="run N plays seed SEED+N")
     args = parser.parse_args()
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     work = Path(tempfile.mkdtemp(prefix="demo-footprint-broker-"))
     demo: list[Sample] = []
     alone: list[Sample] = []
-    with MosquittoProcess(work / "mosquitto") as broker:
+    with (
+        MosquittoProcess(work / "mosquitto-demo") as demo_broker,
+        MosquittoProcess(work / "mosquitto-alone") as alone_broker,
+    ):
+        brokers = (demo_broker.url, alone_broker.url)
         for n in range(args.repeat):
-            order = [(DEMO, demo), (ALONE, alone)]
-            for options, into in order if n % 2 == 0 else reversed(order):
-                into.append(run_once(broker.url, options, args.settle, args.seconds, False))
-                print(".", end="", flush=True)
+            pair = run_pair(brokers, args.seed + n, args.settle, args.seconds, False)
+            demo.append(pair[0])
+            alone.append(pair[1])
+            print(".", end="", flush=True)
         print()
         if args.repeat > 0:
             _summary(demo, alone, args.seconds)
         if args.strace:
-            _strace(broker.url, args.settle, args.seconds)
+            _strace(brokers, args.seed, args.settle, args.seconds)
     print(f"load average at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
@@ -227,11 +313,9 @@ def _summary(demo: list[Sample], alone: list[Sample], seconds: float) -> None:
     print(f"demo RSS {rss:.1f} MiB, peak {hwm:.1f} MiB  target < 80 MiB: {verdict}")
 
 
-def _strace(broker_url: str, settle: float, seconds: float) -> None:
-    traced = {
-        name: run_once(broker_url, options, settle, seconds, True).syscalls
-        for name, options in (("demo", DEMO), ("alone", ALONE))
-    }
+def _strace(brokers: tuple[str, str], seed: int, settle: float, seconds: float) -> None:
+    demo, alone = run_pair(brokers, seed, settle, seconds, True)
+    traced = {"demo": demo.syscalls, "alone": alone.syscalls}
     names = sorted(
         set(traced["demo"]) | set(traced["alone"]),
         key=lambda n: -(traced["demo"].get(n, 0) + traced["alone"].get(n, 0)),
