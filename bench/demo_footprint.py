@@ -108,11 +108,9 @@ def _kib_to_mib(text: str) -> float:
     return int(text.split(maxsplit=1)[0]) / 1024
 
 
-def _drain(stream: object, lines: list[str], seen: threading.Event) -> None:
+def _drain(stream: object, lines: list[str]) -> None:
     for line in stream:  # type: ignore[attr-defined]
         lines.append(line)
-        if "simulation seed" in line:
-            seen.set()
 
 
 @dataclass
@@ -123,7 +121,6 @@ class _Running:
     process: subprocess.Popen[str]
     work: Path
     lines: list[str]
-    started: threading.Event
 
     def stop(self) -> None:
         self.process.kill()  # measured: nothing of its stop matters here (--linger would wait)
@@ -143,10 +140,8 @@ def _start(broker_url: str, options: tuple[str, ...], seed: int) -> _Running:
         stderr=subprocess.PIPE,
         text=True,
     )
-    running = _Running(command, process, work, [], threading.Event())
-    reader = threading.Thread(
-        target=_drain, args=(process.stderr, running.lines, running.started), daemon=True
-    )
+    running = _Running(command, process, work, [])
+    reader = threading.Thread(target=_drain, args=(process.stderr, running.lines), daemon=True)
     reader.start()
     return running
 
@@ -160,7 +155,7 @@ def _journal_opened(running: _Running, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     journal = running.work / "var" / "sim-1.sqlite"
     while time.monotonic() < deadline:
-        if journal.exists() or running.started.is_set():
+        if journal.exists():
             return True
         if running.process.poll() is not None:
             return False
