@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,24 +253,38 @@ class PepperReaderSimulator:
 
     @contextlib.asynccontextmanager
     async def serve_pty(self, link: Path | None = None) -> AsyncIterator[str]:
-        """Serve on a pty; yields the path the host opens.
+        """Serve on a pty behind a symbolic link; yields the link, which the host opens.
 
-        ``link``: a symbolic link that follows the pty across unplugs (else the pty's own
-        path, which an unplug replaces).
+        ``link``: where to make it (else in a new temporary folder, removed at the end). It
+        follows the pty across unplugs as udev's ``/dev/serial/by-id`` link does for a real
+        module: an unplug removes it (the host's opens fail, ``ENOENT``) and the replug points
+        it at the new pty. (Never the pty's own ``/dev/pts/N``: once that pty is closed, the
+        number goes to the next pty anyone opens, and a host retrying it would open another
+        program's terminal.)
         """
+        folder: str | None = None
+        if link is None:
+            folder = tempfile.mkdtemp(prefix="tablectl-pepper-sim-")
+            link = Path(folder) / "pepper"
         self._link = link
         await self._open_pty()
         dealer = asyncio.create_task(self._dealer(), name="pepper-sim-dealer")
         try:
             assert self._pty is not None
-            yield str(link) if link is not None else self._pty.path
+            yield str(link)
         finally:
             dealer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await dealer
+            with contextlib.suppress(FileNotFoundError):
+                link.unlink()  # first: nothing opens the pty's number once it is closed
+            self._link = None
             if self._pty is not None:
                 await self._pty.close()
                 self._pty = None
+            if folder is not None:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
 
     async def _open_pty(self) -> None:
         holder: dict[str, PtyPort] = {}
@@ -318,11 +334,14 @@ class PepperReaderSimulator:
     async def unplug(self, seconds: float) -> None:
         """Pull the cable for ``seconds``; the tags stay where they are.
 
-        The pty is closed (a new one comes back, the link re-pointed); TCP connections are
-        closed (the host connects again).
+        The pty's link is removed and the pty closed (a new one comes back, the link pointed
+        at it); TCP connections are closed (the host connects again).
         """
         self.stats.unplugs += 1
         self._unplugged.clear()
+        if self._link is not None:  # first, as udev does: no open may find the closed pty
+            with contextlib.suppress(FileNotFoundError):
+                self._link.unlink()
         if self._pty is not None:
             old, self._pty = self._pty, None
             await old.close()

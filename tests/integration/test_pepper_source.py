@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -170,6 +171,43 @@ async def test_the_cable_pulled_is_lost_and_recovered_and_the_time_away_no_remov
         assert cards(reads) == [("8s", "seat2")]
         assert not any(isinstance(r, CardRemoved | Misread) for r in reads)
         assert not any(isinstance(r, CardRemoved) for r in await quiet(source, 0.4))
+
+
+async def test_an_unplug_removes_the_link_before_the_pty_closes_and_the_replug_restores_it(
+    tmp_path: Path,
+) -> None:
+    """As udev's by-id link does: while the cable is out nothing may open the old pty's number.
+
+    Linux gives a closed pty's number to the next pty anyone opens: a link left pointing at it
+    let a host retrying through it open (and lock) another program's terminal (issue 26: the
+    suite's ``Could not exclusively lock port`` on fresh ptys of other tests).
+    """
+    sim = PepperReaderSimulator(TABLE)
+    async with asyncio.timeout(10):
+        async with sim.serve_pty() as path:
+            link = Path(path)
+            assert not path.startswith("/dev/pts/"), path
+            before = pointed(link)
+            assert before is not None and before.startswith("/dev/pts/")
+            unplug = asyncio.create_task(sim.unplug(0.3))
+            await asyncio.sleep(0.1)
+            assert pointed(link) is None  # gone while the cable is out
+            await unplug
+            assert (pointed(link) or "").startswith("/dev/pts/")
+        assert pointed(link) is None and not folder_exists(link)  # removed at the end
+
+
+def pointed(link: Path) -> str | None:
+    """The pty ``link`` points at, if it is a link to one that exists (else ``None``)."""
+    if not link.is_symlink():
+        return None
+    target = os.readlink(link)
+    return target if os.path.exists(target) else None
+
+
+def folder_exists(link: Path) -> bool:
+    """Whether the folder the simulator made for ``link`` is still there."""
+    return link.parent.exists()
 
 
 async def test_a_dead_reader_is_lost_by_its_silence(tmp_path: Path) -> None:
