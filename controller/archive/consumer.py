@@ -182,6 +182,7 @@ class ArchiveConsumer:
             self.db = DbLink(settings.database, "ingest")
         self.gap_db: DbLink | None = DbLink(settings.database, "gaps") if self.shared_gaps else None
         self.gaps = GapTracker()
+        self._gap_opened = asyncio.Event()
         self._books: dict[int, GapBook] = {}
         self._checks = 0
         self.open_gaps = 0
@@ -493,6 +494,7 @@ class ArchiveConsumer:
         if gap is not None:
             gap.gap_id = await self.store.open_gap(gap.table, gap.lo, gap.hi)
             self.counts["gap_opened"] += 1
+            self._gap_opened.set()
             log.warning("gap in seq", table=gap.table, from_seq=gap.lo, to_seq=gap.hi)
         for filled in self.gaps.filled():
             self.counts["gap_filled"] += 1
@@ -649,6 +651,12 @@ class ArchiveConsumer:
                 # Not the connection's (DbLink retries those): a statement the database
                 # refused. Logged; the next check tries again.
                 log.error("gap check failed", error=f"{type(exc).__name__}: {exc}")
+                continue
+            if not self.shared_gaps and not self.gaps.open:
+                # SQLite: the gaps are this instance's own tracker's; with none open there is
+                # nothing to check until one opens (``_track``), so no wake-up meanwhile.
+                self._gap_opened.clear()
+                await self._gap_opened.wait()
 
     # -- the broker ------------------------------------------------------------------------
 

@@ -83,6 +83,10 @@ def bind(host: str, port: int, *, fallback_to_free: bool = False) -> socket.sock
     return sock
 
 
+IDLE_TICK_SECONDS = 10.0
+"""How often the studio's web server wakes with no connection open (1 s with one)."""
+
+
 class _Server:
     """uvicorn's server without its signal handlers: the process owner handles signals."""
 
@@ -101,12 +105,16 @@ class _Server:
                 # once a second refreshes the Date header): the studio's largest share of
                 # wake-ups beside a table (docs/performance.md, "The demo"). Here it wakes
                 # once a second for the header, and at once when asked to exit (`wake`).
+                # With no connection open there is no response to date: it then wakes every
+                # IDLE_TICK_SECONDS only (a first response after a quiet spell may carry a
+                # Date up to that old).
                 self.woken = asyncio.Event()
                 counter = 0
                 while not await self.on_tick(counter):
                     counter = (counter + 10) % 864000  # one second of uvicorn's ticks
+                    tick = 1.0 if self.server_state.connections else IDLE_TICK_SECONDS
                     with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(1.0):
+                        async with asyncio.timeout(tick):
                             await self.woken.wait()
 
             def wake(self) -> None:

@@ -212,3 +212,41 @@ async def test_only_its_own_tables_even_on_a_session_that_held_every_table(mosqu
         await store.close()
     assert dict(consumer.counts) == {"status": 1}
     assert _rows(path, "SELECT count(*) FROM rejected") == [(0,)]
+
+
+async def test_with_no_gap_open_the_gap_loop_sleeps_until_one_opens(tmp_path):
+    """SQLite's gaps are the consumer's own tracker's: none open, no check wakes it up.
+
+    Beside a table (``make run``) a check every 2 s found nothing nearly always; the loop now
+    checks once, then waits for a gap to open, and checks every ``check_seconds`` again while
+    one is open (docs/performance.md, "The demo").
+    """
+    path = tmp_path / "archive.sqlite"
+    store = await open_store(f"sqlite:///{path}")
+    consumer = ArchiveConsumer(_settings(path, {"check_seconds": 0.05}), store, KEYS)
+    checks: list[int] = []
+    check = consumer.check_gaps
+
+    async def counted() -> None:
+        checks.append(len(consumer.gaps.open))
+        await check()
+
+    consumer.check_gaps = counted  # type: ignore[method-assign]
+    try:
+        await consumer.load_state()
+        loop = asyncio.create_task(consumer._gap_loop())
+        await asyncio.sleep(0.5)  # ten periods: one check, then asleep
+        assert checks == [0]
+        await consumer.store_batch([_message(1), _message(4)])  # gap 2-3 opens
+        await asyncio.sleep(0.5)
+        assert len(checks) >= 5 and all(checks[1:]), checks  # checked while it is open
+        await consumer.store_batch([_message(2), _message(3)])  # filled
+        await asyncio.sleep(0.2)
+        settled = len(checks)
+        await asyncio.sleep(0.5)
+        assert len(checks) == settled and consumer.open_gaps == 0  # asleep again
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    finally:
+        await asyncio.gather(*consumer._replays, return_exceptions=True)
+        await store.close()

@@ -372,12 +372,14 @@ class PitConsole:
         if changed is None:
             return
         if changed == "":
-            self._broadcast({"type": "floor", "floor": self.floor.floor_view()})
+            if self._pages:  # (a view is built only for pages to send it to)
+                self._broadcast({"type": "floor", "floor": self.floor.floor_view()})
             return
         message = self.floor.last_message
         if message is not None:
             self.seen.add(message.table, message.leaf, message.envelope)
-        self._broadcast({"type": "table", "table": self.floor.table_view(changed)})
+        if self._pages:
+            self._broadcast({"type": "table", "table": self.floor.table_view(changed)})
 
     def _answer(self, payload: bytes | bytearray | str, correlation: bytes | None) -> None:
         for prepared, future in list(self._pending.values()):
