@@ -719,11 +719,15 @@ class Client:
 
     def _in_loop(self, call: Callable[[], object]) -> None:
         loop = self._loop
-        if loop is None:
+        if loop is None or loop.is_closed():
+            # The loop is gone: nothing is watched any more. (paho's ``__del__`` closes the
+            # socket of a client collected after its loop closed, in whatever thread the
+            # collector runs: raising there is an "exception ignored" for the process.)
             return
         if threading.get_ident() == self._loop_thread:
             call()
-        else:
+            return
+        with contextlib.suppress(RuntimeError):  # closed between the check and the call
             loop.call_soon_threadsafe(call)
 
     # -- the socket's events -------------------------------------------------------------

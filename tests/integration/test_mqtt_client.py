@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from controller.broker import parse_broker_url
+from controller.mqtt.client import Client
 from controller.mqtt.connection import Connector
 from controller.mqtt.settings import MqttSettings
 
@@ -112,6 +114,43 @@ async def test_a_lost_link_ends_the_messages_and_every_wait_at_once(
             assert not client.connected
             with pytest.raises(MqttLinkError, match=r"not (currently )?connected"):
                 await client.subscribe("tests/client/again", qos=1)
+
+
+def test_a_client_whose_loop_has_closed_closes_its_socket_quietly(mosquitto_session: Any) -> None:
+    """paho's ``__del__`` closes the socket of a client collected after its loop closed.
+
+    It calls ``on_socket_close`` in whatever thread the collector runs: before, the client
+    handed the unwatching to the closed loop (``call_soon_threadsafe``), which raised "Event
+    loop is closed" inside ``__del__``: an "exception ignored" for the process, and a failed
+    test in the suite (pytest turns it into an error; issue 26). The loop being gone, there is
+    nothing to unwatch: it returns quietly, in the loop's thread or any other.
+    """
+    address = parse_broker_url(mosquitto_session.url)
+    held: list[Any] = []
+
+    async def connect_and_leave() -> None:
+        client = Client(address.host, address.port, identifier=f"left-{uuid.uuid4().hex[:8]}")
+        await client.__aenter__()  # never left: the loop closes under it, as in a test
+        held.append(client)
+
+    asyncio.run(connect_and_leave())
+    client = held.pop()
+    sock = client.paho.socket()
+    assert sock is not None
+    failures: list[BaseException] = []
+
+    def close_from(where: str) -> None:
+        try:
+            client.paho.on_socket_close(client.paho, None, sock)
+        except BaseException as exc:
+            failures.append(exc)
+
+    other = threading.Thread(target=close_from, args=("a collector's thread",))
+    other.start()
+    other.join(10)
+    close_from("the loop's thread")
+    sock.close()
+    assert failures == [], failures
 
 
 def test_no_product_line_reaches_into_a_library_s_private_attributes() -> None:
