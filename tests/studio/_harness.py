@@ -4,6 +4,7 @@
   yielding its address once it listens; stopped (and awaited) on the way out.
 * :func:`running_table`: :func:`controller.app.run_table` on the scanner simulator's pty
   (a real pty, the real driver), with the simulated betting system beside it when asked.
+* :func:`follow_page_socket`: every frame of a page's socket, until the test stops it.
 * :data:`OBSERVE_CARDS`: a MutationObserver the tests install in a page, logging every
   card value the page shows, with the page's clock and the round shown.
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+
+import websockets
 
 from controller.app import run_table
 from controller.orchestrator import RoundSummary
@@ -22,6 +25,30 @@ from controller.settings import load_settings
 from controller.studio.config import StudioSettings, studio_settings
 from controller.studio.server import StudioAddress, run_studio
 from simulators.table import Simulation, simulated_scanner
+
+
+async def follow_page_socket(url: str, on_frame: Callable[[str], None]) -> None:
+    """Hand every text frame of the page socket at ``url`` to ``on_frame``, until cancelled.
+
+    A close with 1012 ("service restart": uvicorn's, for each socket, when the studio stops)
+    ends it quietly: a studio stopped before the test cancelled its reader is the end of the
+    frames, not a failure of the page (a suite run failed on that race). Any other close
+    raises.
+    """
+    try:
+        async with websockets.connect(url) as socket:
+            async for text in socket:
+                on_frame(str(text))
+    except websockets.ConnectionClosed as closed:
+        if closed.rcvd is None or closed.rcvd.code != 1012:
+            raise
+
+
+async def stop_readers(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel the test's reading tasks and wait for them, before the studio they read stops."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
 
 
 def make_studio_settings(

@@ -26,16 +26,17 @@ from typing import Any
 
 import aiomqtt
 import pytest
-import websockets
 
 from simulators.table import Simulation
 from tests.integration._live_helpers import TABLE, acl_broker
 from tests.integration._secure_broker import ROLE_PASSWORDS
 from tests.studio._harness import (
     OBSERVE_CARDS,
+    follow_page_socket,
     make_studio_settings,
     running_studio,
     running_table,
+    stop_readers,
 )
 from tests.support.browser import artifacts_dir
 
@@ -100,9 +101,7 @@ class Recorder:
 
 
 async def _frames(url: str, into: list[tuple[float, str]]) -> None:
-    async with websockets.connect(url) as socket:
-        async for text in socket:
-            into.append((time.time(), str(text)))
+    await follow_page_socket(url, lambda text: into.append((time.time(), text)))
 
 
 def _token(card: str) -> re.Pattern[str]:
@@ -187,8 +186,7 @@ async def test_overlay_hides_hidden_cards_until_reveal_and_delays_the_secure_fee
             # secure-delay overlay shows them.
             assert await public.evaluate("window.__equity") == []
             assert "preflop" in await secure.evaluate("window.__equity")
-            for task in tasks:
-                task.cancel()
+            await stop_readers(tasks)
 
     hidden = recorder.hidden()
     assert hidden, "the table dealt no hidden card"

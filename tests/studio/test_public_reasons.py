@@ -17,11 +17,17 @@ from typing import Any
 
 import aiomqtt
 import pytest
-import websockets
 
 from simulators.faults import CardFault, FaultPlan
 from simulators.table import Simulation
-from tests.studio._harness import make_studio_settings, running_studio, running_table, wait_for
+from tests.studio._harness import (
+    follow_page_socket,
+    make_studio_settings,
+    running_studio,
+    running_table,
+    stop_readers,
+    wait_for,
+)
 from tests.support.browser import artifacts_dir
 
 pytestmark = pytest.mark.hil
@@ -35,12 +41,6 @@ async def _record(host: str, port: int, table: str, into: list[tuple[str, bytes]
         await client.subscribe(f"tables/{table}/#", qos=1)
         async for message in client.messages:
             into.append((str(message.topic), bytes(message.payload or b"")))
-
-
-async def _frames(url: str, into: list[str]) -> None:
-    async with websockets.connect(url) as socket:
-        async for text in socket:
-            into.append(str(text))
 
 
 async def _command(host: str, port: int, table: str, name: str, body: dict[str, Any]) -> None:
@@ -60,7 +60,9 @@ async def test_a_void_and_a_resume_show_only_public_reasons(mosquitto, browser, 
         tasks = [
             group.create_task(_record(mosquitto.host, mosquitto.port, table, messages)),
             group.create_task(
-                _frames(address.url.replace("http", "ws") + f"/ws/tables/{table}/public", frames)
+                follow_page_socket(
+                    address.url.replace("http", "ws") + f"/ws/tables/{table}/public", frames.append
+                )
             ),
         ]
         dealer = await browser.new_page(viewport={"width": 1920, "height": 1080})
@@ -97,8 +99,7 @@ async def test_a_void_and_a_resume_show_only_public_reasons(mosquitto, browser, 
             )
             shown = await dealer.content() + await overlay.content()
             await asyncio.sleep(0.5)
-        for task in tasks:
-            task.cancel()
+        await stop_readers(tasks)
 
     secret = ("Marguerite", "Okonkwo", "Bartholomew", "flashed")
     public = [(t, p) for t, p in messages if "/secure/" not in t and "/reply/" not in t]
