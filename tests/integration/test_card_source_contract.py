@@ -694,7 +694,12 @@ async def test_json_reader_contract(transport: str, fault: str, mosquitto_sessio
     assert removed == CARDS[: len(removed)]  # the pad's card leaves as the next goes down
     causes = [m.cause for m in out.misreads]
     assert causes.count("device") == sim.stats.misreads_sent
-    assert causes.count("unknown_code") == sim.reader_stats.unknown_tags
+    # Every tag of another deck refused by name (one put down while the cable was out was
+    # never heard: the record is the reader's line, gone with the cable).
+    if sim.stats.unplugs:
+        assert causes.count("unknown_code") <= sim.reader_stats.unknown_tags
+    else:
+        assert causes.count("unknown_code") == sim.reader_stats.unknown_tags
     assert all("rfid-demo-deck" in m.detail for m in out.misreads if m.cause == "unknown_code")
     assert causes.count("away") == source.reconnects
     rejected = out.statuses.count("reader_rejected")
