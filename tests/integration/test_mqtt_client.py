@@ -139,16 +139,16 @@ def test_a_client_whose_loop_has_closed_closes_its_socket_quietly(mosquitto_sess
     assert sock is not None
     failures: list[BaseException] = []
 
-    def close_from(where: str) -> None:
+    def close() -> None:
         try:
             client.paho.on_socket_close(client.paho, None, sock)
         except BaseException as exc:
             failures.append(exc)
 
-    other = threading.Thread(target=close_from, args=("a collector's thread",))
+    other = threading.Thread(target=close)  # as the collector's thread would
     other.start()
     other.join(10)
-    close_from("the loop's thread")
+    close()  # and as the loop's thread
     sock.close()
     assert failures == [], failures
 
