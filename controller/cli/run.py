@@ -264,16 +264,16 @@ def run_command(args: argparse.Namespace) -> int:
         settings = load_settings(args.config, **deep_merge(overrides, decisions))
     configure_logging(level=settings.logging.level, fmt=settings.logging.format)
     given = bool(settings.mqtt.urls)
-    collector.take_over()  # collections between cards, not in the middle of one
-    summaries = asyncio.run(
-        run_table(
-            settings,
-            rounds=args.rounds,
-            show=args.show,
-            broker_urls_given=given,
-            install_signal_handlers=True,
+    with collector.taken_over():  # collections between cards, not in the middle of one
+        summaries = asyncio.run(
+            run_table(
+                settings,
+                rounds=args.rounds,
+                show=args.show,
+                broker_urls_given=given,
+                install_signal_handlers=True,
+            )
         )
-    )
     _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
     return 0
 
@@ -425,12 +425,27 @@ async def _run_simulated(args: argparse.Namespace, overrides: dict[str, Any]) ->
             },
             usb_backend=devices.usb_backend,
         )
-        summaries = await table if args.no_archive else await _archived(args, settings, table)
+        summaries = await _played(args, settings, table)
         _say_if_nothing_played(settings.journal.path, args.rounds, played=len(summaries))
         _say_how_to_verify(args, settings, signing)
         if linger is not None:
             await linger.serve_until_stopped(settings.table_id, args.studio_secure_delay > 0)
     return 0
+
+
+async def _played(
+    args: argparse.Namespace, settings: TableSettings, table: Coroutine[Any, Any, _T]
+) -> _T:
+    """The simulated table's rounds (with the archive beside it unless ``--no-archive``).
+
+    Its garbage is collected between cards, as ``tablectl run --config``'s
+    (:func:`controller.collector.taken_over`); the automatic collector is back afterwards,
+    for a lingering studio or the program that ran the command.
+    """
+    from controller import collector
+
+    with collector.taken_over():
+        return await table if args.no_archive else await _archived(args, settings, table)
 
 
 class _SimulationKey:

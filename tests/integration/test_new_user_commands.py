@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 
 import pytest
@@ -101,6 +102,8 @@ def test_hid_without_a_profile_deals_with_a_barcode_scanner(mosquitto, tmp_path)
     args += ["--betting-seconds", "0.2", "--pause-seconds", "0", "--deal-delay", "0.02"]
     args += ["--broker", mosquitto.url, "--journal", str(journal), "--no-archive", "--no-studio"]
     assert main(args) == 0
+    # Its table collected between cards; the program that ran it has its collector back.
+    assert gc.isenabled() and gc.get_freeze_count() == 0
     with Journal.open_readonly(journal) as reader:
         kinds = [entry.kind for entry in reader.entries()]
         devices = [e.body for e in reader.entries() if e.kind == "device_status"]

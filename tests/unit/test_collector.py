@@ -69,3 +69,45 @@ def test_take_over_freezes_the_start_up_heap_and_turns_the_collector_off() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
     assert out == ["False", "True"]
+
+
+@pytest.mark.infra
+def test_taken_over_for_a_block_gives_the_automatic_collector_back() -> None:
+    """``run --simulate`` takes the collector over for its table only (a lingering studio and
+    a program that ran the command in its own process get the automatic collector back)."""
+    code = (
+        "import gc\n"
+        "from controller import collector\n"
+        "with collector.taken_over():\n"
+        "    inside = (gc.isenabled(), gc.get_freeze_count() > 1000)\n"
+        "print(*inside, gc.isenabled(), gc.get_freeze_count())\n"
+        "gc.disable()\n"  # a process that had taken it over already keeps it so
+        "with collector.taken_over():\n"
+        "    pass\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 1000)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    assert out == ["False", "True", "True", "0", "False", "True"]
+
+
+def test_a_simulated_table_collects_between_cards_and_gives_the_collector_back() -> None:
+    """What ``run --simulate`` plays its table in: the collector taken over, then restored.
+
+    Left automatic, the demo's first full collection (its whole start-up heap, 39 ms) landed
+    about 100 s after the start (docs/performance.md, "The demo").
+    """
+    import argparse
+    import asyncio
+
+    from controller.cli.run import _played
+
+    async def table() -> tuple[bool, bool]:
+        return gc.isenabled(), gc.get_freeze_count() > 0
+
+    args = argparse.Namespace(no_archive=True)
+    assert gc.isenabled()
+    assert asyncio.run(_played(args, None, table())) == (False, True)  # type: ignore[arg-type]
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
