@@ -158,6 +158,14 @@ class MqttSettings(BaseModel):
             }
         )
 
+    def same_link(self, other: MqttSettings) -> bool:
+        """Whether ``other`` would open the very same link as this (all but the client id).
+
+        Same brokers, credentials, TLS files, protocol, prefix and timings: one connection
+        can then serve both (the studio's feeds, the pit console's floor: docs/studio.md).
+        """
+        return self.model_dump(exclude={"client_id"}) == other.model_dump(exclude={"client_id"})
+
     @property
     def addresses(self) -> list[BrokerAddress]:
         """The URLs, read."""

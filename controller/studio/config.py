@@ -254,6 +254,19 @@ class StudioSettings(BaseModel):
             update |= {"cert_file": secure.cert_file, "key_file": secure.key_file}
         return self.mqtt.model_copy(update=update)
 
+    def pit_shares_feed(self) -> bool:
+        """Whether the mounted pit console's floor can read the studio's feed (one connection).
+
+        When its link is the studio's (same broker, credentials, TLS, prefix: ``make run``)
+        and its tables are among those the studio subscribes to.
+        """
+        pit = self.pit
+        if pit is None or not pit.mqtt.same_link(self.mqtt):
+            return False
+        if not self.tables:
+            return True
+        return pit.tables is not None and set(pit.tables) <= set(self.tables)
+
     def exposure_problem(self) -> str | None:
         """Why this config must not start: a secure-delay feed with no token off loopback."""
         if self.secure is None or self.secure.token is not None or is_loopback(self.http.host):

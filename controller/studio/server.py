@@ -12,6 +12,7 @@ import errno
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from starlette.applications import Starlette
@@ -173,29 +174,55 @@ async def run_studio(
     prefix = settings.mqtt.topic_prefix
     public = Floor(prefix, settings.shows, name="public")
     secure_floor: Floor | None = None
-    feeds: list[Feed] = [
-        Feed(settings.mqtt, public.handle, on_link=public.set_feed, tables=settings.tables)
-    ]
     delay: DelayLine | None = None
-    secure_mqtt = settings.secure_mqtt
-    if settings.secure is not None and secure_mqtt is not None:
-        secure_floor = Floor(prefix, settings.shows, secure=True, name="secure-delay")
-        delay = DelayLine(settings.secure.delay_seconds, secure_floor.handle, prefix=prefix)
-        feeds.append(
-            Feed(
-                secure_mqtt,
-                delay.hold,
-                on_link=secure_floor.set_feed,
-                secure=True,
-                tables=settings.tables,
-                name="studio-secure-feed",
-            )
-        )
-    floors = Floors(public=public, secure=secure_floor, stopping=stop)
     routes = list(extra_routes or [])
     pit_app = _pit_app(settings)
     if pit_app is not None:
         routes.append(Mount("/pit", app=pit_app, name="pit"))
+    # One link, its messages handed to every reader that may read them (docs/studio.md).
+    sinks: list[Callable[..., None]] = [public.handle]
+    links: list[Callable[[bool], None]] = [public.set_feed]
+    feeds: list[Feed] = []
+    if pit_app is not None and settings.pit_shares_feed():
+        console = pit_app.state.pit_console
+        console.share_feed()
+        sinks.append(console.take_floor)
+    secure_mqtt = settings.secure_mqtt
+    shared_secure = False
+    if settings.secure is not None and secure_mqtt is not None:
+        secure_floor = Floor(prefix, settings.shows, secure=True, name="secure-delay")
+        delay = DelayLine(
+            settings.secure.delay_seconds,
+            secure_floor.handle,
+            prefix=prefix,
+            batch_seconds=DELAY_BATCH_SECONDS,
+        )
+        shared_secure = secure_mqtt.same_link(settings.mqtt)
+        if shared_secure:  # the secure role's rights are the public one's: one connection
+            sinks.append(delay.hold)
+            links.append(secure_floor.set_feed)
+        else:
+            feeds.append(
+                Feed(
+                    secure_mqtt,
+                    delay.hold,
+                    on_link=secure_floor.set_feed,
+                    secure=True,
+                    tables=settings.tables,
+                    name="studio-secure-feed",
+                )
+            )
+    feeds.insert(
+        0,
+        Feed(
+            settings.mqtt,
+            _each(sinks),
+            on_link=_each(links),
+            secure=shared_secure,
+            tables=settings.tables,
+        ),
+    )
+    floors = Floors(public=public, secure=secure_floor, stopping=stop)
     app = build_studio_app(settings, floors, extra_routes=routes)
     sock = bind(settings.http.host, settings.http.port, fallback_to_free=fallback_to_free_port)
     host, port = sock.getsockname()[:2]
@@ -219,6 +246,22 @@ async def run_studio(
                 delay_task.cancel()
     finally:
         sock.close()
+
+
+DELAY_BATCH_SECONDS = 0.05
+"""How late the secure-delay line may hand a message on so that a burst goes on together."""
+
+
+def _each(calls: list[Callable[..., None]]) -> Callable[..., None]:
+    """One call that makes each of ``calls`` in turn (the only one when there is one)."""
+    if len(calls) == 1:
+        return calls[0]
+
+    def each(*args: Any) -> None:
+        for call in calls:
+            call(*args)
+
+    return each
 
 
 def _pit_app(settings: StudioSettings) -> Starlette | None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from controller.inbound import Rejection, RejectionLog
 from controller.journal.fold import RoundFold
-from controller.messages import Envelope
+from controller.messages import Envelope, StatusMessage
 from controller.tablefold import Channel, RoundExtras, TableFold, at_text, wire
 from controller.watch import describe
 
@@ -178,7 +178,8 @@ class TableView:
     )
     clock: Callable[[], float] = field(default=time.time, repr=False)
     state: TableFold = field(init=False, repr=False)
-    line: str | None = None
+    _line: str | None = field(default=None, init=False, repr=False)
+    _said: tuple[str, Envelope | StatusMessage] | None = field(default=None, init=False, repr=False)
     kind: str | None = None
     delayed: bool = False
 
@@ -201,16 +202,28 @@ class TableView:
         if not step.changed:
             return False
         if self.state.journal_change is not change and self.state.journal_change is not None:
-            self.line = f"! {self.state.journal_change.text}"  # a new journal (issue 22)
+            self._line, self._said = f"! {self.state.journal_change.text}", None  # issue 22
             self.kind = "journal"
         elif channel == "status" and message is not None:
-            self.line = describe("status", wire(message))
+            self._said = ("status", message)
             self.kind = "status"
         elif channel == "events" and isinstance(message, Envelope):
             self.kind = message.kind
             self.delayed = message.delayed
-            self.line = describe(topic, wire(message))
+            self._said = (topic, message)
         return True
+
+    @property
+    def line(self) -> str | None:
+        """The last message, as ``tablectl watch`` words it.
+
+        Worded when a page first reads it, not for every message: a floor with no page open
+        (or a burst of messages between two updates) words nothing it does not send.
+        """
+        said = self._said
+        if said is not None:
+            self._line, self._said = describe(said[0], wire(said[1])), None
+        return self._line
 
     # -- the fold, as the pages read it ----------------------------------------------------------
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import sys
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 import websockets
@@ -40,7 +42,7 @@ async def test_run_simulate_serves_the_studio_and_prints_its_address(mosquitto, 
         pit_url = pit_line.split()[2]
         password = pit_line.split("password ")[1].split("'")[1]
         assert len(password) >= 12
-        await _signs_in(pit_url, "pit", password)
+        cookie = await _signs_in(pit_url, "pit", password)
         assert dealer.startswith("http://127.0.0.1:") and dealer.endswith("/tables/sim-1/dealer")
         assert overlay.endswith("/tables/sim-1/overlay")
         assert secure.endswith("/tables/sim-1/overlay?mode=secure-delay")
@@ -55,6 +57,10 @@ async def test_run_simulate_serves_the_studio_and_prints_its_address(mosquitto, 
                 if state["view"]["round"]["id"]:
                     break
         assert state["view"]["table"] == "sim-1"
+        # The pit console's floor reads the studio's feed (one link: docs/studio.md).
+        pit_table = await _pit_floor_table(pit_url, cookie, "sim-1")
+        assert pit_table["round"] and pit_table["game"] == "teen-patti-20-20", pit_table
+        _one_studio_link(mosquitto.log())
         async with asyncio.timeout(60):
             await process.stderr.read()
             assert await process.wait() == 0
@@ -116,13 +122,17 @@ def test_run_with_a_taken_studio_port_is_an_error_not_another_port(mosquitto, tm
     assert not journal.exists() or "round_opened" not in journal.read_bytes().decode("latin-1")
 
 
-async def _signs_in(pit_url: str, user: str, password: str) -> None:
-    """The printed pit console takes the printed user and password (and not a wrong one)."""
+async def _signs_in(pit_url: str, user: str, password: str) -> str:
+    """The printed pit console takes the printed user and password (and not a wrong one).
+
+    Returns:
+        The signed-in session's ``Cookie`` header.
+    """
     import http.cookiejar
     import re
     import urllib.parse
 
-    def sign_in(with_password: str) -> str:
+    def sign_in(with_password: str) -> tuple[str, str]:
         jar = http.cookiejar.CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         form = opener.open(pit_url + "login", timeout=5).read().decode()
@@ -132,10 +142,42 @@ async def _signs_in(pit_url: str, user: str, password: str) -> None:
             {"username": user, "password": with_password, "csrf": token.group(1)}
         ).encode()
         try:
-            return str(opener.open(pit_url + "login", data=body, timeout=10).read().decode())
+            page = str(opener.open(pit_url + "login", data=body, timeout=10).read().decode())
         except urllib.error.HTTPError as error:
-            return str(error.read().decode())
+            page = str(error.read().decode())
+        return page, "; ".join(f"{c.name}={c.value}" for c in jar)
 
-    assert "wrong user name or password" in await asyncio.to_thread(sign_in, password + "x")
-    page = await asyncio.to_thread(sign_in, password)
+    wrong, _ = await asyncio.to_thread(sign_in, password + "x")
+    assert "wrong user name or password" in wrong
+    page, cookie = await asyncio.to_thread(sign_in, password)
     assert 'data-user="pit" data-role="pitboss"' in page, page[:500]
+    return cookie
+
+
+async def _pit_floor_table(pit_url: str, cookie: str, table: str) -> dict[str, Any]:
+    """The pit console's view of ``table`` once it shows a round (its page socket)."""
+    origin = pit_url.split("/pit/", maxsplit=1)[0]
+    socket_url = origin.replace("http://", "ws://") + "/pit/ws"
+    headers = {"Cookie": cookie, "Origin": origin}
+    async with websockets.connect(socket_url, additional_headers=headers) as ws:
+        async with asyncio.timeout(30):
+            while True:
+                update = json.loads(await ws.recv())
+                views = update.get("floor", {}).get("tables", [])
+                if update.get("type") == "table":
+                    views = [update["table"]]
+                for view in views:
+                    if view["table"] == table and view["round"]:
+                        return dict(view)
+
+
+def _one_studio_link(broker_log: str) -> None:
+    """The demo's studio reads the table on one connection: its public floor, its
+    secure-delay floor and the pit console's floor (same broker, same credentials); the pit
+    console's own connection carries its commands' answers and the betting presence."""
+    clients = re.findall(r"New client connected from \S+ as (\S+)", broker_log)
+    studio = [c for c in clients if c.startswith("tablectl-studio-") and "-pit-" not in c]
+    pit = [c for c in clients if c.startswith("tablectl-studio-pit-")]
+    assert len(studio) == 1, clients
+    assert len(pit) == 1, clients
+    assert not [c for c in clients if c.endswith("-secure")], clients

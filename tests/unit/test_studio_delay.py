@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from hypothesis import given, settings
@@ -194,3 +195,28 @@ def test_a_full_floor_takes_no_new_table():
     other = env("round_opened", 1, OPENED).replace(b'"table": "t"', b'"table": "u"')
     floor.handle("tables/u/events", other)
     assert list(floor.views) == ["t"]
+
+
+async def test_a_burst_goes_on_together_never_early_and_at_most_the_batch_late():
+    """The studio's line (``batch_seconds``): a table's event and its snapshot, a few ms
+    apart, go on at one wake-up instead of two; neither before its time."""
+    delay, batch, gap = 0.2, 0.05, 0.01
+    released: list[tuple[str, float]] = []
+    line = DelayLine(delay, lambda topic, _: released.append((topic, time.monotonic())),
+                     batch_seconds=batch)  # fmt: skip
+    task = asyncio.create_task(line.run())
+    try:
+        first = time.monotonic()
+        line.hold("tables/t/events", env("round_opened", 1, OPENED))
+        await asyncio.sleep(gap)
+        second = time.monotonic()
+        line.hold("tables/t/round", b"")
+        async with asyncio.timeout(5):
+            while len(released) < 2:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    (_, at_first), (_, at_second) = released
+    assert at_first >= first + delay and at_second >= second + delay  # never early
+    assert at_second - at_first < gap / 2  # one wake-up for both
+    assert at_first - (first + delay) < 1.0  # late by the batch (a loaded machine: more)

@@ -322,6 +322,7 @@ class PitConsole:
         """Final answers to pit actions, by round (the last ``recent_rounds`` rounds)."""
         self.connected = asyncio.Event()
         self._stop = asyncio.Event()
+        self._floor_shared = False
 
     # -- the connection ------------------------------------------------------------------------
 
@@ -329,6 +330,24 @@ class PitConsole:
         """Keep the connection (reconnecting with back-off) until ``stop`` is set."""
         self._stop = stop
         await self._connector.run(self._serve, stop=stop, on_error=self._lost)
+
+    def share_feed(self) -> None:
+        """Take the floor's tables from a feed the studio already holds (call before :meth:`run`).
+
+        For a console mounted in a studio whose feed is the same link (same broker, same
+        credentials: ``make run``'s demo): the studio hands each message of its feed to
+        :meth:`take_floor`, and this console's own connection subscribes only to its answers
+        and the betting system's presence. One connection and one read fewer per message.
+        """
+        self._floor_shared = True
+
+    def take_floor(self, topic: str, payload: bytes) -> None:
+        """One message of the studio's feed, for the floor (see :meth:`share_feed`).
+
+        Only the floor reads it (a table's public topics; anything else is ignored there):
+        answers to this console come on its own connection only.
+        """
+        self._fold(topic, payload)
 
     def reply_filters(self) -> list[str]:
         """Where the tables' answers to this console come."""
@@ -338,7 +357,10 @@ class PitConsole:
         return [f"{prefix}/{table}/reply/pit{leaf}" for table in tables]
 
     async def _serve(self, client: MqttClient, address: BrokerAddress) -> None:
-        for topic in [*self.floor.subscriptions(), *self.reply_filters()]:
+        floor = self.floor.subscriptions()
+        if self._floor_shared:  # the tables' topics come through the studio's feed
+            floor = [topic for topic in floor if topic == self.floor.betting_status_topic]
+        for topic in [*floor, *self.reply_filters()]:
             await client.subscribe(topic, qos=1)
         self._client = client
         self.connected.set()
@@ -368,6 +390,9 @@ class PitConsole:
         if "/reply/pit" in topic:
             self._answer(raw, getattr(properties, "CorrelationData", None))
             return
+        self._fold(topic, raw)
+
+    def _fold(self, topic: str, raw: bytes | bytearray | str) -> None:
         changed = self.floor.apply(topic, raw)
         if changed is None:
             return
