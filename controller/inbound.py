@@ -17,10 +17,21 @@ when it connected (``chain_head.seq``) and when (``at``); it cannot have sent mo
 rejection, never the reader's new watermark (docs/security.md, "Hostile input").
 
 Pure but for :class:`RejectionLog` (a logger and counters) and the times passed in.
+
+**One parse per message per process.** :func:`parse_envelope`, :func:`parse_snapshot` and
+:func:`parse_status` (and :func:`parse_shared_object`, the JSON object they read) are pure
+functions of their arguments, so the last few results are kept (:data:`SHARED_PARSES`,
+``bytes`` payloads of at most :data:`SHARED_MAX_BYTES`): readers in one process that get the
+same message (``make run``'s demo: the studio's public floor, its delay line, its
+secure-delay floor, the pit console and ``--show``) parse and validate it once and share the
+result. The results are therefore **read-only** (the envelope and status are frozen
+models; nothing may change a snapshot's data in place). Bounded: a flood of distinct payloads
+only turns the cache over (docs/performance.md, "The demo").
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -30,7 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -274,6 +285,38 @@ def parse_object(
     return Rejection("not_object", f"payload is a JSON {_json_type(value)}, not an object")
 
 
+SHARED_PARSES = 32
+"""Parse results kept per kind (object, envelope, snapshot, status): the latest distinct ones."""
+
+SHARED_MAX_BYTES = 16 * 1024
+"""The largest payload whose parse is kept (a table's messages are under 4 KB): the payloads
+the four caches hold stay under 2 MiB whatever is sent."""
+
+
+def _shared(payload: object) -> TypeGuard[bytes]:
+    return type(payload) is bytes and len(payload) <= SHARED_MAX_BYTES
+
+
+def parse_shared_object(
+    payload: bytes | bytearray | memoryview | str, *, bounds: Bounds = BOUNDS
+) -> Mapping[str, Any] | Rejection:
+    """:func:`parse_object`, shared by the readers of the same payload in one process.
+
+    What :func:`parse_envelope`, :func:`parse_snapshot` and :func:`parse_status` read before
+    their validation: a reader that wants the message's JSON object as received (the pit
+    console keeps it, what a signature covers) after one of them gets it without a second
+    parse. Read-only (see the module notes). Never raises.
+    """
+    if _shared(payload):
+        return _shared_object(payload, bounds)
+    return parse_object(payload, bounds=bounds)
+
+
+@functools.lru_cache(maxsize=SHARED_PARSES)
+def _shared_object(payload: bytes, bounds: Bounds) -> dict[str, Any] | Rejection:
+    return parse_object(payload, bounds=bounds)
+
+
 def _json_type(value: Any) -> str:
     names: dict[type, str] = {list: "array", str: "string", int: "number", float: "number"}
     if value is None:
@@ -331,7 +374,7 @@ def _versioned(
     payload: bytes | bytearray | memoryview | str, model: type[M], what: str, bounds: Bounds
 ) -> M | Rejection:
     """A JSON object of a known ``schema_version`` as ``model``, or why not."""
-    body = parse_object(payload, bounds=bounds)
+    body = parse_shared_object(payload, bounds=bounds)
     if isinstance(body, Rejection):
         return body
     wrong = _version(body)
@@ -352,6 +395,7 @@ def parse_envelope(
     The envelope is validated as :class:`~controller.messages.Envelope` and its ``data`` as the
     kind's model (the public one, or the full one on ``secure``): a kind this release does not
     know keeps its (bounded) data unchecked, as consumers must ignore what they do not know.
+    The result may be shared with another reader of the same payload: read-only.
 
     Args:
         payload: The message's bytes.
@@ -359,6 +403,26 @@ def parse_envelope(
         secure: Read with the full data models (``secure/events``).
         bounds: The bounds.
     """
+    if _shared(payload):
+        return _shared_envelope(payload, table, secure, bounds)
+    return _parse_envelope(payload, table=table, secure=secure, bounds=bounds)
+
+
+@functools.lru_cache(maxsize=SHARED_PARSES)
+def _shared_envelope(
+    payload: bytes, table: str | None, secure: bool, bounds: Bounds
+) -> Envelope | Rejection:
+    return _parse_envelope(payload, table=table, secure=secure, bounds=bounds)
+
+
+def _parse_envelope(
+    payload: bytes | bytearray | memoryview | str,
+    *,
+    table: str | None = None,
+    secure: bool = False,
+    bounds: Bounds = BOUNDS,
+) -> Envelope | Rejection:
+    """:func:`parse_envelope`'s parse itself (every call parses)."""
     envelope = _versioned(payload, Envelope, "envelope", bounds)
     if isinstance(envelope, Rejection):
         return envelope
@@ -381,8 +445,29 @@ def parse_snapshot(
     table: str | None = None,
     bounds: Bounds = BOUNDS,
 ) -> tuple[Envelope, RoundSnapshotData] | Rejection:
-    """The retained ``round`` message (envelope and snapshot), or why not."""
-    envelope = parse_envelope(payload, table=table, bounds=bounds)
+    """The retained ``round`` message (envelope and snapshot), or why not.
+
+    The result may be shared with another reader of the same payload: read-only.
+    """
+    if _shared(payload):
+        return _shared_snapshot(payload, table, bounds)
+    return _parse_snapshot(payload, table=table, bounds=bounds)
+
+
+@functools.lru_cache(maxsize=SHARED_PARSES)
+def _shared_snapshot(
+    payload: bytes, table: str | None, bounds: Bounds
+) -> tuple[Envelope, RoundSnapshotData] | Rejection:
+    return _parse_snapshot(payload, table=table, bounds=bounds)
+
+
+def _parse_snapshot(
+    payload: bytes | bytearray | memoryview | str,
+    *,
+    table: str | None = None,
+    bounds: Bounds = BOUNDS,
+) -> tuple[Envelope, RoundSnapshotData] | Rejection:
+    envelope = _parse_envelope(payload, table=table, bounds=bounds)
     if isinstance(envelope, Rejection):
         return envelope
     if envelope.kind != ROUND_SNAPSHOT_KIND:
@@ -406,7 +491,23 @@ def parse_status(
     table: str | None = None,
     bounds: Bounds = BOUNDS,
 ) -> StatusMessage | Rejection:
-    """The retained ``status`` message (birth, stop, Last Will), or why not."""
+    """The retained ``status`` message (birth, stop, Last Will), or why not (read-only)."""
+    if _shared(payload):
+        return _shared_status(payload, table, bounds)
+    return _parse_status(payload, table=table, bounds=bounds)
+
+
+@functools.lru_cache(maxsize=SHARED_PARSES)
+def _shared_status(payload: bytes, table: str | None, bounds: Bounds) -> StatusMessage | Rejection:
+    return _parse_status(payload, table=table, bounds=bounds)
+
+
+def _parse_status(
+    payload: bytes | bytearray | memoryview | str,
+    *,
+    table: str | None = None,
+    bounds: Bounds = BOUNDS,
+) -> StatusMessage | Rejection:
     status = _versioned(payload, StatusMessage, "status", bounds)
     if isinstance(status, Rejection):
         return status

@@ -38,7 +38,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from controller.inbound import Rejection, RejectionLog, parse_betting_status, parse_object
+from controller.inbound import (
+    Rejection,
+    RejectionLog,
+    parse_betting_status,
+    parse_shared_object,
+)
 from controller.journal.entries import (
     DeviceStatusData,
     PitAlertData,
@@ -216,7 +221,7 @@ def _as_received(
     payload: bytes | bytearray | str, message: Envelope | StatusMessage
 ) -> Mapping[str, Any]:
     """The JSON object as received (what a signature covers), parsed by the one parse."""
-    body = parse_object(payload)
+    body = parse_shared_object(payload)  # the parse the fold's read made: not another
     return wire(message) if isinstance(body, Rejection) else body
 
 
