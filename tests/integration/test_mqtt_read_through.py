@@ -26,6 +26,18 @@ DRAIN_SECONDS = 5.0
 """The backlog is on the socket at once: reading it takes well under a second."""
 
 
+def _persistent(url: str, name: str, **options: Any) -> Connector:
+    """A connector of one persistent MQTT 5 session (a client id of its own) on ``url``."""
+    return Connector(
+        MqttSettings(urls=[url], protocol="5", connect_timeout=5.0),
+        client_id=f"{name}-{uuid.uuid4().hex[:8]}",
+        name="test",
+        logger="tests.paho",
+        persistent=True,
+        **options,
+    )
+
+
 @pytest.mark.parametrize("shared_tables", [False, True], ids=["pahos-tables", "drain-tables"])
 async def test_a_backlog_is_read_in_bounded_bursts_in_order_with_its_properties(
     mosquitto_session: Any, shared_tables: bool
@@ -37,17 +49,9 @@ async def test_a_backlog_is_read_in_bounded_bursts_in_order_with_its_properties(
         from controller.mqtt import drain
 
         drain.install()
-    settings = MqttSettings(urls=[mosquitto_session.url], protocol="5", connect_timeout=5.0)
     address = parse_broker_url(mosquitto_session.url)
     topic = f"tests/read-through/{uuid.uuid4().hex[:8]}"
-    connector = Connector(
-        settings,
-        client_id=f"read-through-{uuid.uuid4().hex[:8]}",
-        name="test",
-        logger="tests.paho",
-        persistent=True,
-        read_packets=BOUND,
-    )
+    connector = _persistent(mosquitto_session.url, "read-through", read_packets=BOUND)
     async with asyncio.timeout(30):
         async with connector.connect(address) as client:
             await client.subscribe(topic, qos=1)
@@ -86,16 +90,9 @@ async def test_the_acknowledgements_of_a_burst_are_written_with_it(mosquitto_ses
     end of the readable event that read it), not on a writable event of its own: one write a
     burst, no watch of the socket for writing, no pass of the loop (docs/performance.md,
     "The demo"). And the broker has it: a persistent session gets nothing again."""
-    settings = MqttSettings(urls=[mosquitto_session.url], protocol="5", connect_timeout=5.0)
     address = parse_broker_url(mosquitto_session.url)
     topic = f"tests/acks/{uuid.uuid4().hex[:8]}"
-    connector = Connector(
-        settings,
-        client_id=f"acks-{uuid.uuid4().hex[:8]}",
-        name="test",
-        logger="tests.paho",
-        persistent=True,
-    )
+    connector = _persistent(mosquitto_session.url, "acks")
     pending_at_hand_over: list[bool] = []
 
     async def read(client: Client) -> None:
