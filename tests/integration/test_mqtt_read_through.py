@@ -83,3 +83,36 @@ async def test_a_backlog_is_read_in_bounded_bursts_in_order_with_its_properties(
 def test_read_packets_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="read_packets must be >= 1, got 0"):
         Client("127.0.0.1", 1, read_packets=0)
+
+
+async def test_the_acknowledgements_of_a_burst_are_written_with_it(mosquitto_session: Any) -> None:
+    """A received QoS 1 message's PUBACK is written before the message is handed over (at the
+    end of the readable event that read it), not on a writable event of its own: one write a
+    burst, no watch of the socket for writing, no pass of the loop (docs/performance.md,
+    "The demo"). And the broker has it: a persistent session gets nothing again."""
+    address = parse_broker_url(mosquitto_session.url)
+    topic = f"tests/acks/{uuid.uuid4().hex[:8]}"
+    connector = _persistent(mosquitto_session.url, "acks")
+    pending_at_hand_over: list[bool] = []
+
+    async def read(client: Client) -> None:
+        async for message in client.messages:  # waiting when each message comes
+            pending_at_hand_over.append(client.paho.want_write())
+            assert message.payload == f"m-{len(pending_at_hand_over) - 1}".encode()
+            if len(pending_at_hand_over) == 5:
+                return
+
+    async with asyncio.timeout(30):
+        async with connector.connect(address) as client:
+            await client.subscribe(topic, qos=1)
+            reader = asyncio.create_task(read(client))
+            async with Client(address.host, address.port, protocol="5") as publisher:
+                for n in range(5):
+                    await publisher.publish(topic, f"m-{n}", qos=1)
+                    await asyncio.sleep(0.05)
+            await reader
+        async with connector.connect(address) as client:
+            with pytest.raises(TimeoutError):  # nothing unacknowledged to send again
+                async with asyncio.timeout(1.0):
+                    await anext(client.messages)
+    assert pending_at_hand_over == [False] * 5
