@@ -15,11 +15,13 @@ loop, the way paho's documentation describes an external event loop:
   ``read_packets`` times, so a backlog is read in bursts (paho 2's ``loop_read`` reads one
   packet per call for a client that only receives) and other tasks run between two bursts
   (the socket stays readable: the loop calls again on its next pass);
-* a packet paho queues is written at once, inside ``publish()``, when that is called in the
-  loop thread (``write_through``: the card's hot path), otherwise when the socket is writable
-  (``add_writer``); the acknowledgements of what a readable event read (PUBACKs) are written
-  at the end of that event, in one write, before the messages are handed over (no writable
-  event, no pass of the loop of their own: docs/performance.md, "The demo");
+* a packet paho queues is written at once, inside the call that queued it (``publish()``,
+  ``ack()``, a PINGREQ), when that is made in the loop thread (``write_through``: the card's
+  hot path; every :class:`~controller.mqtt.connection.Connector`'s client), otherwise when
+  the socket is writable (``add_writer``, removed once paho's queue is empty); the
+  acknowledgements of what a readable event read (PUBACKs) are written at the end of that
+  event, in one write, before the messages are handed over (no writable event, no pass of
+  the loop of their own: docs/performance.md, "The demo");
 * ``loop_misc()`` once a second keeps the link alive (keep-alive, PINGREQ).
 
 What the rest of the product sees is the small surface it used of aiomqtt
@@ -269,6 +271,7 @@ class Client:
         self._write_through = write_through
         self._read_packets = read_packets
         self._reading = False
+        self._watching_write = -1  # the descriptor watched for writability (-1: none)
         if receive_maximum is not None and self._v5:
             if self._properties is None:
                 self._properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
@@ -695,6 +698,7 @@ class Client:
             self._loop.remove_reader(self._fileno)
             self._loop.remove_writer(self._fileno)
             self._fileno = -1
+        self._watching_write = -1
         if self._misc is not None and not self._misc.done():
             self._misc.cancel()
 
@@ -716,11 +720,22 @@ class Client:
         assert self._loop is not None
         if fileno >= 0 and self._lost is None and self.paho.want_write():
             self._loop.add_writer(fileno, self._writable)
+            self._watching_write = fileno
 
     def _on_unregister_write(self, client: Any, userdata: Any, sock: Any) -> None:
         fileno = sock.fileno()
         if fileno >= 0:
-            self._in_loop(lambda: self._loop.remove_writer(fileno) if self._loop else None)
+            self._in_loop(lambda: self._unwatch_write(fileno))
+
+    def _unwatch_write(self, fileno: int) -> None:
+        """Stop watching for writability, if it was watched.
+
+        paho tells of every write that emptied its queue, most of them written through,
+        with no writer to remove.
+        """
+        if self._watching_write == fileno and self._loop is not None:
+            self._watching_write = -1
+            self._loop.remove_writer(fileno)
 
     def _in_loop(self, call: Callable[[], object]) -> None:
         loop = self._loop

@@ -90,8 +90,11 @@ class Connector:
         will: Gives the Last Will's topic and payload (QoS 1, retained) for each connection.
         max_inflight: paho's limit of QoS 1 publishes awaiting their PUBACK.
         pending_calls_threshold: Kept for callers written for aiomqtt (not used).
-        write_through: Write a publish to the socket inside ``publish()`` when called in the
-            loop thread (:class:`~controller.mqtt.client.Client`): the card's hot path.
+        write_through: Write a packet to the socket inside the call that queued it
+            (``publish()``, ``ack()``, a keep-alive) when made in the loop thread
+            (:class:`~controller.mqtt.client.Client`): the card's hot path, and no writable
+            event and pass of the loop of its own for a consumer's acknowledgement. On by
+            default; ``False`` waits for the socket's writable event.
         read_packets: paho ``loop_read`` calls per readable event at most (paho alone reads
             one packet per call for a client that only receives).
         manual_acks: Leave acknowledgements to the caller (the archive's, after its commit).
@@ -123,7 +126,7 @@ class Connector:
         will: Callable[[], tuple[str, bytes]] | None = None,
         max_inflight: int | None = None,
         pending_calls_threshold: int | None = None,
-        write_through: bool = False,
+        write_through: bool = True,
         read_packets: int = READ_PACKETS_MAX,
         manual_acks: bool = False,
         receive_maximum: int | None = None,

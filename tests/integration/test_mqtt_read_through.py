@@ -116,3 +116,31 @@ async def test_the_acknowledgements_of_a_burst_are_written_with_it(mosquitto_ses
                 async with asyncio.timeout(1.0):
                     await anext(client.messages)
     assert pending_at_hand_over == [False] * 5
+
+
+async def test_an_acknowledgement_made_in_the_loop_is_written_inside_the_call(
+    mosquitto_session: Any,
+) -> None:
+    """A connector's client writes through by default: the archive's ``ack()`` after its
+    commit (``manual_acks``) is on the socket when the call returns, with no writable event
+    and pass of the loop of its own (docs/performance.md, "Under 1.3x"). And the broker has
+    it: a persistent session gets nothing again."""
+    address = parse_broker_url(mosquitto_session.url)
+    topic = f"tests/acks/{uuid.uuid4().hex[:8]}"
+    connector = _persistent(mosquitto_session.url, "manual", manual_acks=True)
+    pending_after_ack: list[bool] = []
+    async with asyncio.timeout(30):
+        async with connector.connect(address) as client:
+            await client.subscribe(topic, qos=1)
+            async with Client(address.host, address.port, protocol="5") as publisher:
+                for n in range(3):
+                    await publisher.publish(topic, f"m-{n}", qos=1)
+                    message = await anext(client.messages)
+                    assert message.payload == f"m-{n}".encode()
+                    client.ack(message.mid, message.qos)
+                    pending_after_ack.append(client.paho.want_write())
+        async with connector.connect(address) as client:
+            with pytest.raises(TimeoutError):  # nothing unacknowledged to send again
+                async with asyncio.timeout(1.0):
+                    await anext(client.messages)
+    assert pending_after_ack == [False] * 3
