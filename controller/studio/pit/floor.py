@@ -397,7 +397,7 @@ class Floor:
             self._alert(state, message, step.data)
         elif channel == "results" and isinstance(message, Envelope):
             self._delayed(state, message, step.data)
-        if channel != "results":
+        if channel in ("events", "status"):  # (a retained snapshot is worded as no line)
             self._line(state, describe(topic, wire(message)))
         return table
 
