@@ -13,7 +13,9 @@ selects the antenna (``SET_ACTIVE_ANTENNA``, through the reader's multiplexer; w
 every poll; the presence latch (:class:`drivers.presence.PresenceLatch`, the profile's
 ``[presence]`` times) makes one placement of the repeats and a removal of their end. Each poll
 is a whole inventory of its antenna, so a tag missing from one counts as absent from that poll
-on: a host that polls late (a stall) removes nothing it did not see gone.
+on: a host that polls late (a stall) removes nothing it did not see gone. The tags of a poll
+count as seen when its tag count was taken (the UIDs index that inventory), so a reply late
+inside a poll removes nothing either.
 
 * a placement is a :class:`~drivers.source.CardRead` of the card the code table maps the UID
   to, at the antenna's position (a hand or slot name; ``muck`` for a muck antenna); a UID the
@@ -263,7 +265,10 @@ class PepperCardSource(QueuedReads):
                     raise self._error(
                         _CommandFailed, f"GET_UID answered no UID: {data.hex().upper()}"
                     )
-                seen.append(TagSeen(uid.uid, antenna, time.monotonic()))
+                # Seen as of the count: the UIDs index the inventory the count took, so a
+                # reply that comes late (a slow module, a stalled host) does not stretch the
+                # poll past the removal time and remove the tags not read back yet.
+                seen.append(TagSeen(uid.uid, antenna, at))
         except _CommandFailed as exc:
             self._put(
                 Misread("malformed", self._where(antenna, str(exc.message)), None, time.monotonic())

@@ -83,6 +83,7 @@ class PepperStats:
     two_tags: int = 0
     unplugs: int = 0
     cues: int = 0
+    stalls: int = 0
     dealt: list[str] = field(default_factory=list)
 
 
@@ -152,6 +153,7 @@ class PepperReaderSimulator:
         self._link: Path | None = None
         self._server: asyncio.Server | None = None
         self._tcp: list[asyncio.StreamWriter] = []
+        self._stall: tuple[float, int] | None = None
 
     # ------------------------------------------------------------------ the table
 
@@ -190,6 +192,15 @@ class PepperReaderSimulator:
         """Take every tag off."""
         for tags in self.fields.values():
             tags.clear()
+
+    def stall_next_uid(self, seconds: float, index: int = 0) -> None:
+        """Answer the next ``GET_UID`` of a tag at ``index`` or beyond ``seconds`` late.
+
+        A reply late inside one poll, the tag count already taken (a slow module, or a host
+        stalled between two of a poll's commands): the host's inventory then spans more than
+        the latch's removal time. Counted in ``stats.stalls`` when it happens.
+        """
+        self._stall = (seconds, index)
 
     # ------------------------------------------------------------------ the protocol
 
@@ -246,6 +257,15 @@ class PepperReaderSimulator:
                     continue  # the reader ignores a bad request (the host times out)
                 frame = self.reply(item.payload)
                 out = self._faulted(frame) if frame is not None else None
+                stall = self._stall
+                if (
+                    stall is not None
+                    and item.payload[:1] == bytes([Command.GET_UID])
+                    and item.payload[1:2] >= bytes([stall[1]])
+                ):
+                    self._stall = None
+                    self.stats.stalls += 1
+                    await asyncio.sleep(stall[0])
                 if out is not None:
                     write(out)
 

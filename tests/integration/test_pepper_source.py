@@ -283,6 +283,26 @@ async def test_a_host_stall_longer_than_the_removal_time_removes_nothing(tmp_pat
         assert not any(isinstance(r, CardRemoved) for r in await quiet(source, REMOVE_AFTER))
 
 
+async def test_a_late_reply_inside_a_poll_removes_nothing_and_places_nothing_again(
+    tmp_path: Path,
+) -> None:
+    """A poll's inventory is of its tag count's moment: a UID answered later than the
+    removal time (a slow module, or a host stalled inside one poll, as a loaded one is) removes
+    none of the tags lying there, and reads none of them again (the suite's
+    ``test_pepper_contract[pty-unknown-tag]``: six cards read twice, once)."""
+    async with asyncio.timeout(20), reader(tmp_path) as (sim, source):
+        for card in ("Tc", "Jd", "Qs"):
+            sim.place_card(1, card)
+        read: list[Read] = []
+        while len(cards(read)) < 3:
+            read += await until(source, CardRead)
+        await quiet(source, REMOVE_AFTER)
+        sim.stall_next_uid(REMOVE_AFTER * 1.4, index=1)
+        after = await quiet(source, REMOVE_AFTER * 4)
+    assert sim.stats.stalls == 1
+    assert after == []
+
+
 async def test_enrol_reads_a_whole_deck_from_a_pepper_and_the_table_reads_it_back(
     tmp_path: Path,
 ) -> None:
