@@ -18,10 +18,9 @@ loop, the way paho's documentation describes an external event loop:
 * a packet paho queues is written at once, inside the call that queued it (``publish()``,
   ``ack()``, a PINGREQ), when that is made in the loop thread (``write_through``: the card's
   hot path; every :class:`~controller.mqtt.connection.Connector`'s client), otherwise when
-  the socket is writable (``add_writer``, removed once paho's queue is empty); the
-  acknowledgements of what a readable event read (PUBACKs) are written at the end of that
-  event, in one write, before the messages are handed over (no writable event, no pass of
-  the loop of their own: docs/performance.md, "The demo");
+  the socket is writable (``add_writer``, removed once paho's queue is empty): a received
+  message's PUBACK, queued by paho inside ``loop_read``, goes out there and then, with no
+  writable event and pass of the loop of its own (docs/performance.md, "The demo");
 * ``loop_misc()`` once a second keeps the link alive (keep-alive, PINGREQ).
 
 What the rest of the product sees is the small surface it used of aiomqtt
@@ -270,7 +269,6 @@ class Client:
         self._socket_options = tuple(socket_options)
         self._write_through = write_through
         self._read_packets = read_packets
-        self._reading = False
         self._watching_write = -1  # the descriptor watched for writability (-1: none)
         if receive_maximum is not None and self._v5:
             if self._properties is None:
@@ -703,8 +701,6 @@ class Client:
             self._misc.cancel()
 
     def _on_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
-        if self._reading and threading.get_ident() == self._loop_thread:
-            return  # an acknowledgement of what is being read: written when the burst ends
         if self._write_through and threading.get_ident() == self._loop_thread:
             try:
                 self.paho.loop_write()
@@ -757,24 +753,13 @@ class Client:
         self.read_events += 1
         burst = 0
         try:
-            self._reading = True
-            try:
-                for _ in range(self._read_packets):
-                    before = self._events
-                    rc = paho.loop_read()
-                    if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or self._events == before:
-                        break
-                    burst += 1
-            finally:
-                self._reading = False
+            for _ in range(self._read_packets):
+                before = self._events
+                rc = paho.loop_read()
+                if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or self._events == before:
+                    break
+                burst += 1
             self.largest_burst = max(self.largest_burst, burst)
-            if paho.want_write():
-                # The PUBACKs of what was read (and anything queued meanwhile), in one write
-                # now rather than on a writable event of their own; what the socket does not
-                # take waits for one (:meth:`_writer`).
-                paho.loop_write()
-                if paho.want_write() and (sock := paho.socket()) is not None:
-                    self._writer(sock.fileno())
             sock = paho.socket()
             pending = getattr(sock, "pending", None)
             if pending is not None and pending() > 0 and self._loop is not None:

@@ -86,9 +86,9 @@ def test_read_packets_below_one_is_refused() -> None:
 
 
 async def test_the_acknowledgements_of_a_burst_are_written_with_it(mosquitto_session: Any) -> None:
-    """A received QoS 1 message's PUBACK is written before the message is handed over (at the
-    end of the readable event that read it), not on a writable event of its own: one write a
-    burst, no watch of the socket for writing, no pass of the loop (docs/performance.md,
+    """A received QoS 1 message's PUBACK is written before the message is handed over (inside
+    the read that queued it: a connector's client writes through), not on a writable event of
+    its own: no watch of the socket for writing, no pass of the loop (docs/performance.md,
     "The demo"). And the broker has it: a persistent session gets nothing again."""
     address = parse_broker_url(mosquitto_session.url)
     topic = f"tests/acks/{uuid.uuid4().hex[:8]}"
