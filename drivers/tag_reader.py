@@ -114,20 +114,27 @@ class TagReaderSource(QueuedReads):
         the removal time would remove every card on the table.
         """
         listening = time.monotonic()
+        held_up = False  # this wake-up's hold-up already counted
         while True:
             self._wake.clear()
             deadline = self.core.next_deadline()
             now = time.monotonic()
             delay = None if deadline is None else deadline - now
-            if delay is not None and delay <= -STALL:
+            if delay is not None and delay <= -STALL and not held_up:
                 # Held up: from the last time this task ran, nothing could be heard.
                 self.core.link_lost(listening)
                 self.core.link_back(now)
                 listening = now
+                held_up = True
                 continue
             if delay is not None and delay <= 0:
+                # Due (a deadline still far past after the hold-up was counted was past
+                # before this task last listened: a message timed earlier set it). Ticked,
+                # and the loop let run: a deadline that would not move never holds it.
                 self._tick()
+                await asyncio.sleep(0)
                 continue
+            held_up = False
             listening = now
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):

@@ -328,3 +328,41 @@ def test_any_status_payload_is_a_change_nothing_or_a_rejection(payload: bytes, a
     for read in core.reader_status(payload, at):
         assert isinstance(read, DeviceStatus)
         assert read.state in ("lost", "reader_rejected")
+
+
+def test_the_timers_hand_over_a_deadline_set_in_the_past_without_holding_the_loop() -> None:
+    """A read timed well before the timer task last listened (a line that waited in the port
+    while the loop was busy) sets a deadline far past: the hold-up is counted once, then the
+    removal is handed over. It looped on the hold-up before, never awaiting: the event loop
+    held for good (a fresh-clone suite's ``test_json_reader_contract[pty-everything]``, stuck
+    300 s in ``run_timers``)."""
+    import asyncio
+    import threading
+    import time
+
+    from drivers.json_readers import parse_json_reader_url
+    from drivers.source import DriverSettings
+    from drivers.tag_reader import STALL, TagReaderSource
+
+    url = "jsonl+serial:///dev/null?place_after_ms=0&remove_after_ms=300"
+    source = TagReaderSource(url, parse_json_reader_url(url, "jsonl+serial"), DriverSettings())
+    assert source.core.table is not None  # the demo deck's code table
+    two_of_clubs = source.core.table.codes_of("2c")[0]
+    handed: list[object] = []
+
+    async def run() -> None:
+        handed.extend(source.core.message(msg(two_of_clubs), time.monotonic() - 4 * STALL))
+        timers = asyncio.create_task(source.run_timers())  # listening from now
+        async with asyncio.timeout(5):
+            while not any(isinstance(read, CardRemoved) for read in handed):
+                handed.append(await source.take(is_open=True))
+        timers.cancel()
+
+    worker = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "the timer task held the event loop"
+    assert [(type(r).__name__, getattr(r, "value", None)) for r in handed] == [
+        ("CardRead", "2c"),
+        ("CardRemoved", "2c"),
+    ]
