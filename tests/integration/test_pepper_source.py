@@ -302,7 +302,9 @@ async def test_a_late_reply_inside_a_poll_removes_nothing_and_places_nothing_aga
         sim.stall_next_uid(REMOVE_AFTER + 0.03, index=1)
         after = await quiet(source, REMOVE_AFTER * 4)
     assert sim.stats.stalls == 1
-    assert after == []
+    # No card event and no "two tags at once" (a reply late enough to time out is the
+    # supervisor's lost and recovered, which removes nothing either).
+    assert [r for r in after if not isinstance(r, DeviceStatus) or r.state == "two_tags"] == []
 
 
 async def test_enrol_reads_a_whole_deck_from_a_pepper_and_the_table_reads_it_back(
