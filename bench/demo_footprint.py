@@ -33,7 +33,6 @@ Targets (issue 26 item 7): the demo under 80 MiB RSS and under 1.3x the table al
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import sqlite3
@@ -48,6 +47,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from controller.errors import JournalError
+from controller.journal import Journal
 from tests.support.mosquitto import MosquittoProcess
 
 TABLECTL = Path(sys.executable).with_name("tablectl")
@@ -173,19 +174,16 @@ def _journal_opened(running: _Running, timeout: float) -> bool:
 def _first_result(running: _Running, timeout: float) -> bool:
     """Whether the table has journalled its first ``round_result`` within ``timeout``."""
     deadline = time.monotonic() + timeout
-    uri = f"file:{running.work / 'var' / 'sim-1.sqlite'}?mode=ro"
+    path = running.work / "var" / "sim-1.sqlite"
     while time.monotonic() < deadline:
         if running.process.poll() is not None:
             return False
         try:
-            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=1.0)) as journal:
-                found = journal.execute(
-                    "SELECT 1 FROM entries WHERE kind = 'round_result' LIMIT 1"
-                ).fetchone()
-        except sqlite3.Error:
-            found = None  # not created yet, or busy: look again
-        if found is not None:
-            return True
+            with Journal.open_readonly(path) as journal:  # beside the live table: no lock
+                if journal.last_of_kind("round_result") is not None:
+                    return True
+        except (JournalError, sqlite3.Error):
+            pass  # not migrated yet, or busy: look again
         time.sleep(0.25)
     return False
 

@@ -257,11 +257,12 @@ class PepperReaderSimulator:
                     continue  # the reader ignores a bad request (the host times out)
                 frame = self.reply(item.payload)
                 out = self._faulted(frame) if frame is not None else None
-                stall = self._stall
+                stall, payload = self._stall, item.payload
                 if (
                     stall is not None
-                    and item.payload[:1] == bytes([Command.GET_UID])
-                    and item.payload[1:2] >= bytes([stall[1]])
+                    and len(payload) > 1
+                    and payload[0] == Command.GET_UID
+                    and payload[1] >= stall[1]
                 ):
                     self._stall = None
                     self.stats.stalls += 1
