@@ -6,8 +6,8 @@ delay, the pit console mounted at ``/pit``), a simulated table on the scanner si
 screen, the public overlay, the secure-delay overlay and the pit console. The table is driven
 through the states of the issue's matrix in two rounds:
 
-* round 1: **betting** (the betting window), **dealing** (the third card's first eight
-  transmissions are lost: 4 s with two cards on the table), **halted** (the scanner's cable
+* round 1: **betting** (the betting window), **dealing** (the third card's first twelve
+  transmissions are lost: 6 s with two cards on the table), **halted** (the scanner's cable
   pulled at the fifth card for longer than ``rounds.device_halt_seconds``), **voided** (the
   pit void command, after the pit's Void button was clicked once and nothing was published);
 * round 2: **decision** (the crowd leaves the round's first window to its deadline:
@@ -354,8 +354,13 @@ class Stage:
         )
         path = screens_dir() / f"{self.game}-{watched.name}-{state}.png"
         await watched.page.screenshot(path=str(path))
+        # Whether the shot shows the state: the view still holding it when the capture is
+        # back. The DOM checks below take seconds under a full suite's load (up to 4 s seen,
+        # six workers on two cores); a state that ends while they run was still shot in it.
+        shot = time.monotonic() - seen
+        held = source.view is not None and holds(source.view)
         self.shots[(watched.name, state)] = path
-        self.shot_seconds[(watched.name, state)] = time.monotonic() - seen
+        self.shot_seconds[(watched.name, state)] = shot
         problems = await page_problems(watched.page)
         round_id = str(_round(source.view or {}).get("id") or "")
         problems += await watched.page.evaluate(
@@ -365,12 +370,12 @@ class Stage:
         watched.errors.clear()
         for problem in dict.fromkeys(str(p) for p in problems):
             self.found(watched.name, state, problem)
-        if source.view is None or not holds(source.view):
+        if not held:
             self.found(
                 watched.name,
                 state,
                 f"the page left {state} before its screenshot was taken (after "
-                f"{time.monotonic() - seen:.1f} s: the shot may show the next state)",
+                f"{shot:.1f} s: the shot may show the next state)",
             )
 
     async def void_button_publishes_nothing_first(self) -> None:
@@ -450,13 +455,14 @@ def _host_port(url: str) -> tuple[str, int]:
 
 
 def simulation(seed: int) -> Simulation:
-    """Round 1's deal: the third card's first 8 transmissions lost (the device sends it again
-    every 0.5 s: 4 s of dealing with two cards on the table), the cable out at the fifth card
-    (the halt). A ``delay`` fault would not hold the deal: the device's retransmission after
-    0.5 s overtakes the late frame."""
+    """Round 1's deal: the third card's first 12 transmissions lost (the device sends it again
+    every 0.5 s: 6 s of dealing with two cards on the table, long enough for four pages' shots
+    under a full suite's load), the cable out at the fifth card (the halt).
+    A ``delay`` fault would not hold the deal: the device's retransmission after 0.5 s
+    overtakes the late frame."""
     faults = FaultPlan(
         script=(
-            CardFault(at=2, kind="loss", times=8),
+            CardFault(at=2, kind="loss", times=12),
             CardFault(at=4, kind="unplug", seconds=1.0),
         )
     )
