@@ -119,7 +119,10 @@ async def _stream_peer(broker: SecureBroker) -> AsyncIterator[Peer]:
 
 
 def _table(broker: SecureBroker, tmp_path: Path, users: tuple[str, ...] = ("betting",)) -> Any:
-    faults = FaultPlan(script=(CardFault(at=3, kind="unplug", seconds=2.5),))
+    # The scanner's cable is out 6 s: long enough for the page to show it lost, and for the
+    # test to open its detail and read "state: lost", under a full suite's load (2.5 s was
+    # not: the scanner was back before the detail was read).
+    faults = FaultPlan(script=(CardFault(at=3, kind="unplug", seconds=6.0),))
     sim = Simulation(cards=tuple(CARDS), deal_delay=0.0, faults=faults)
     return live_table(
         broker,
