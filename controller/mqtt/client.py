@@ -92,6 +92,25 @@ def misc_seconds(keepalive: int) -> float:
     return max(MISC_SECONDS, keepalive / 4)
 
 
+MISC_MIN_SLEEP = 0.001
+"""A misc tick that would come sooner than this (its own grid time, just passed) waits a
+period more: no second ``loop_misc`` within a millisecond."""
+
+
+def misc_delay(now: float, period: float) -> float:
+    """How long to sleep from ``now`` (the event loop's clock) to the next misc tick.
+
+    The ticks fall on the multiples of ``period`` on the loop's clock, not ``period`` after
+    each client connected: every client of a process with the same keep-alive runs its
+    ``loop_misc`` in the same pass of the loop, one wake-up for all of them instead of one
+    each (``make run``'s demo holds five connections; docs/performance.md, "The demo"). A
+    tick is never more than ``period`` + :data:`MISC_MIN_SLEEP` after the last one, so the
+    keep-alive's margin (:data:`MISC_SECONDS`) holds.
+    """
+    delay = period - (now % period)
+    return delay if delay >= MISC_MIN_SLEEP else delay + period
+
+
 Protocol = Literal["5", "3.1.1"] | int
 """``"5"``/``5`` (MQTT 5) or ``"3.1.1"``/``4`` (``aiomqtt.ProtocolVersion`` values work too)."""
 
@@ -775,9 +794,11 @@ class Client:
             self._fail(exc)
 
     async def _misc_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        period = misc_seconds(self._keepalive)
         try:
             while self.paho.loop_misc() == MQTTErrorCode.MQTT_ERR_SUCCESS:  # noqa: ASYNC110 (paho's clock)
-                await asyncio.sleep(misc_seconds(self._keepalive))
+                await asyncio.sleep(misc_delay(loop.time(), period))
         except Exception as exc:  # pragma: no cover - paho reports through on_disconnect
             self._fail(exc)
 
