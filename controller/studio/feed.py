@@ -320,7 +320,8 @@ class DelayLine:
             now = self.clock()
             wait = self._due[0][0] - now
             if wait > 0:
-                # A message held meanwhile wakes the line early; the head is looked at again.
+                # A message held meanwhile that is due sooner (a round's secret released to
+                # go on at once) wakes the line early; the head is looked at again.
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait + self.batch_seconds):
@@ -334,7 +335,11 @@ class DelayLine:
 
     def _schedule(self, item: tuple[float, int, str, bytes]) -> None:
         heapq.heappush(self._due, item)
-        self._wake.set()
+        if self._due[0] is item:
+            # Only a new head changes when the line must wake: a message held behind it (the
+            # usual case, each due ``delay`` after the one before) leaves the line asleep
+            # instead of waking it to wait again for the same head.
+            self._wake.set()
 
     def _hold_secret(self, table: str, topic: str, item: tuple[float, int, str, bytes]) -> None:
         envelope = parse_envelope(item[3], table=table, secure=True)
@@ -406,6 +411,15 @@ class DelayLine:
         log.warning("secure-delay: a round secret dropped (too many held)", table=key[0])
 
 
+FEED_QOS = 0
+"""The QoS the studio's feed subscribes at (docs/studio.md, "Delivery").
+
+The feed is a clean session: what a lost link misses it misses at any QoS, and the retained
+snapshot and the fold's gap handling repair a view either way. On a live link the broker
+hands QoS 0 messages on in order, as it does QoS 1 ones, without a PUBACK from the studio
+for each (a send, and a wake-up of the broker, for every message the studio reads)."""
+
+
 class Feed:
     """One broker connection that subscribes to the tables' topics and hands each message on.
 
@@ -465,7 +479,7 @@ class Feed:
     async def _serve(self, client: MqttClient, address: BrokerAddress, stop: asyncio.Event) -> None:
         async with asyncio.timeout(self.settings.connect_timeout):
             for topic in self.topics():
-                await client.subscribe(topic, qos=1)
+                await client.subscribe(topic, qos=FEED_QOS)
         log.info("studio feed subscribed", connection=self.connector.name, url=address.url)
         self.on_link(True)
         try:

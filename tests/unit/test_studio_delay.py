@@ -220,3 +220,33 @@ async def test_a_burst_goes_on_together_never_early_and_at_most_the_batch_late()
     assert at_first >= first + delay and at_second >= second + delay  # never early
     assert at_second - at_first < gap / 2  # one wake-up for both
     assert at_first - (first + delay) < 1.0  # late by the batch (a loaded machine: more)
+
+
+async def test_a_message_held_behind_the_head_leaves_the_line_asleep():
+    """Each message is due ``delay`` after the one before it: holding it changes nothing about
+    when the line must wake, so the line is not woken to look at its head again (a pass of
+    the line per message the studio receives, a hundred a minute beside a table)."""
+    now = [100.0]
+    looks: list[float] = []
+
+    def clock() -> float:
+        looks.append(now[0])
+        return now[0]
+
+    released: list[str] = []
+    line = DelayLine(5.0, lambda topic, _: released.append(topic), clock=clock)
+    task = asyncio.create_task(line.run())
+    try:
+        line.hold("tables/t/events", env("round_opened", 1, OPENED))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        looks.clear()
+        for seq in range(2, 22):
+            now[0] += 0.1
+            line.hold("tables/t/events", env("card_dealt", seq, HOLE_PUBLIC))
+            for _ in range(5):
+                await asyncio.sleep(0)
+        assert len(looks) == 20, f"the line looked again {len(looks) - 20} times (one a hold)"
+        assert released == [], "nothing before its time"
+    finally:
+        task.cancel()
