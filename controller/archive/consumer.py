@@ -699,7 +699,7 @@ class ArchiveConsumer:
             await client.subscribe([(topic, 1) for topic in topics])
         self.subscribed.set()
         log.info("archive subscribed", url=address.url, topics=len(topics), first=topics[:3])
-        queue: asyncio.Queue[Received] = asyncio.Queue()
+        queue: asyncio.Queue[Received | _ReadEnded] = asyncio.Queue()
         reader = asyncio.create_task(self._read(client, queue), name="archive-read")
 
         def committed(batch: Sequence[Received]) -> None:
@@ -707,45 +707,62 @@ class ArchiveConsumer:
             drain.ack_all(client, [(m.mid, m.qos) for m in batch if m.qos > 0])
 
         try:
-            await self.handle_batches(_waiting(queue, reader), committed)
+            await self.handle_batches(_waiting(queue), committed)
         finally:
             self.subscribed.clear()
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
 
     @staticmethod
-    async def _read(client: MqttClient, queue: asyncio.Queue[Received]) -> None:
-        async for first in client.messages:
-            for message in (first, *client.take_queued()):
-                queue.put_nowait(
-                    Received(str(message.topic), bytes(message.payload), message.mid, message.qos)
-                )
+    async def _read(client: MqttClient, queue: asyncio.Queue[Received | _ReadEnded]) -> None:
+        try:
+            async for first in client.messages:
+                for message in (first, *client.take_queued()):
+                    queue.put_nowait(
+                        Received(
+                            str(message.topic), bytes(message.payload), message.mid, message.qos
+                        )
+                    )
+        except Exception as exc:  # the broker connection's error: told in the queue, after
+            queue.put_nowait(_ReadEnded(exc))  # what was read before it
+            raise
+        queue.put_nowait(_ReadEnded(None))  # pragma: no cover (the message stream never ends)
 
 
-async def _waiting(
-    queue: asyncio.Queue[Received], reader: asyncio.Task[None]
-) -> AsyncIterator[list[Received]]:
+@dataclass(frozen=True, slots=True)
+class _ReadEnded:
+    """The reader's end, queued after the last message it read: its error, if any."""
+
+    error: Exception | None
+
+
+async def _waiting(queue: asyncio.Queue[Received | _ReadEnded]) -> AsyncIterator[list[Received]]:
     """Batch after batch, what waits in ``queue`` (one message at least, BATCH_MAX at most).
 
-    What arrived while the last batch was classified and handed over is the next one.
+    What arrived while the last batch was classified and handed over is the next one. One
+    ``queue.get()`` a batch (it used to wait on the getter and the reader task together:
+    a task and a wait for every message the archive received).
 
     Raises:
-        Exception: The reader's (the broker connection's error) when it ends.
+        Exception: The reader's (the broker connection's error) when it ends, once every
+            message it read before has been handed on.
     """
-    while True:
-        getter = asyncio.ensure_future(queue.get())
-        try:
-            await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not getter.done():
-                getter.cancel()
-        if getter.cancelled():
-            reader.result()  # the broker connection's error
-            return  # pragma: no cover (the message stream never ends)
-        batch = [getter.result()]
+    ended: _ReadEnded | None = None
+    while ended is None:
+        first = await queue.get()
+        if isinstance(first, _ReadEnded):
+            ended = first
+            break
+        batch = [first]
         while len(batch) < BATCH_MAX and not queue.empty():
-            batch.append(queue.get_nowait())
+            item = queue.get_nowait()
+            if isinstance(item, _ReadEnded):
+                ended = item
+                break
+            batch.append(item)
         yield batch
+    if ended.error is not None:
+        raise ended.error
 
 
 def _message_time(value: Any) -> datetime | None:
