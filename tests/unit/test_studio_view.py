@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -132,21 +134,24 @@ def test_a_mailbox_keeps_the_newest_updates():
 
 
 async def test_the_delay_line_hands_nothing_on_before_its_time():
-    now = [100.0]
-    out: list[str] = []
-    line = DelayLine(5.0, lambda topic, payload: out.append(topic), clock=lambda: now[0])
-    line.hold("a", b"")
-    import asyncio
-
+    delay = 0.3
+    out: list[tuple[str, float]] = []
+    line = DelayLine(delay, lambda topic, payload: out.append((topic, time.monotonic())))
     task = asyncio.create_task(line.run())
-    now[0] = 104.9
-    await asyncio.sleep(0.01)
-    assert out == [] and line.held() == 1
-    now[0] = 105.0
-    line.hold("b", b"")  # wakes the line
-    await asyncio.sleep(0.01)
-    task.cancel()
-    assert out == ["a"]
+    try:
+        held = {"a": time.monotonic()}
+        line.hold("a", b"")
+        await asyncio.sleep(delay / 2)
+        assert out == [] and line.held() == 1
+        held["b"] = time.monotonic()
+        line.hold("b", b"")  # behind "a": the line sleeps on until "a" is due
+        async with asyncio.timeout(5):
+            while len(out) < 2:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert [topic for topic, _ in out] == ["a", "b"]
+    assert all(at >= held[topic] + delay for topic, at in out), "nothing before its time"
 
 
 @pytest.mark.parametrize("game", ["teen-patti-20-20", "no-such-game"])
