@@ -21,7 +21,9 @@ loop, the way paho's documentation describes an external event loop:
   the socket is writable (``add_writer``, removed once paho's queue is empty): a received
   message's PUBACK, queued by paho inside ``loop_read``, goes out there and then, with no
   writable event and pass of the loop of its own (docs/performance.md, "The demo");
-* ``loop_misc()`` once a second keeps the link alive (keep-alive, PINGREQ).
+* ``loop_misc()`` every quarter of the keep-alive (at least every second), on the multiples of
+  that period on the loop's clock, keeps the link alive (keep-alive, PINGREQ): one wake-up
+  for every connection of the process (:func:`misc_delay`).
 
 What the rest of the product sees is the small surface it used of aiomqtt
 (``async with``, :meth:`Client.subscribe`, :meth:`Client.unsubscribe`, :meth:`Client.publish`,
