@@ -3,17 +3,20 @@
 ``postgresql://...`` (or ``postgres://``): :class:`controller.archive.store.ArchiveStore`,
 the studio's archive; ``sqlite:///PATH``:
 :class:`controller.archive.sqlite_store.SqliteArchiveStore`, the embedded default of
-``make run`` (docs/archive.md, "SQLite"). :data:`LOST` and :data:`REFUSED` are the errors a
+``make run`` (docs/archive.md, "SQLite"). :func:`lost` and :func:`refused` are the errors a
 consumer tells apart, whatever the store.
+
+psycopg is imported only by what speaks to PostgreSQL (its store, the connection a
+:class:`controller.archive.dblink.DbLink` makes, the tools): the archive beside a table on
+SQLite runs without it, 9 MiB of the demo's memory (docs/performance.md, "The demo").
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
-
-import psycopg
 
 from controller.archive.batch import GapStamp, Stored
 from controller.archive.errors import ArchiveDatabaseLost, ArchiveError, ArchiveRefused
@@ -21,15 +24,33 @@ from controller.archive.ingest import Entry, Rejected, Status
 from controller.archive.journals import JournalRecord
 from controller.archive.sqlite_store import SqliteArchiveStore, is_sqlite_url
 
-LOST: tuple[type[Exception], ...] = (
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    ArchiveDatabaseLost,
-)
-"""The database is gone (or the connection closed): not a message's fault. The consumer holds
-its batch and acknowledgements, and retries (:class:`controller.archive.dblink.DbLink`)."""
-REFUSED: tuple[type[Exception], ...] = (psycopg.Error, ArchiveRefused)
-"""The database refused a write (check :data:`LOST` first: it is a kind of these)."""
+
+def lost() -> tuple[type[Exception], ...]:
+    """The errors that say the database is gone (or the connection closed), for ``except``.
+
+    Not a message's fault: the consumer holds its batch and acknowledgements, and retries
+    (:class:`controller.archive.dblink.DbLink`). psycopg's are among them once psycopg is
+    imported; until then none of its errors can have been raised.
+    """
+    if "psycopg" not in sys.modules:
+        return (ArchiveDatabaseLost,)
+    import psycopg
+
+    return (psycopg.OperationalError, psycopg.InterfaceError, ArchiveDatabaseLost)
+
+
+def refused() -> tuple[type[Exception], ...]:
+    """The errors that say the database refused a write, for ``except``.
+
+    Check :func:`lost` first: it is a kind of these. psycopg's are among them once it is
+    imported, as in :func:`lost`.
+    """
+    if "psycopg" not in sys.modules:
+        return (ArchiveRefused,)
+    import psycopg
+
+    return (psycopg.Error, ArchiveRefused)
+
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -38,11 +59,17 @@ class Store(Protocol):
     """What the consumer needs of an archive store (both stores have it).
 
     Attributes:
+        gaps_shared: Whether gaps are kept in the database, shared by the archive's
+            instances (PostgreSQL), or by the one consumer in memory (SQLite).
         resolved: The archived entries the last batch's walks down the signed chain moved
             to ``rejected`` as ``forged`` (docs/archive.md, "Provisional entries").
     """
 
     resolved: list[Rejected]
+
+    @property
+    def gaps_shared(self) -> bool:
+        """Whether gaps are kept in the database (see above)."""
 
     async def close(self) -> None:
         """Close it."""

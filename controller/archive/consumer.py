@@ -44,10 +44,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 import structlog
 
-from controller.archive.backend import LOST, REFUSED, Store
+from controller.archive.backend import Store, lost, refused
 from controller.archive.config import ArchiveSettings
 from controller.archive.dblink import DbLink
 from controller.archive.errors import ArchiveError
@@ -62,13 +61,14 @@ from controller.archive.ingest import (
     table_of,
 )
 from controller.archive.journals import JournalRecord
-from controller.archive.store import ArchiveStore, journal_records
 from controller.inbound import Code, Rejection, RejectionLog, SeqGuard
 from controller.mqtt import drain
 from controller.mqtt.connection import Connector
 from controller.pitcli import Target, send_command
 
 if TYPE_CHECKING:
+    import psycopg
+
     from controller.broker import BrokerAddress
     from controller.mqtt.client import Client as MqttClient
 
@@ -174,12 +174,16 @@ class ArchiveConsumer:
         self.only_known_tables = only_known_tables
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
-        self.shared_gaps = isinstance(store, ArchiveStore)
-        if isinstance(store, ArchiveStore):
-            self.db = DbLink(settings.database, "ingest", conn=store.conn)
-            self.db.on_connect(self._new_store)
-        else:
-            self.db = DbLink(settings.database, "ingest")
+        self.shared_gaps = store.gaps_shared
+        self.db = DbLink(settings.database, "ingest")
+        if self.shared_gaps:
+            # Imported only for a PostgreSQL archive: SQLite's runs without psycopg
+            # (controller.archive.backend).
+            from controller.archive.store import ArchiveStore
+
+            if isinstance(store, ArchiveStore):
+                self.db = DbLink(settings.database, "ingest", conn=store.conn)
+                self.db.on_connect(self._new_store)
         self.gap_db: DbLink | None = DbLink(settings.database, "gaps") if self.shared_gaps else None
         self.gaps = GapTracker()
         self._gap_opened = asyncio.Event()
@@ -191,6 +195,8 @@ class ArchiveConsumer:
         # instance one id (mqtt.command_username): one at a time, or they evict each other.
         self._replay_turn = asyncio.Lock()
         self.on_batch: BatchHook | None = None
+        consumer = settings.consumer
+        self.linger = Linger(consumer.linger_seconds, min(LINGER_ENOUGH, consumer.receive_maximum))
         self.wall_clock = wall_clock
         self.seqs = SeqGuard()
         self.rejections = RejectionLog(reader="archive")
@@ -198,6 +204,8 @@ class ArchiveConsumer:
         self.current: dict[str, str] = {}
 
     def _new_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        from controller.archive.store import ArchiveStore
+
         if not isinstance(self.store, ArchiveStore) or conn is not self.store.conn:
             self.store = ArchiveStore(conn)
 
@@ -294,7 +302,7 @@ class ArchiveConsumer:
         """Classify and store one message; what became of it (a :attr:`counts` key).
 
         Raises:
-            psycopg.OperationalError: The database is gone (``backend.LOST``).
+            psycopg.OperationalError: The database is gone (``backend.lost()``).
         """
         return (await self.handle_batch([(topic, payload)]))[0]
 
@@ -313,7 +321,7 @@ class ArchiveConsumer:
                 (``""``: not stored yet); what it holds is not stored again.
 
         Raises:
-            psycopg.OperationalError: The database is gone (``backend.LOST``); ``done``
+            psycopg.OperationalError: The database is gone (``backend.lost()``); ``done``
                 then holds what was stored before.
         """
         return await self.store_classified(messages, self._classify(messages), done)
@@ -434,9 +442,9 @@ class ArchiveConsumer:
     ) -> None:
         try:
             stored = await self.store.store_entries([e for _, e in entries])
-        except LOST:
+        except lost():
             raise
-        except REFUSED:
+        except refused():
             for i, entry in entries:
                 outcomes[i] = await self._guarded(messages[i], entry)
         else:
@@ -454,9 +462,9 @@ class ArchiveConsumer:
         topic, payload = message
         try:
             return await self._store(found)
-        except LOST:
+        except lost():
             raise
-        except REFUSED as exc:
+        except refused() as exc:
             # The database refused this message (its transaction was rolled back, e.g. a
             # "\u0000" that jsonb cannot hold): keep it as rejected with the server's words
             # rather than stop the consumer.
@@ -553,6 +561,8 @@ class ArchiveConsumer:
             return
         if not self.keys.tables:
             return
+        from controller.archive.store import journal_records
+
         self._know(await self._gap_link().call(journal_records))
         tables = self.chain_ids()
         config = self.settings.gaps
@@ -647,7 +657,7 @@ class ArchiveConsumer:
             await asyncio.sleep(self.settings.gaps.check_seconds)
             try:
                 await self.check_gaps()
-            except REFUSED as exc:
+            except refused() as exc:
                 # Not the connection's (DbLink retries those): a statement the database
                 # refused. Logged; the next check tries again.
                 log.error("gap check failed", error=f"{type(exc).__name__}: {exc}")
@@ -700,21 +710,23 @@ class ArchiveConsumer:
         self.subscribed.set()
         log.info("archive subscribed", url=address.url, topics=len(topics), first=topics[:3])
         queue: asyncio.Queue[Received | _ReadEnded] = asyncio.Queue()
-        reader = asyncio.create_task(self._read(client, queue), name="archive-read")
+        reader = asyncio.create_task(self._read(client, queue, self.linger), name="archive-read")
 
         def committed(batch: Sequence[Received]) -> None:
             # Committed: only now may the broker forget them (in the order received).
             drain.ack_all(client, [(m.mid, m.qos) for m in batch if m.qos > 0])
 
         try:
-            await self.handle_batches(_waiting(queue), committed)
+            await self.handle_batches(_waiting(queue, self.linger), committed)
         finally:
             self.subscribed.clear()
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
 
     @staticmethod
-    async def _read(client: MqttClient, queue: asyncio.Queue[Received | _ReadEnded]) -> None:
+    async def _read(
+        client: MqttClient, queue: asyncio.Queue[Received | _ReadEnded], linger: Linger
+    ) -> None:
         try:
             async for first in client.messages:
                 for message in (first, *client.take_queued()):
@@ -723,6 +735,7 @@ class ArchiveConsumer:
                             str(message.topic), bytes(message.payload), message.mid, message.qos
                         )
                     )
+                linger.queued(queue.qsize())
         except Exception as exc:  # the broker connection's error: told in the queue, after
             queue.put_nowait(_ReadEnded(exc))  # what was read before it
             raise
@@ -736,10 +749,65 @@ class _ReadEnded:
     error: Exception | None
 
 
-async def _waiting(queue: asyncio.Queue[Received | _ReadEnded]) -> AsyncIterator[list[Received]]:
+class Linger:
+    """How long a batch waits for more after its first message (``consumer.linger_seconds``).
+
+    A batch stops waiting when its time is up, when ``enough`` messages are waiting (a
+    broker sends only so many before they are acknowledged: Mosquitto's
+    ``max_inflight_messages``, 20 by default, and the archive's Receive Maximum; waiting on
+    would stall the archive until the linger ends), or once :meth:`hurry` was called (the
+    table stopped: what is read is stored at once from then on).
+
+    Args:
+        seconds: The linger (0: none).
+        enough: Messages waiting that end it.
+    """
+
+    def __init__(self, seconds: float, enough: int = 16) -> None:
+        self.seconds = seconds
+        self.enough = enough
+        self.hurried = False
+        self._lingering = False
+        self._wake = asyncio.Event()
+
+    def hurry(self) -> None:
+        """No batch waits for more from now on (one that is waiting stops)."""
+        self.hurried = True
+        self._wake.set()
+
+    def queued(self, waiting: int) -> None:
+        """The reader queued messages: ``waiting`` wait behind a lingering batch's first."""
+        if self._lingering and waiting + 1 >= self.enough:
+            self._wake.set()
+
+    async def wait(self, waiting: int) -> None:
+        """Linger for a batch whose first message is taken and ``waiting`` more wait."""
+        if self.seconds <= 0 or self.hurried or waiting + 1 >= self.enough:
+            return
+        self._wake.clear()
+        self._lingering = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.seconds):
+                    await self._wake.wait()
+        finally:
+            self._lingering = False
+
+
+LINGER_ENOUGH = 16
+"""Messages waiting that end a batch's linger (fewer when ``consumer.receive_maximum`` is
+lower): under Mosquitto's default ``max_inflight_messages`` (20), so a lingering archive is
+never left waiting for what the broker holds back until it acknowledges."""
+
+
+async def _waiting(
+    queue: asyncio.Queue[Received | _ReadEnded], linger: Linger | None = None
+) -> AsyncIterator[list[Received]]:
     """Batch after batch, what waits in ``queue`` (one message at least, BATCH_MAX at most).
 
-    What arrived while the last batch was classified and handed over is the next one. One
+    What arrived while the last batch was classified and handed over is the next one. With
+    a ``linger``, a batch first waits for more after its first message (:class:`Linger`:
+    one timer a batch; the reader's queueing wakes nothing until enough are waiting). One
     ``queue.get()`` a batch (it used to wait on the getter and the reader task together:
     a task and a wait for every message the archive received).
 
@@ -753,6 +821,8 @@ async def _waiting(queue: asyncio.Queue[Received | _ReadEnded]) -> AsyncIterator
         if isinstance(first, _ReadEnded):
             ended = first
             break
+        if linger is not None:
+            await linger.wait(queue.qsize())
         batch = [first]
         while len(batch) < BATCH_MAX and not queue.empty():
             item = queue.get_nowait()

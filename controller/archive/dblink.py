@@ -2,7 +2,7 @@
 
 :class:`DbLink` holds one connection for one user (the ingest, the gap checks). Every call
 through :meth:`DbLink.call` is bounded by ``database.timeout_seconds``; a call that fails for
-the connection's sake (:data:`LOST`: the server restarted, the link dropped, a timeout) closes
+the connection's sake (:func:`lost`: the server restarted, the link dropped, a timeout) closes
 it, and the next call reconnects, each attempt bounded by ``database.connect_timeout_seconds``,
 after a capped, jittered back-off (``database.reconnect_min_seconds`` doubling up to
 ``reconnect_max_seconds``). What the caller was doing is retried by :meth:`DbLink.call` until
@@ -19,21 +19,29 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import psycopg
 import structlog
 
-from controller.archive.backend import LOST as STORE_LOST
+from controller.archive import backend
 from controller.archive.config import DatabaseSettings
+
+if TYPE_CHECKING:
+    import psycopg
 
 log = structlog.get_logger("archive")
 
 T = TypeVar("T")
 
-LOST: tuple[type[BaseException], ...] = (*STORE_LOST, TimeoutError)
-"""Failures that are the connection's, not a message's (``backend.LOST``, either store's, and
-a call past ``database.timeout_seconds``): reconnect and retry."""
+
+def lost() -> tuple[type[BaseException], ...]:
+    """Failures that are the connection's, not a message's: reconnect and retry.
+
+    :func:`controller.archive.backend.lost` (either store's), and a call past
+    ``database.timeout_seconds``.
+    """
+    return (*backend.lost(), TimeoutError)
+
 
 SUMMARY_EVERY = 60.0
 """Seconds between "still unreachable" lines once the attempts no longer double quickly."""
@@ -95,7 +103,7 @@ class DbLink:
             try:
                 async with asyncio.timeout(self.settings.timeout_seconds):
                     return await work(conn)
-            except LOST as exc:
+            except lost() as exc:
                 await self.lost(exc)
 
     async def retry(self, work: Callable[[], Awaitable[T]]) -> T:
@@ -106,7 +114,7 @@ class DbLink:
         :meth:`call`, without :meth:`connection`.
 
         Raises:
-            Exception: A failure that is not :data:`LOST` (the caller decides).
+            Exception: A failure that is not :func:`lost` (the caller decides).
         """
         while True:
             if self._failures:
@@ -114,7 +122,7 @@ class DbLink:
             try:
                 async with asyncio.timeout(self.settings.timeout_seconds):
                     result = await work()
-            except LOST as exc:
+            except lost() as exc:
                 if self._lost_at is not None:
                     self._failed(exc)
                 else:
@@ -126,6 +134,8 @@ class DbLink:
 
     async def connection(self) -> psycopg.AsyncConnection[Any]:
         """The connection; made again (with back-off between attempts) if it was lost."""
+        import psycopg  # here: a link that only retries (SQLite's) never connects
+
         while self._conn is None or self._conn.closed:
             if self._failures:
                 await asyncio.sleep(self._backoff())
@@ -136,7 +146,7 @@ class DbLink:
                         autocommit=True,
                         connect_timeout=max(1, round(self.settings.connect_timeout_seconds)),
                     )
-            except LOST as exc:
+            except lost() as exc:
                 self._failed(exc)
                 continue
             self._conn = conn

@@ -35,6 +35,15 @@ same machine, a gap is rare and found within 3 s instead of 1.5 s, for a quarter
 wake-ups (docs/performance.md, "The demo")."""
 
 
+LINGER_SECONDS = 2.0
+"""How long a batch of the archive beside one table waits for more after its first message
+(``consumer.linger_seconds``; an archive instance: 0). A table's messages come one by one as
+it deals (one every 0.4 s in the demo): each alone was a transaction, a hand-over to the
+SQLite thread and a write of its acknowledgement. 2 s holds a round's dealing burst in one or
+two batches (3 a round in the demo, not 11); the archive has each message at most 2 s later
+(docs/archive.md, "Batches")."""
+
+
 def default_url(journal: Path) -> str:
     """The SQLite archive beside ``journal``.
 
@@ -54,6 +63,7 @@ def archive_settings(
             "mqtt": mqtt.model_copy(update={"client_id": f"tablectl-archive-{table_id}"}),
             "tables": {table_id: {"public_key": public_key}},
             "gaps": {"check_seconds": GAP_CHECK_SECONDS},
+            "consumer": {"linger_seconds": LINGER_SECONDS},
         }
     )
 
@@ -110,7 +120,11 @@ async def _when(subscribed: asyncio.Event, ready: asyncio.Event) -> None:
 
 
 async def _drain(consumer: ArchiveConsumer) -> None:
-    """Wait until nothing new was stored for a moment, or :data:`DRAIN_SECONDS`."""
+    """Wait until nothing new was stored for a moment, or :data:`DRAIN_SECONDS`.
+
+    A batch lingering for more (:data:`LINGER_SECONDS`) is stored at once from now on.
+    """
+    consumer.linger.hurry()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DRAIN_SECONDS
     while loop.time() < deadline:

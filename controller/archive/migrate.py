@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-
-import psycopg
+from typing import TYPE_CHECKING
 
 from controller.archive.errors import ArchiveError
+
+if TYPE_CHECKING:
+    import psycopg
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 MIGRATION_LOCK = 0x7AB1EC71
@@ -70,6 +72,8 @@ async def migrate(conn: psycopg.AsyncConnection[object]) -> list[int]:
     Raises:
         ArchiveError: A migration failed (its version and the server's message named).
     """
+    import psycopg  # here: the SQLite archive reads this module's migrations() without it
+
     applied_now: list[int] = []
     async with conn.transaction():
         # Under the lock: two instances' CREATE ... IF NOT EXISTS would race on the catalog.

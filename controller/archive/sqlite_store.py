@@ -26,7 +26,7 @@ from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from controller.archive.batch import (
     GAP_STAMP_COLUMNS,
@@ -193,7 +193,13 @@ class SqliteArchiveStore:
     Args:
         conn: A connection from :func:`connect` (schema migrated).
         path: Its file, for messages.
+
+    Attributes:
+        gaps_shared: ``False``: one archive beside one table keeps its gaps in memory
+            (:class:`controller.archive.gap_tracker.GapTracker`).
     """
+
+    gaps_shared: ClassVar[bool] = False
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn

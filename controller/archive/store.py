@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import psycopg
@@ -109,7 +109,13 @@ class ArchiveStore:
 
     Args:
         conn: An open connection (not autocommit: each call is its own transaction).
+
+    Attributes:
+        gaps_shared: Gaps are kept in the database, shared by the archive's instances
+            (:class:`controller.archive.gaps.GapBook`).
     """
+
+    gaps_shared: ClassVar[bool] = True
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn

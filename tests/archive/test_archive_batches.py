@@ -10,8 +10,11 @@ import asyncio
 
 import pytest
 
-from controller.archive.consumer import BATCH_MAX, Received, _ReadEnded, _waiting
+from controller.archive.config import ArchiveSettings
+from controller.archive.consumer import BATCH_MAX, Linger, Received, _ReadEnded, _waiting
+from controller.archive.embedded import LINGER_SECONDS, archive_settings
 from controller.mqtt.client import MqttLinkError
+from controller.mqtt.settings import MqttSettings
 
 
 def _received(n: int) -> Received:
@@ -65,3 +68,80 @@ async def test_the_error_comes_after_a_wait_when_nothing_was_read():
         await _collect(queue, batches)
     await task
     assert batches == []
+
+
+async def test_a_lingering_batch_takes_what_comes_within_its_linger_and_no_more():
+    queue: asyncio.Queue[Received | _ReadEnded] = asyncio.Queue()
+    batches: list[list[int]] = []
+    loop = asyncio.get_running_loop()
+    handed: list[float] = []
+
+    async def collect() -> None:
+        async for batch in _waiting(queue, Linger(0.4)):
+            batches.append([m.mid for m in batch])
+            handed.append(loop.time())
+
+    task = asyncio.create_task(collect())
+    start = loop.time()
+    queue.put_nowait(_received(0))
+    for n in (1, 2):
+        await asyncio.sleep(0.1)  # within the first message's linger
+        queue.put_nowait(_received(n))
+    await asyncio.sleep(0.5)  # past it: the next message opens a batch of its own
+    queue.put_nowait(_received(3))
+    async with asyncio.timeout(5):
+        while len(batches) < 2:
+            await asyncio.sleep(0.02)
+    queue.put_nowait(_ReadEnded(None))
+    await asyncio.wait_for(task, 5)
+    assert batches == [[1, 2, 3], [4]]
+    assert 0.4 <= handed[0] - start < 0.45 + 0.3  # its linger, not the later message's
+
+
+async def test_hurry_ends_a_linger_and_no_batch_lingers_after():
+    queue: asyncio.Queue[Received | _ReadEnded] = asyncio.Queue()
+    linger = Linger(30.0)
+    batches = _waiting(queue, linger)
+    queue.put_nowait(_received(0))
+    first = asyncio.ensure_future(anext(batches))
+    await asyncio.sleep(0.05)
+    assert not first.done(), "the batch lingers"
+    queue.put_nowait(_received(1))
+    linger.hurry()  # the table stopped
+    async with asyncio.timeout(1):
+        assert [m.mid for m in await first] == [1, 2]
+        queue.put_nowait(_received(2))
+        assert [m.mid for m in await anext(batches)] == [3], "hurried: no linger any more"
+
+
+async def test_enough_waiting_ends_a_linger():
+    """A broker sends only so many unacknowledged messages (Mosquitto: 20 by default): a
+    batch that waited for more than that would wait out its whole linger for nothing."""
+    queue: asyncio.Queue[Received | _ReadEnded] = asyncio.Queue()
+    linger = Linger(30.0, enough=4)
+    batches = _waiting(queue, linger)
+    queue.put_nowait(_received(0))
+    first = asyncio.ensure_future(anext(batches))
+    await asyncio.sleep(0.05)
+    for n in (1, 2):
+        queue.put_nowait(_received(n))
+        linger.queued(queue.qsize())  # as the reader tells it
+    await asyncio.sleep(0.05)
+    assert not first.done(), "three of four: it still lingers"
+    queue.put_nowait(_received(3))
+    linger.queued(queue.qsize())
+    async with asyncio.timeout(1):
+        assert [m.mid for m in await first] == [1, 2, 3, 4]
+    for n in range(4, 8):  # enough already waiting when a batch begins: no linger at all
+        queue.put_nowait(_received(n))
+    async with asyncio.timeout(1):
+        assert [m.mid for m in await anext(batches)] == [5, 6, 7, 8]
+
+
+def test_the_archive_beside_a_table_lingers_and_an_instance_does_not(tmp_path):
+    beside = archive_settings(MqttSettings(), f"sqlite:///{tmp_path}/a.sqlite", "t-1")
+    assert beside.consumer.linger_seconds == LINGER_SECONDS > 0
+    assert (
+        ArchiveSettings.model_validate({"database": {"url": "sqlite:///x"}}).consumer.linger_seconds
+        == 0
+    )

@@ -4,6 +4,9 @@
   scanner simulator on TCP, plays a round and exits; what it imported by then (its
   ``sys.modules`` written at exit) holds none of starlette, uvicorn, psycopg, playwright or
   numpy: the studio, the archive, the browser and numpy-backed analysis stay out of it.
+* ``tablectl run --simulate`` (``make run``'s demo: the table, the studio and the archive on
+  SQLite beside it) archives a round without importing psycopg: only a PostgreSQL archive
+  needs it (9 MiB of the demo's memory; docs/performance.md).
 * ``tablectl`` registers only the sub-command it was given; the map it uses agrees with what
   each command module registers.
 * A restarted table reads only its journal's command entries (through the kind index) to
@@ -16,6 +19,7 @@ import argparse
 import importlib
 import json
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -108,6 +112,33 @@ def test_a_teen_patti_table_start_imports_no_studio_archive_browser_or_numpy(
     heavy = sorted({name.split(".")[0] for name in imported} & set(HEAVY))
     assert heavy == [], f"a Teen Patti table's start imported {heavy}"
     assert not {"controller.studio", "controller.archive", "controller.cli.archive"} & imported
+
+
+def test_the_demo_archives_on_sqlite_without_importing_psycopg(
+    mosquitto: MosquittoBroker, tmp_path: Path
+) -> None:
+    modules = tmp_path / "modules.json"
+    command = [
+        *("run", "--simulate", "--broker", mosquitto.url, "--rounds", "1", "--seed", "3"),
+        *("--betting-seconds", "0.2", "--pause-seconds", "0", "--deal-delay", "0"),
+        *("--studio-port", "0"),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, str(modules), *command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = set(json.loads(modules.read_text()))
+    # The studio and the archive ran beside the table, and the archive stored the round.
+    assert {"controller.studio.server", "controller.archive.consumer"} <= imported
+    with sqlite3.connect(tmp_path / "var" / "archive.sqlite") as archive:
+        kinds = {row[0] for row in archive.execute("SELECT kind FROM events")}
+    assert {"round_opened", "round_result"} <= kinds
+    assert sorted(name for name in imported if name.split(".")[0] == "psycopg") == []
 
 
 def test_the_command_map_names_what_each_module_registers() -> None:
