@@ -111,6 +111,7 @@ class Floor:
         views: The views by table id.
         feed_up: Whether the floor's broker connection is up.
         feed_changed_at: When it last went up or down (epoch seconds).
+        before_follow: Called before a page starts to follow a table (``None``: nothing).
     """
 
     def __init__(
@@ -134,6 +135,7 @@ class Floor:
         self.feed_changed_at = time.time()
         self._pages: dict[str, set[Mailbox]] = collections.defaultdict(set)
         self._full_logged = False
+        self.before_follow: Callable[[], None] | None = None
 
     def view(self, table: str) -> TableView:
         """The view of ``table`` (an empty one until its first message)."""
@@ -207,7 +209,13 @@ class Floor:
         }
 
     def follow(self, table: str) -> Mailbox:
-        """A mailbox for a new page of ``table``, holding the current state first."""
+        """A mailbox for a new page of ``table``, holding the current state first.
+
+        :attr:`before_follow` is called first (the secure-delay line hands on what is due:
+        :meth:`DelayLine.catch_up`).
+        """
+        if self.before_follow is not None:
+            self.before_follow()
         box = Mailbox()
         box.put(encode(self.message(table)))
         self._pages[table].add(box)
@@ -225,12 +233,25 @@ class Floor:
         """How many pages follow a table of this floor."""
         return sum(len(boxes) for boxes in self._pages.values())
 
+    def watched(self) -> bool:
+        """Whether any page follows a table of this floor."""
+        return bool(self._pages)
+
     def _tell(self, table: str, view: TableView) -> None:
         boxes = self._pages.get(table)
         if boxes:
             text = encode(self.message(table))  # once, for every page of the table
             for box in boxes:
                 box.put(text)
+
+
+IDLE_HOLD = 256
+"""Messages an unwatched secure-delay line holds before what is due goes on (a few minutes of
+one table's messages; at most a few hundred KB)."""
+
+
+def _always() -> bool:
+    return True
 
 
 class DelayLine:
@@ -260,6 +281,12 @@ class DelayLine:
             falls due meanwhile goes on with it (a table's event and its snapshot come a few
             ms apart): one wake-up for the burst instead of one each. Nothing goes on before
             its time; a message goes on at most this late. 0: each at its own time.
+        watched: Whether anyone reads what the line hands on (the secure-delay floor has a
+            page open). While nobody does, the line does not wake at each message's time:
+            what is due waits until a page comes (:meth:`catch_up`, called before the page
+            reads the floor) or until more than ``idle_hold`` messages are held, then goes
+            on together, in order. ``None``: always watched.
+        idle_hold: Messages held at most while unwatched before what is due goes on.
     """
 
     def __init__(
@@ -272,9 +299,13 @@ class DelayLine:
         rejections: RejectionLog | None = None,
         max_held: int = MAX_HELD_SECRETS,
         batch_seconds: float = 0.0,
+        watched: Callable[[], bool] | None = None,
+        idle_hold: int = IDLE_HOLD,
     ) -> None:
         self.delay = delay
         self.batch_seconds = batch_seconds
+        self.watched = watched or _always
+        self.idle_hold = idle_hold
         self.sink = sink
         self.prefix = prefix
         self.clock = clock
@@ -311,10 +342,19 @@ class DelayLine:
         """Round secrets waiting for their round to end."""
         return self._secrets
 
+    def catch_up(self) -> None:
+        """Hand on at once everything due by now; the line then looks again at its head.
+
+        For a page about to read the floor: it sees what is due, however long the line has
+        slept unwatched.
+        """
+        self._hand_on(self.clock())
+        self._wake.set()
+
     async def run(self) -> None:
         """Hand each message on at its time, forever (cancel to stop)."""
         while True:
-            while not self._due:
+            while not self._due or not self.watched():
                 self._wake.clear()
                 await self._wake.wait()
             now = self.clock()
@@ -327,14 +367,23 @@ class DelayLine:
                     async with asyncio.timeout(wait + self.batch_seconds):
                         await self._wake.wait()
                 continue
-            while self._due and self._due[0][0] <= now:  # everything due by now, in order
-                _, _, topic, payload = heapq.heappop(self._due)
-                self.sink(topic, payload)
+            self._hand_on(now)
 
     # -- inside -------------------------------------------------------------------------------
 
+    def _hand_on(self, now: float) -> None:
+        while self._due and self._due[0][0] <= now:  # everything due by now, in order
+            _, _, topic, payload = heapq.heappop(self._due)
+            self.sink(topic, payload)
+
     def _schedule(self, item: tuple[float, int, str, bytes]) -> None:
         heapq.heappush(self._due, item)
+        if not self.watched():
+            # Nobody reads the floor: no wake-up at each message's time. Past the bound,
+            # what is due goes on now, together (the line's memory stays bounded).
+            if len(self._due) > self.idle_hold:
+                self._hand_on(self.clock())
+            return
         if self._due[0] is item:
             # Only a new head changes when the line must wake: a message held behind it (the
             # usual case, each due ``delay`` after the one before) leaves the line asleep

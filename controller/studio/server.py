@@ -196,7 +196,9 @@ async def run_studio(
             secure_floor.handle,
             prefix=prefix,
             batch_seconds=DELAY_BATCH_SECONDS,
+            watched=secure_floor.watched,
         )
+        secure_floor.before_follow = delay.catch_up
         shared_secure = secure_mqtt.same_link(settings.mqtt)
         if shared_secure:  # the secure role's rights are the public one's: one connection
             sinks.append(delay.hold)

@@ -250,3 +250,81 @@ async def test_a_message_held_behind_the_head_leaves_the_line_asleep():
         assert released == [], "nothing before its time"
     finally:
         task.cancel()
+
+
+async def test_an_unwatched_line_sleeps_until_a_page_comes_and_then_catches_up():
+    """Nobody reads the secure-delay floor (no page open): the line does not wake at each
+    message's time. A page about to read it (``catch_up``) gets everything due by then, in
+    order, and nothing early; watched again, the line hands the rest on at its time."""
+    now = [100.0]
+    looks: list[float] = []
+
+    def clock() -> float:
+        looks.append(now[0])
+        return now[0]
+
+    watching = [False]
+    released: list[tuple[float, int]] = []
+    line = DelayLine(
+        5.0,
+        lambda _, payload: released.append((now[0], json.loads(payload)["seq"])),
+        clock=clock,
+        watched=lambda: watching[0],
+    )
+    task = asyncio.create_task(line.run())
+    try:
+        for seq in range(1, 11):  # one a second from 100: seq 1 due at 105, seq 10 at 114
+            line.hold("tables/t/events", env("card_dealt", seq, HOLE_PUBLIC))
+            now[0] += 1.0
+            for _ in range(5):
+                await asyncio.sleep(0)
+        now[0] = 112.5
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert released == [], "unwatched: nothing handed on, though seq 1-8 are due"
+        assert len(looks) == 10, f"the line looked at its clock {len(looks) - 10} times unwatched"
+        watching[0] = True  # a page comes: it catches the line up before it reads the floor
+        line.catch_up()
+        assert released == [(112.5, seq) for seq in range(1, 9)], "every due one, in order"
+        now[0] = 114.0
+        line._wake.set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [seq for _, seq in released] == list(range(1, 11)), "watched: at its time"
+    finally:
+        task.cancel()
+
+
+async def test_an_unwatched_line_hands_on_what_is_due_past_its_bound():
+    now = [100.0]
+    released: list[int] = []
+    line = DelayLine(
+        1.0,
+        lambda _, payload: released.append(json.loads(payload)["seq"]),
+        clock=lambda: now[0],
+        watched=lambda: False,
+        idle_hold=5,
+    )
+    for seq in range(1, 6):
+        line.hold("tables/t/events", env("card_dealt", seq, HOLE_PUBLIC))
+        now[0] += 0.5
+    assert released == [] and line.held() == 5
+    line.hold("tables/t/events", env("card_dealt", 6, HOLE_PUBLIC))  # the sixth: past 5
+    assert released == [1, 2, 3, 4], "what is due by now (held 1 s), together, in order"
+    assert line.held() == 2
+
+
+def test_a_page_of_the_secure_floor_reads_what_the_line_held_while_nobody_watched():
+    now = [100.0]
+    floor = Floor("tables", lambda _: True, secure=True, name="secure-delay")
+    line = DelayLine(5.0, floor.handle, clock=lambda: now[0], watched=floor.watched)
+    floor.before_follow = line.catch_up
+    line.hold("tables/t/events", env("round_opened", 1, OPENED))
+    line.hold("tables/t/events", env("card_dealt", 2, HOLE_PUBLIC))
+    now[0] = 105.5
+    line.hold("tables/t/events", env("card_dealt", 3, dict(HOLE_PUBLIC, slot="P1b", index=1)))
+    assert not floor.heard("t"), "unwatched: nothing folded yet"
+    box = floor.follow("t")
+    first = json.loads(box._items[0])
+    assert first["view"]["last_seq"] == 2, "the page sees seq 1-2 (due), not seq 3 (not yet)"
+    assert floor.watched() and line.held() == 1
