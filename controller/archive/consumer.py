@@ -749,6 +749,12 @@ class _ReadEnded:
     error: Exception | None
 
 
+LINGER_ENOUGH = 16
+"""Messages waiting that end a batch's linger (fewer when ``consumer.receive_maximum`` is
+lower): under Mosquitto's default ``max_inflight_messages`` (20), so a lingering archive is
+never left waiting for what the broker holds back until it acknowledges."""
+
+
 class Linger:
     """How long a batch waits for more after its first message (``consumer.linger_seconds``).
 
@@ -763,7 +769,7 @@ class Linger:
         enough: Messages waiting that end it.
     """
 
-    def __init__(self, seconds: float, enough: int = 16) -> None:
+    def __init__(self, seconds: float, enough: int = LINGER_ENOUGH) -> None:
         self.seconds = seconds
         self.enough = enough
         self.hurried = False
@@ -792,12 +798,6 @@ class Linger:
                     await self._wake.wait()
         finally:
             self._lingering = False
-
-
-LINGER_ENOUGH = 16
-"""Messages waiting that end a batch's linger (fewer when ``consumer.receive_maximum`` is
-lower): under Mosquitto's default ``max_inflight_messages`` (20), so a lingering archive is
-never left waiting for what the broker holds back until it acknowledges."""
 
 
 async def _waiting(
