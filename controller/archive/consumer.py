@@ -175,15 +175,16 @@ class ArchiveConsumer:
         self.counts: Counter[str] = Counter()
         self.subscribed = asyncio.Event()
         self.shared_gaps = store.gaps_shared
-        self.db = DbLink(settings.database, "ingest")
+        conn: psycopg.AsyncConnection[Any] | None = None
         if self.shared_gaps:
             # Imported only for a PostgreSQL archive: SQLite's runs without psycopg
             # (controller.archive.backend).
             from controller.archive.store import ArchiveStore
 
-            if isinstance(store, ArchiveStore):
-                self.db = DbLink(settings.database, "ingest", conn=store.conn)
-                self.db.on_connect(self._new_store)
+            conn = store.conn if isinstance(store, ArchiveStore) else None
+        self.db = DbLink(settings.database, "ingest", conn=conn)
+        if conn is not None:
+            self.db.on_connect(self._new_store)
         self.gap_db: DbLink | None = DbLink(settings.database, "gaps") if self.shared_gaps else None
         self.gaps = GapTracker()
         self._gap_opened = asyncio.Event()
@@ -783,12 +784,12 @@ class Linger:
 
     def queued(self, waiting: int) -> None:
         """The reader queued messages: ``waiting`` wait behind a lingering batch's first."""
-        if self._lingering and waiting + 1 >= self.enough:
+        if self._lingering and self._full(waiting):
             self._wake.set()
 
     async def wait(self, waiting: int) -> None:
         """Linger for a batch whose first message is taken and ``waiting`` more wait."""
-        if self.seconds <= 0 or self.hurried or waiting + 1 >= self.enough:
+        if self.seconds <= 0 or self.hurried or self._full(waiting):
             return
         self._wake.clear()
         self._lingering = True
@@ -798,6 +799,10 @@ class Linger:
                     await self._wake.wait()
         finally:
             self._lingering = False
+
+    def _full(self, waiting: int) -> bool:
+        """Whether a batch's first message and ``waiting`` more are ``enough``."""
+        return waiting + 1 >= self.enough
 
 
 async def _waiting(
